@@ -1,0 +1,51 @@
+/* Chunk transforms: the portable C reference of each. A CUDA version of a
+ * kernel must give bit-identical output to the function here. */
+#ifndef CKPT_KERNELS_H
+#define CKPT_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- checksum: "xxh3-tree-64k" (algorithm id 1 in the shard format) ----
+ * The chunk is cut into leaves of CKPT_CSUM_LEAF bytes (the last may be
+ * shorter); leaf i hashes to h_i = XXH3_64bits(leaf_i). The chunk checksum is
+ * XXH3_64bits_withSeed(h_0 || h_1 || ... as little-endian u64, seed = len).
+ * The leaves are independent, so a GPU hashes them in parallel; the final
+ * pass reads 1/8192 of the data. XXH3 itself is the well-kept libxxhash. */
+#define CKPT_CSUM_ALGO_XXH3_TREE 1u
+#define CKPT_CSUM_LEAF 65536u
+
+uint64_t ckpt_kern_checksum(const void *data, size_t len);
+
+/* Plain XXH3-64 of a small record (headers, footers, index values). */
+uint64_t ckpt_kern_hash(const void *data, size_t len);
+
+/* ---- byte shuffle ----
+ * Gathers byte k of every elem-byte element into plane k, so that the
+ * exponents of floats sit together and compress. len need not be a multiple
+ * of elem: the trailing len % elem bytes are copied unchanged at the end.
+ * elem 1 is a plain copy. dst and src must not overlap. */
+void ckpt_kern_shuffle(void *dst, const void *src, size_t len, unsigned elem);
+void ckpt_kern_unshuffle(void *dst, const void *src, size_t len, unsigned elem);
+
+/* ---- XOR delta ----
+ * dst[i] = a[i] ^ b[i] for i < len; applying it twice gives back the input.
+ * dst may equal a or b. */
+void ckpt_kern_xor(void *dst, const void *a, const void *b, size_t len);
+
+/* ---- compression: optional byte-shuffle, then zstd ----
+ * ckpt_kern_compress writes into dst (cap bytes, at least
+ * ckpt_kern_compress_bound(len)) and returns the compressed size, or 0 when
+ * compression does not pay (result not at least 1/8 smaller) or failed; the
+ * caller then stores the raw bytes. scratch holds len bytes for the shuffle.
+ * cctx is a ZSTD_CCtx* owned by the caller (one per thread). */
+size_t ckpt_kern_compress_bound(size_t len);
+size_t ckpt_kern_compress(void *cctx, int level, void *dst, size_t cap, const void *src,
+                          size_t len, unsigned elem, void *scratch);
+/* Reverses ckpt_kern_compress: dst must hold exactly raw_len bytes. Returns 0,
+ * or -1 if src is not a valid frame or does not decode to raw_len bytes.
+ * scratch holds raw_len bytes when elem > 1. dctx is a ZSTD_DCtx*. */
+int ckpt_kern_decompress(void *dctx, void *dst, size_t raw_len, const void *src, size_t len,
+                         unsigned elem, void *scratch);
+
+#endif

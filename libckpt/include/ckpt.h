@@ -1,0 +1,320 @@
+/*
+ * ckpt.h — the public interface of libckpt.
+ *
+ * libckpt takes checkpoints of a training rank's state: it snapshots registered
+ * memory regions into a pre-allocated staging pool (the only blocking part of a
+ * save), persists them in the background (checksum, optional byte-shuffle +
+ * zstd, io_uring writes to local disk), commits the version in an index once
+ * every rank of the job is durable, and restores the newest intact version.
+ *
+ * With no daemon configured it works on its own ("embedded default"): one
+ * checkpoint root on the local disk, an LMDB index inside it, several rank
+ * processes of one node saving into it at once.
+ *
+ * Caveats
+ *  - Threads: a ckpt_ctx is used by one thread at a time (the training loop).
+ *    The library runs its own background threads; handles may be waited on from
+ *    any thread. ckpt_strerror(), ckpt_version() and ckpt_config_init() are
+ *    thread-safe.
+ *  - fork: a child must not use a context its parent opened (the background
+ *    threads and the LMDB environment do not survive fork). Open a new one.
+ *  - Signals: no function here is async-signal-safe. Background threads block
+ *    no signals of their own; install handlers in the main thread as usual.
+ *  - Memory: the staging pool is allocated, pre-faulted and (where the memlock
+ *    limit allows) locked when the context opens, and reused for every save.
+ *    Its size bounds the memory libckpt uses for snapshots; it never grows.
+ *  - Regions: a registered region's memory must stay valid until the context
+ *    is closed. A save copies it before ckpt_save() returns; after that the
+ *    caller may change it freely.
+ *  - Errors: every function returning int returns 0 on success or a negative
+ *    error code: -errno for system errors, or -CKPT_E* for the library's own
+ *    (all above CKPT_ERRNO_OFFSET). ckpt_strerror() names both. Nothing here
+ *    calls exit() or abort() on a runtime error, and nothing reads global errno.
+ */
+#ifndef CKPT_H
+#define CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(CKPT_BUILDING_LIBRARY) && defined(__GNUC__)
+#define CKPT_API __attribute__((visibility("default")))
+#else
+#define CKPT_API
+#endif
+
+/* Library version. The on-disk format and the index schema have their own
+ * version numbers (CKPT_FORMAT_VERSION, CKPT_INDEX_SCHEMA). */
+#define CKPT_VERSION_MAJOR 0
+#define CKPT_VERSION_MINOR 1
+#define CKPT_VERSION_PATCH 0
+#define CKPT_VERSION_NUMBER \
+	(CKPT_VERSION_MAJOR * 10000 + CKPT_VERSION_MINOR * 100 + CKPT_VERSION_PATCH)
+
+#define CKPT_FORMAT_VERSION 1 /* shard file format, docs/format.md */
+#define CKPT_INDEX_SCHEMA 1   /* LMDB index schema, docs/format.md */
+
+/* ---------------------------------------------------------------- errors */
+
+/* Error codes of the library's own, returned negated. errno values stay
+ * below CKPT_ERRNO_OFFSET. */
+#define CKPT_ERRNO_OFFSET 4096
+enum {
+	CKPT_ECORRUPT = CKPT_ERRNO_OFFSET + 1, /* checksum or structure check failed */
+	CKPT_EFORMAT,   /* a format or schema version this build cannot read */
+	CKPT_ENOVERSION, /* no such version, or none restorable */
+	CKPT_ESKIPPED,  /* save skipped: staging pool busy (CKPT_POOL_SKIP) */
+	CKPT_EMISMATCH, /* checkpoint does not match the registered regions */
+	CKPT_ECONFIG,   /* invalid configuration value */
+	CKPT_EINDEX,    /* the LMDB index failed (details in the log) */
+	CKPT_ENAME,     /* invalid job id or region name */
+	CKPT_ETOOBIG,   /* save larger than the staging pool under CKPT_POOL_SKIP */
+	CKPT_ESTATE,    /* call not valid in the current state */
+	CKPT_EFAULT_INJECTED, /* a fault point armed by a test fired */
+	CKPT_ELAST
+};
+
+/* Returns a static, human-readable string for err (negative or positive,
+ * errno or CKPT_E*). Never NULL. Thread-safe. */
+CKPT_API const char *ckpt_strerror(int err);
+
+/* Returns the library version as "MAJOR.MINOR.PATCH" (static string). */
+CKPT_API const char *ckpt_version(void);
+/* Returns CKPT_VERSION_NUMBER of the library actually linked. */
+CKPT_API unsigned ckpt_version_number(void);
+
+/* ---------------------------------------------------------------- enums */
+
+/* Storage tiers, ordered by speed. Used as bit masks in ckpt_config.tiers. */
+typedef enum ckpt_tier {
+	CKPT_TIER_LOCAL_MEM = 1u << 0,  /* node DRAM owned by the ckptd agent */
+	CKPT_TIER_PEER_MEM = 1u << 1,   /* partner nodes' DRAM over libfabric */
+	CKPT_TIER_LOCAL_DISK = 1u << 2, /* local NVMe, io_uring */
+	CKPT_TIER_SHARED = 1u << 3,     /* shared filesystem */
+} ckpt_tier;
+
+/* Element types of a region. CKPT_DTYPE_BYTES for opaque blobs. */
+typedef enum ckpt_dtype {
+	CKPT_DTYPE_BYTES = 0,
+	CKPT_DTYPE_U8, CKPT_DTYPE_I8, CKPT_DTYPE_I16, CKPT_DTYPE_U16,
+	CKPT_DTYPE_I32, CKPT_DTYPE_U32, CKPT_DTYPE_I64, CKPT_DTYPE_U64,
+	CKPT_DTYPE_F16, CKPT_DTYPE_BF16, CKPT_DTYPE_F32, CKPT_DTYPE_F64,
+	CKPT_DTYPE_F8E4M3, CKPT_DTYPE_F8E5M2, CKPT_DTYPE_BOOL,
+	CKPT_DTYPE_COUNT
+} ckpt_dtype;
+
+/* Size in bytes of one element of dtype (1 for CKPT_DTYPE_BYTES), 0 if dtype
+ * is not a valid value. */
+CKPT_API size_t ckpt_dtype_size(ckpt_dtype dtype);
+/* Name of dtype ("f32", ...), "?" when invalid. */
+CKPT_API const char *ckpt_dtype_name(ckpt_dtype dtype);
+
+typedef enum ckpt_device {
+	CKPT_DEVICE_HOST = 0,
+	CKPT_DEVICE_CUDA = 1, /* reserved: device memory regions (later release) */
+} ckpt_device;
+
+/* What ckpt_save() does when the staging pool has no room because earlier
+ * saves are still being persisted. */
+typedef enum ckpt_pool_policy {
+	/* Block until the persist pipeline frees staging slots. A save larger
+	 * than the whole pool streams through it (its stall then includes disk
+	 * time). The default. */
+	CKPT_POOL_WAIT = 0,
+	/* Take nothing and return -CKPT_ESKIPPED at once unless the whole save
+	 * fits in the free part of the pool; -CKPT_ETOOBIG if it can never fit. */
+	CKPT_POOL_SKIP = 1,
+} ckpt_pool_policy;
+
+typedef enum ckpt_version_state {
+	CKPT_STATE_PENDING = 1,   /* some ranks' shards are not yet durable */
+	CKPT_STATE_COMMITTED = 2, /* every rank's shard durable: restorable */
+	CKPT_STATE_DELETING = 3,  /* being removed; never offered for restore */
+} ckpt_version_state;
+
+/* Name of state ("PENDING", "COMMITTED", "DELETING"), "?" when invalid. */
+CKPT_API const char *ckpt_state_name(ckpt_version_state state);
+
+/* ---------------------------------------------------------------- config */
+
+/* Configuration of a context. Fill it with ckpt_config_init(), then set what
+ * you need. Precedence: a field set by the caller > CKPT_* environment
+ * variable (read by ckpt_config_init) > built-in default. `ckpt --help-config`
+ * lists every setting with its variable and default. */
+typedef struct ckpt_config {
+	uint32_t size;          /* sizeof(ckpt_config); set by ckpt_config_init */
+	const char *job_id;     /* [A-Za-z0-9._-]{1,64}, not starting with '.'. CKPT_JOB */
+	uint32_t rank;          /* this process's rank, < world_size. CKPT_RANK */
+	uint32_t world_size;    /* ranks in the job. CKPT_WORLD_SIZE */
+	const char *root;       /* checkpoint root directory. CKPT_ROOT */
+	uint64_t chunk_bytes;   /* chunk size, multiple of 4096, 64 KiB..256 MiB. CKPT_CHUNK_BYTES */
+	uint64_t staging_bytes; /* staging pool size. CKPT_STAGING_BYTES */
+	int compress;           /* 1: byte-shuffle + zstd where it pays. CKPT_COMPRESS */
+	int compress_level;     /* zstd level (negative = faster). CKPT_COMPRESS_LEVEL */
+	uint32_t tiers;         /* ckpt_tier mask wanted. CKPT_TIERS */
+	ckpt_pool_policy pool_policy; /* CKPT_POOL_POLICY=wait|skip */
+	uint32_t io_depth;      /* disk I/Os in flight. CKPT_IO_DEPTH */
+	uint32_t workers;       /* checksum/compression threads. CKPT_WORKERS */
+	const char *backend;    /* local disk backend: "uring", "psync" or NULL=auto. CKPT_BACKEND */
+	int direct_io;          /* 1: O_DIRECT where the filesystem allows. CKPT_DIRECT_IO */
+	const char *faults;     /* test fault points, see docs/testing.md. CKPT_FAULT */
+	void *owned_strings;    /* private: strings ckpt_config_load_file allocated */
+} ckpt_config;
+
+/* Fills cfg with defaults, then applies CKPT_* environment variables.
+ * Returns 0, or -CKPT_ECONFIG when a variable holds an invalid value (the
+ * message names it; cfg then holds the defaults for that field).
+ * String fields point into the environment or static storage: they stay
+ * valid while the environment is not modified. */
+CKPT_API int ckpt_config_init(ckpt_config *cfg);
+
+/* Reads "key = value" lines (keys as in the table: job_id, root, chunk_bytes,
+ * ...; '#' starts a comment) from path into cfg. String values are copied into
+ * storage tied to cfg: call ckpt_config_free_strings(cfg) when done with it
+ * (a copy of cfg shares those strings; free once).
+ * Returns 0, -errno if the file cannot be read, -CKPT_ECONFIG naming the line
+ * on a bad key or value. */
+CKPT_API int ckpt_config_load_file(ckpt_config *cfg, const char *path);
+/* Frees string values that ckpt_config_load_file() allocated. Accepts NULL. */
+CKPT_API void ckpt_config_free_strings(ckpt_config *cfg);
+
+/* ---------------------------------------------------------------- context */
+
+typedef struct ckpt_ctx ckpt_ctx;
+
+/* Opens a context: validates cfg, creates the root and its index if needed,
+ * allocates and pre-faults the staging pool, starts the background threads,
+ * and finishes any deletion a crashed process left half-done.
+ * [in] cfg  copied; the caller may free it afterwards.
+ * [out] out the new context, NULL on error.
+ * Returns 0; -CKPT_ECONFIG / -CKPT_ENAME on bad configuration; -ENOMEM if the
+ * pool cannot be allocated; -errno for filesystem errors; -CKPT_EINDEX. */
+CKPT_API int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out);
+
+/* Waits for every save in progress to finish persisting (their handles stay
+ * valid until freed), stops the threads and frees everything. Accepts NULL.
+ * Returns 0, or the first error a pending save hit. */
+CKPT_API int ckpt_ctx_close(ckpt_ctx *ctx);
+
+/* ---------------------------------------------------------------- regions */
+
+#define CKPT_MAX_DIMS 8
+#define CKPT_MAX_NAME 255
+
+/* A memory region to checkpoint: one named tensor or blob of this rank. */
+typedef struct ckpt_region_desc {
+	uint32_t size;        /* sizeof(ckpt_region_desc) */
+	const char *name;     /* unique in the context; 1..255 bytes, no '/', no NUL,
+	                         not "." or ".."; copied */
+	void *ptr;            /* the memory; borrowed until ckpt_ctx_close */
+	uint64_t bytes;       /* length in bytes (0 allowed) */
+	ckpt_dtype dtype;     /* element type */
+	ckpt_device device;   /* CKPT_DEVICE_HOST (CUDA: later release) */
+	uint32_t ndim;        /* 0..CKPT_MAX_DIMS; 0 = no shape information */
+	uint64_t global_shape[CKPT_MAX_DIMS]; /* shape of the whole tensor */
+	uint64_t offsets[CKPT_MAX_DIMS];      /* where this rank's part starts */
+	uint64_t extents[CKPT_MAX_DIMS];      /* this rank's part; with ndim > 0 and a
+	                                         typed dtype, bytes must equal
+	                                         prod(extents) * ckpt_dtype_size */
+} ckpt_region_desc;
+
+/* Fills d for an opaque host blob: dtype BYTES, ndim 0. */
+CKPT_API void ckpt_region_desc_init(ckpt_region_desc *d, const char *name, void *ptr,
+                                    uint64_t bytes);
+
+/* Registers a region. Returns 0; -CKPT_ENAME for a bad or duplicate name;
+ * -EINVAL for inconsistent shape/offsets; -CKPT_ESTATE while a snapshot is
+ * being taken. */
+CKPT_API int ckpt_region_add(ckpt_ctx *ctx, const ckpt_region_desc *desc);
+
+/* ---------------------------------------------------------------- save */
+
+/* The result of a save at one tier, filled by ckpt_handle_wait/test. */
+typedef struct ckpt_status {
+	uint32_t size;        /* sizeof(ckpt_status), set by the caller */
+	uint64_t version;
+	uint32_t tier;        /* the tier this status is for */
+	int error;            /* 0 or a negative code: what failed */
+	int sys_errno;        /* underlying errno when error came from the system */
+	int committed;        /* 1: the version is COMMITTED (all ranks durable) */
+	uint64_t bytes;       /* raw bytes of this rank's shard */
+	uint64_t stored_bytes;/* bytes written to the tier (after compression) */
+	uint64_t stall_ns;    /* time spent blocking in ckpt_save */
+	uint64_t durable_ns;  /* from ckpt_save entry to durable + indexed */
+} ckpt_status;
+
+typedef struct ckpt_handle ckpt_handle;
+
+/* Save flags. */
+#define CKPT_SAVE_DEFAULT 0u
+
+/* Takes a checkpoint of every registered region as `version` (normally the
+ * training step). Returns once the snapshot is in the staging pool; the rest
+ * runs in the background.
+ * [out] out  a handle to wait on; free it with ckpt_handle_free (may be NULL
+ *            if the caller does not want one).
+ * Returns 0; -CKPT_ESKIPPED / -CKPT_ETOOBIG per CKPT_POOL_SKIP; -EEXIST if
+ * this rank already saved `version` in this root; -CKPT_ESTATE if no region
+ * is registered. */
+CKPT_API int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out);
+
+/* Waits until the save is durable at `tier` (only CKPT_TIER_LOCAL_DISK in
+ * the embedded default) or failed.
+ * [in] timeout_ms  -1 waits forever.
+ * [out] st         may be NULL; set st->size first.
+ * Returns 0 when durable; the save's error if it failed (also in st->error);
+ * -ETIMEDOUT; -EINVAL for a tier this context does not write. Thread-safe. */
+CKPT_API int ckpt_handle_wait(ckpt_handle *h, uint32_t tier, int64_t timeout_ms,
+                              ckpt_status *st);
+
+/* Like ckpt_handle_wait with timeout 0 but returns -EAGAIN while in progress. */
+CKPT_API int ckpt_handle_test(ckpt_handle *h, uint32_t tier, ckpt_status *st);
+
+/* Releases the caller's reference. The save itself goes on. Accepts NULL. */
+CKPT_API void ckpt_handle_free(ckpt_handle *h);
+
+/* ---------------------------------------------------------------- restore */
+
+#define CKPT_LATEST UINT64_MAX
+
+/* Restores every registered region from `version`, or from the newest
+ * committed version that verifies when version is CKPT_LATEST (a version
+ * whose shard is corrupt or missing is logged and skipped).
+ * Every chunk's checksum is verified before it reaches the region.
+ * [out] restored  the version restored; may be NULL.
+ * Returns 0; -CKPT_ENOVERSION if there is none; -CKPT_ECORRUPT (the log
+ * names version, rank, region and chunk); -CKPT_EMISMATCH if a registered
+ * region is missing from the checkpoint or has another size. On error the
+ * regions' contents are unspecified. */
+CKPT_API int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *restored);
+
+/* ---------------------------------------------------------------- listing */
+
+typedef struct ckpt_version_info {
+	uint32_t size;          /* sizeof(ckpt_version_info), set by the caller */
+	uint64_t version;
+	ckpt_version_state state;
+	uint32_t world_size;
+	uint32_t shards_done;   /* ranks whose shard is durable */
+	uint64_t bytes;         /* raw bytes over all durable shards */
+	uint64_t stored_bytes;  /* bytes on disk */
+	uint64_t created_ns;    /* CLOCK_REALTIME of the first shard's start */
+	uint64_t committed_ns;  /* 0 while PENDING */
+} ckpt_version_info;
+
+/* Lists the job's versions, oldest first.
+ * [out] out    array of cap entries, each with .size set (or all zero: the
+ *              library then assumes the current size); may be NULL with cap 0.
+ * [out] count  total number of versions (may exceed cap).
+ * Returns 0 or -CKPT_EINDEX. */
+CKPT_API int ckpt_versions_list(ckpt_ctx *ctx, ckpt_version_info *out, size_t cap,
+                                size_t *count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CKPT_H */

@@ -1,0 +1,320 @@
+#include "admin.h"
+#include "format.h"
+#include "reader.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int ckpt__admin_delete(const char *root, ckpt_index *ix, const char *job, uint64_t version,
+                       ckpt_faults *fs, const ckpt_logger *lg)
+{
+	char dir[4096], p[4400];
+	CKPT_TRY(ckpt__index_set_state(ix, job, version, CKPT_STATE_DELETING));
+	CKPT_TRY(ckpt__version_dir(dir, sizeof(dir), root, job, version));
+	DIR *d = opendir(dir);
+	if (d) {
+		struct dirent *e;
+		int n = 0;
+		while ((e = readdir(d))) {
+			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+				continue;
+			snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+			if (unlink(p) < 0 && errno != ENOENT) {
+				int err = -errno;
+				closedir(d);
+				LOG_E(lg, version, "delete: cannot remove %s: %s", p, ckpt_strerror(err));
+				return err;
+			}
+			if (++n == 1) {
+				int r = ckpt__fault(fs, "gc.mid_delete");
+				if (r < 0) {
+					closedir(d);
+					return r;
+				}
+			}
+		}
+		closedir(d);
+		if (rmdir(dir) < 0 && errno != ENOENT) {
+			int err = -errno;
+			LOG_E(lg, version, "delete: cannot remove %s: %s", dir, ckpt_strerror(err));
+			return err;
+		}
+		ckpt__fsync_parent(dir);
+	} else if (errno != ENOENT) {
+		return -errno;
+	}
+	CKPT_TRY(ckpt__index_remove(ix, job, version));
+	LOG_I(lg, version, "deleted");
+	return 0;
+}
+
+struct vlist {
+	uint64_t *v;
+	uint32_t *state;
+	size_t n, cap;
+};
+
+static int collect(void *arg, uint64_t version, const ckpt_idx_version *v)
+{
+	struct vlist *l = arg;
+	if (l->n == l->cap) {
+		size_t nc = l->cap ? l->cap * 2 : 32;
+		uint64_t *a = realloc(l->v, nc * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		l->v = a;
+		uint32_t *s = realloc(l->state, nc * sizeof(*s));
+		if (!s)
+			return -ENOMEM;
+		l->state = s;
+		l->cap = nc;
+	}
+	l->v[l->n] = version;
+	l->state[l->n++] = v->state;
+	return 0;
+}
+
+static void vlist_free(struct vlist *l)
+{
+	free(l->v);
+	free(l->state);
+}
+
+static int finish_job(void *arg, const char *job);
+
+struct fin_arg {
+	const char *root;
+	ckpt_index *ix;
+	ckpt_faults *fs;
+	const ckpt_logger *lg;
+	int err;
+};
+
+static int finish_job(void *arg, const char *job)
+{
+	struct fin_arg *a = arg;
+	struct vlist l = { 0 };
+	int err = ckpt__index_each_version(a->ix, job, collect, &l);
+	for (size_t i = 0; err == 0 && i < l.n; i++)
+		if (l.state[i] == CKPT_STATE_DELETING) {
+			LOG_I(a->lg, l.v[i], "finishing a deletion left by an earlier process");
+			err = ckpt__admin_delete(a->root, a->ix, job, l.v[i], a->fs, a->lg);
+		}
+	vlist_free(&l);
+	if (err < 0 && !a->err)
+		a->err = err;
+	return 0;
+}
+
+/* Job names are collected first: deleting inside the index scan would change
+ * what the scan walks. */
+struct jobs {
+	char (*j)[65];
+	size_t n, cap;
+};
+
+static int collect_job(void *arg, const char *job)
+{
+	struct jobs *js = arg;
+	if (js->n == js->cap) {
+		size_t nc = js->cap ? js->cap * 2 : 8;
+		void *p = realloc(js->j, nc * sizeof(*js->j));
+		if (!p)
+			return -ENOMEM;
+		js->j = p;
+		js->cap = nc;
+	}
+	size_t n = strnlen(job, 64);
+	memcpy(js->j[js->n], job, n);
+	js->j[js->n++][n] = 0;
+	return 0;
+}
+
+int ckpt__admin_finish_deletes(const char *root, ckpt_index *ix, const char *job, ckpt_faults *fs,
+                               const ckpt_logger *lg)
+{
+	struct fin_arg a = { root, ix, fs, lg, 0 };
+	if (job) {
+		finish_job(&a, job);
+		return a.err;
+	}
+	struct jobs js = { 0 };
+	int err = ckpt__index_each_job(ix, collect_job, &js);
+	for (size_t i = 0; err == 0 && i < js.n; i++)
+		finish_job(&a, js.j[i]);
+	free(js.j);
+	return err ? err : a.err;
+}
+
+int ckpt__admin_gc(const char *root, ckpt_index *ix, const char *job, uint32_t keep,
+                   ckpt_faults *fs, const ckpt_logger *lg, uint32_t *deleted)
+{
+	*deleted = 0;
+	CKPT_TRY(ckpt__admin_finish_deletes(root, ix, job, fs, lg));
+	struct vlist l = { 0 };
+	int err = ckpt__index_each_version(ix, job, collect, &l);
+	if (err < 0) {
+		vlist_free(&l);
+		return err;
+	}
+	uint64_t newest_committed = 0;
+	int have_committed = 0;
+	uint32_t seen = 0;
+	/* Newest first: the first `keep` committed survive. */
+	for (size_t i = l.n; i-- > 0;) {
+		int del = 0;
+		if (l.state[i] == CKPT_STATE_COMMITTED) {
+			if (!have_committed) {
+				newest_committed = l.v[i];
+				have_committed = 1;
+			}
+			del = ++seen > keep;
+		} else if (l.state[i] == CKPT_STATE_PENDING) {
+			del = have_committed && l.v[i] < newest_committed;
+		}
+		if (del) {
+			if ((err = ckpt__admin_delete(root, ix, job, l.v[i], fs, lg)) < 0)
+				break;
+			(*deleted)++;
+		}
+	}
+	vlist_free(&l);
+	return err;
+}
+
+/* ------------------------------------------------------------- reindex */
+
+struct found {
+	ckpt_idx_rebuild_shard *s;
+	size_t n, cap;
+};
+
+static int count_sink(void *arg, uint32_t ri, uint64_t off, const void *data, size_t len)
+{
+	(void)arg; (void)ri; (void)off; (void)data; (void)len;
+	return 0;
+}
+
+static int scan_version_dir(const char *vdir, const char *job, uint64_t version, int verify_data,
+                            const ckpt_logger *lg, struct found *fd, uint32_t *bad)
+{
+	DIR *d = opendir(vdir);
+	if (!d)
+		return 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		unsigned rank;
+		char tail[8];
+		if (sscanf(e->d_name, "r%6u.ckp%1s", &rank, tail) != 2 || strcmp(tail, "t") ||
+		    strlen(e->d_name) != 12)
+			continue;
+		char p[4700], why[512] = "";
+		snprintf(p, sizeof(p), "%s/%s", vdir, e->d_name);
+		ckpt_shard s;
+		int err = ckpt__shard_open(p, &s, why, sizeof(why));
+		if (err == 0 && (s.header.version != version || s.header.rank != rank || strcmp(s.header.job, job))) {
+			snprintf(why, sizeof(why), "header names job %s version %llu rank %u", s.header.job,
+			         (unsigned long long)s.header.version, s.header.rank);
+			err = -CKPT_ECORRUPT;
+		}
+		if (err == 0 && verify_data) {
+			ckpt_read_opts o = { .depth = 8, .direct = 1, .lg = lg, .why = why, .whycap = sizeof(why) };
+			err = ckpt__shard_read(p, &s, &o, count_sink, NULL);
+		}
+		if (err < 0) {
+			LOG_W(lg, version, "reindex: %s refused: %s", p, why[0] ? why : ckpt_strerror(err));
+			(*bad)++;
+			ckpt__shard_close(&s);
+			continue;
+		}
+		if (fd->n == fd->cap) {
+			size_t nc = fd->cap ? fd->cap * 2 : 64;
+			void *np = realloc(fd->s, nc * sizeof(*fd->s));
+			if (!np) {
+				ckpt__shard_close(&s);
+				closedir(d);
+				return -ENOMEM;
+			}
+			fd->s = np;
+			fd->cap = nc;
+		}
+		ckpt_idx_rebuild_shard *r = &fd->s[fd->n++];
+		memset(r, 0, sizeof(*r));
+		r->version = version;
+		r->rank = rank;
+		r->world_size = s.header.world_size;
+		r->created_ns = s.header.created_ns;
+		r->rec.tiers = CKPT_TIER_LOCAL_DISK;
+		r->rec.bytes = s.footer.data_bytes;
+		r->rec.stored_bytes = s.footer.stored_bytes;
+		r->rec.footer_checksum = s.tail.footer_checksum;
+		r->rec.durable_ns = s.header.created_ns;
+		ckpt__shard_close(&s);
+	}
+	closedir(d);
+	return 0;
+}
+
+static int reindex_job(const char *root, ckpt_index *ix, const char *job, int verify_data,
+                       const ckpt_logger *lg, uint32_t *shards, uint32_t *bad)
+{
+	char jdir[4096];
+	snprintf(jdir, sizeof(jdir), "%s/jobs/%s", root, job);
+	struct found fd = { 0 };
+	DIR *d = opendir(jdir);
+	int err = 0;
+	if (d) {
+		struct dirent *e;
+		while (err == 0 && (e = readdir(d))) {
+			unsigned long long v;
+			char extra;
+			if (e->d_name[0] != 'v' || strlen(e->d_name) != 21 ||
+			    sscanf(e->d_name + 1, "%20llu%c", &v, &extra) != 1)
+				continue;
+			char vdir[4400];
+			snprintf(vdir, sizeof(vdir), "%s/%s", jdir, e->d_name);
+			err = scan_version_dir(vdir, job, v, verify_data, lg, &fd, bad);
+		}
+		closedir(d);
+	}
+	if (err == 0)
+		err = ckpt__index_rebuild_job(ix, job, fd.s, fd.n);
+	*shards += (uint32_t)fd.n;
+	free(fd.s);
+	return err;
+}
+
+int ckpt__admin_reindex(const char *root, ckpt_index *ix, const char *job, int verify_data,
+                        const ckpt_logger *lg, uint32_t *shards, uint32_t *bad)
+{
+	*shards = 0;
+	*bad = 0;
+	if (job)
+		return reindex_job(root, ix, job, verify_data, lg, shards, bad);
+	/* Every job with files, and every job the index knows (to drop it if its
+	 * files are gone). */
+	struct jobs js = { 0 };
+	int err = ckpt__index_each_job(ix, collect_job, &js);
+	char jroot[4096];
+	snprintf(jroot, sizeof(jroot), "%s/jobs", root);
+	DIR *d = opendir(jroot);
+	if (d) {
+		struct dirent *e;
+		while (err == 0 && (e = readdir(d)))
+			if (ckpt__job_valid(e->d_name) == 0)
+				err = collect_job(&js, e->d_name);
+		closedir(d);
+	}
+	for (size_t i = 0; err == 0 && i < js.n; i++) {
+		int dup = 0;
+		for (size_t k = 0; k < i; k++)
+			dup |= !strcmp(js.j[k], js.j[i]);
+		if (!dup)
+			err = reindex_job(root, ix, js.j[i], verify_data, lg, shards, bad);
+	}
+	free(js.j);
+	return err;
+}

@@ -1,0 +1,209 @@
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *const level_names[] = { "ERROR", "WARN", "INFO", "TRACE" };
+
+static int level_from_env(void)
+{
+	const char *s = getenv("CKPT_DEBUG");
+	if (!s || !*s)
+		return CKPT_LOG_WARN;
+	for (int i = 0; i < 4; i++)
+		if (!strcasecmp(s, level_names[i]))
+			return i;
+	if (!strcasecmp(s, "WARNING"))
+		return CKPT_LOG_WARN;
+	return CKPT_LOG_WARN;
+}
+
+void ckpt__logger_init(ckpt_logger *lg, const char *job, int64_t rank)
+{
+	lg->level = level_from_env();
+	snprintf(lg->job, sizeof(lg->job), "%s", job ? job : "");
+	lg->rank = rank;
+}
+
+void ckpt__log(const ckpt_logger *lg, int level, uint64_t version, const char *fmt, ...)
+{
+	int max = lg ? lg->level : level_from_env();
+	if (level > max)
+		return;
+	char prefix[160];
+	int n = snprintf(prefix, sizeof(prefix), "ckpt %s", level_names[level]);
+	if (lg && lg->job[0])
+		n += snprintf(prefix + n, sizeof(prefix) - (size_t)n, " job=%s", lg->job);
+	if (lg && lg->rank >= 0)
+		n += snprintf(prefix + n, sizeof(prefix) - (size_t)n, " rank=%lld", (long long)lg->rank);
+	if (version != CKPT_NO_VERSION)
+		snprintf(prefix + n, sizeof(prefix) - (size_t)n, " v=%llu", (unsigned long long)version);
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* One write per line so that lines of concurrent ranks do not interleave. */
+	char line[1300];
+	int len = snprintf(line, sizeof(line), "%s: %s\n", prefix, msg);
+	if (len > (int)sizeof(line) - 1)
+		len = (int)sizeof(line) - 1;
+	ssize_t w = write(2, line, (size_t)len);
+	(void)w;
+}
+
+#ifndef NDEBUG
+void ckpt__trace_error(const char *file, int line, int err)
+{
+	static const ckpt_logger quiet = { CKPT_LOG_WARN, "", -1 };
+	const char *s = getenv("CKPT_DEBUG");
+	if (s && !strcasecmp(s, "TRACE"))
+		ckpt__log(&quiet, CKPT_LOG_WARN, CKPT_NO_VERSION, "%s:%d: %s", file, line, ckpt_strerror(err));
+}
+#endif
+
+uint64_t ckpt__now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t ckpt__wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int ckpt__job_valid(const char *job)
+{
+	if (!job)
+		return -CKPT_ENAME;
+	size_t n = strlen(job);
+	if (n == 0 || n > 64 || job[0] == '.')
+		return -CKPT_ENAME;
+	for (size_t i = 0; i < n; i++) {
+		char c = job[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return -CKPT_ENAME;
+	}
+	return 0;
+}
+
+int ckpt__region_name_valid(const char *name, size_t len)
+{
+	if (!name || len == 0 || len > CKPT_MAX_NAME)
+		return -CKPT_ENAME;
+	if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
+		return -CKPT_ENAME;
+	for (size_t i = 0; i < len; i++)
+		if (name[i] == '/' || name[i] == '\0' || name[i] == '\\')
+			return -CKPT_ENAME;
+	return 0;
+}
+
+int ckpt__mkdir_p(const char *path, int mode)
+{
+	char tmp[4096];
+	size_t n = strlen(path);
+	if (n == 0 || n >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	memcpy(tmp, path, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (tmp[i] == '/' || tmp[i] == '\0') {
+			char c = tmp[i];
+			tmp[i] = '\0';
+			if (mkdir(tmp, (mode_t)mode) < 0 && errno != EEXIST)
+				return -errno;
+			tmp[i] = c;
+		}
+	}
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+int ckpt__fsync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int r = fsync(fd) < 0 ? -errno : 0;
+	close(fd);
+	return r;
+}
+
+int ckpt__fsync_parent(const char *path)
+{
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	char *slash = strrchr(tmp, '/');
+	if (!slash)
+		return ckpt__fsync_dir(".");
+	if (slash == tmp)
+		slash[1] = 0;
+	else
+		*slash = 0;
+	return ckpt__fsync_dir(tmp);
+}
+
+int ckpt__pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+	while (len) {
+		ssize_t r = pread(fd, p, len, (off_t)off);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EIO;
+		p += r;
+		len -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+int ckpt__pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const uint8_t *p = buf;
+	while (len) {
+		ssize_t r = pwrite(fd, p, len, (off_t)off);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EIO;
+		p += r;
+		len -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+int ckpt__version_dir(char *out, size_t cap, const char *root, const char *job, uint64_t version)
+{
+	int n = snprintf(out, cap, "%s/jobs/%s/v%020llu", root, job, (unsigned long long)version);
+	return (n < 0 || (size_t)n >= cap) ? -ENAMETOOLONG : 0;
+}
+
+int ckpt__shard_path(char *out, size_t cap, const char *root, const char *job, uint64_t version,
+                     uint32_t rank)
+{
+	int n = snprintf(out, cap, "%s/jobs/%s/v%020llu/r%06u.ckpt", root, job,
+	                 (unsigned long long)version, rank);
+	return (n < 0 || (size_t)n >= cap) ? -ENAMETOOLONG : 0;
+}

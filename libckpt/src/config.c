@@ -1,0 +1,271 @@
+/* Every setting in one typed table; defaults, CKPT_* environment parsing,
+ * config-file parsing and the help text all come from it. */
+#include "config.h"
+#include "common.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+
+enum cfg_type { T_STR, T_U32, T_U64_SIZE, T_BOOL, T_INT, T_POLICY, T_TIERS };
+
+typedef struct cfg_entry {
+	const char *name;
+	enum cfg_type type;
+	size_t offset;
+	const char *def;
+	const char *env;
+	const char *help;
+} cfg_entry;
+
+#define F(field) offsetof(ckpt_config, field)
+
+static const cfg_entry table[] = {
+	{ "job_id", T_STR, F(job_id), NULL, "CKPT_JOB", "job id: letters, digits, '.', '_', '-' (required)" },
+	{ "rank", T_U32, F(rank), "0", "CKPT_RANK", "this process's rank" },
+	{ "world_size", T_U32, F(world_size), "1", "CKPT_WORLD_SIZE", "number of ranks in the job" },
+	{ "root", T_STR, F(root), NULL, "CKPT_ROOT", "checkpoint root directory (required)" },
+	{ "chunk_bytes", T_U64_SIZE, F(chunk_bytes), "8M", "CKPT_CHUNK_BYTES",
+	  "chunk size: unit of pipelining, checksums and compression (64K..256M, multiple of 4K)" },
+	{ "staging_bytes", T_U64_SIZE, F(staging_bytes), "256M", "CKPT_STAGING_BYTES",
+	  "staging pool size, allocated once at open" },
+	{ "compress", T_BOOL, F(compress), "0", "CKPT_COMPRESS", "byte-shuffle + zstd each chunk where it pays" },
+	{ "compress_level", T_INT, F(compress_level), "1", "CKPT_COMPRESS_LEVEL", "zstd level (negative: faster)" },
+	{ "tiers", T_TIERS, F(tiers), "local_disk", "CKPT_TIERS",
+	  "tiers to write: comma list of local_mem,peer_mem,local_disk,shared" },
+	{ "pool_policy", T_POLICY, F(pool_policy), "wait", "CKPT_POOL_POLICY",
+	  "when staging is full: wait (block) or skip (return CKPT_ESKIPPED)" },
+	{ "io_depth", T_U32, F(io_depth), "8", "CKPT_IO_DEPTH", "disk I/Os in flight" },
+	{ "workers", T_U32, F(workers), "2", "CKPT_WORKERS", "checksum/compression threads" },
+	{ "backend", T_STR, F(backend), "auto", "CKPT_BACKEND", "local disk backend: auto, uring or psync" },
+	{ "direct_io", T_BOOL, F(direct_io), "1", "CKPT_DIRECT_IO", "O_DIRECT where the filesystem allows" },
+	{ "faults", T_STR, F(faults), NULL, "CKPT_FAULT", "test fault points (docs/testing.md)" },
+};
+
+int ckpt__parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	if (!s || !*s || *s == '-')
+		return -1;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	uint64_t mul = 1;
+	while (*end == ' ')
+		end++;
+	switch (toupper((unsigned char)*end)) {
+	case 0: break;
+	case 'K': mul = 1ull << 10; end++; break;
+	case 'M': mul = 1ull << 20; end++; break;
+	case 'G': mul = 1ull << 30; end++; break;
+	case 'T': mul = 1ull << 40; end++; break;
+	default: return -1;
+	}
+	if (mul > 1) {
+		if (!strcasecmp(end, "iB") || !strcasecmp(end, "B"))
+			end += strlen(end);
+	} else if (!strcasecmp(end, "B"))
+		end++;
+	if (*end)
+		return -1;
+	if (v > UINT64_MAX / mul)
+		return -1;
+	*out = v * mul;
+	return 0;
+}
+
+static int parse_tiers(const char *s, uint32_t *out)
+{
+	static const struct { const char *n; uint32_t bit; } names[] = {
+		{ "local_mem", CKPT_TIER_LOCAL_MEM }, { "peer_mem", CKPT_TIER_PEER_MEM },
+		{ "local_disk", CKPT_TIER_LOCAL_DISK }, { "shared", CKPT_TIER_SHARED },
+	};
+	uint32_t m = 0;
+	char buf[128];
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		size_t i;
+		for (i = 0; i < CKPT_ARRAY_LEN(names); i++)
+			if (!strcasecmp(t, names[i].n))
+				break;
+		if (i == CKPT_ARRAY_LEN(names))
+			return -1;
+		m |= names[i].bit;
+	}
+	if (!m)
+		return -1;
+	*out = m;
+	return 0;
+}
+
+/* Sets one field from text. str_owned: the string is to be kept as is. */
+static int set_field(ckpt_config *cfg, const cfg_entry *e, const char *val)
+{
+	char *base = (char *)cfg + e->offset;
+	char *end;
+	switch (e->type) {
+	case T_STR:
+		*(const char **)base = val;
+		return 0;
+	case T_U32: {
+		errno = 0;
+		unsigned long long v = strtoull(val, &end, 10);
+		if (errno || end == val || *end || v > UINT32_MAX || *val == '-')
+			return -1;
+		*(uint32_t *)base = (uint32_t)v;
+		return 0;
+	}
+	case T_U64_SIZE:
+		return ckpt__parse_size(val, (uint64_t *)base);
+	case T_BOOL:
+		if (!strcmp(val, "1") || !strcasecmp(val, "true") || !strcasecmp(val, "yes") || !strcasecmp(val, "on"))
+			*(int *)base = 1;
+		else if (!strcmp(val, "0") || !strcasecmp(val, "false") || !strcasecmp(val, "no") || !strcasecmp(val, "off"))
+			*(int *)base = 0;
+		else
+			return -1;
+		return 0;
+	case T_INT: {
+		errno = 0;
+		long v = strtol(val, &end, 10);
+		if (errno || end == val || *end || v < -1000 || v > 1000)
+			return -1;
+		*(int *)base = (int)v;
+		return 0;
+	}
+	case T_POLICY:
+		if (!strcasecmp(val, "wait"))
+			*(ckpt_pool_policy *)base = CKPT_POOL_WAIT;
+		else if (!strcasecmp(val, "skip"))
+			*(ckpt_pool_policy *)base = CKPT_POOL_SKIP;
+		else
+			return -1;
+		return 0;
+	case T_TIERS:
+		return parse_tiers(val, (uint32_t *)base);
+	}
+	return -1;
+}
+
+int ckpt_config_init(ckpt_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+	for (size_t i = 0; i < CKPT_ARRAY_LEN(table); i++)
+		if (table[i].def)
+			set_field(cfg, &table[i], table[i].def);
+	int err = 0;
+	for (size_t i = 0; i < CKPT_ARRAY_LEN(table); i++) {
+		const char *v = getenv(table[i].env);
+		if (!v)
+			continue;
+		if (set_field(cfg, &table[i], v) < 0) {
+			LOG_E(NULL, CKPT_NO_VERSION, "invalid value '%s' in %s (%s)", v, table[i].env, table[i].help);
+			if (table[i].def)
+				set_field(cfg, &table[i], table[i].def);
+			err = -CKPT_ECONFIG;
+		}
+	}
+	return err;
+}
+
+/* Strings read from a file live in a list hung off the config. */
+typedef struct owned_str {
+	struct owned_str *next;
+	char s[];
+} owned_str;
+
+static char *own(ckpt_config *cfg, const char *v)
+{
+	size_t n = strlen(v);
+	owned_str *o = malloc(sizeof(*o) + n + 1);
+	if (!o)
+		return NULL;
+	memcpy(o->s, v, n + 1);
+	o->next = cfg->owned_strings;
+	cfg->owned_strings = o;
+	return o->s;
+}
+
+int ckpt_config_load_file(ckpt_config *cfg, const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	char line[1024];
+	int lineno = 0, err = 0;
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		char *s = line;
+		char *hash = strchr(s, '#');
+		if (hash)
+			*hash = 0;
+		while (isspace((unsigned char)*s))
+			s++;
+		if (!*s)
+			continue;
+		char *eq = strchr(s, '=');
+		if (!eq) {
+			LOG_E(NULL, CKPT_NO_VERSION, "%s:%d: expected key = value", path, lineno);
+			err = -CKPT_ECONFIG;
+			break;
+		}
+		char *k = s, *v = eq + 1;
+		char *ke = eq;
+		while (ke > k && isspace((unsigned char)ke[-1]))
+			ke--;
+		*ke = 0;
+		while (isspace((unsigned char)*v))
+			v++;
+		char *ve = v + strlen(v);
+		while (ve > v && isspace((unsigned char)ve[-1]))
+			ve--;
+		*ve = 0;
+		size_t i;
+		for (i = 0; i < CKPT_ARRAY_LEN(table); i++)
+			if (!strcmp(table[i].name, k))
+				break;
+		if (i == CKPT_ARRAY_LEN(table)) {
+			LOG_E(NULL, CKPT_NO_VERSION, "%s:%d: unknown setting '%s'", path, lineno, k);
+			err = -CKPT_ECONFIG;
+			break;
+		}
+		if (table[i].type == T_STR) {
+			v = own(cfg, v);
+			if (!v) {
+				err = -ENOMEM;
+				break;
+			}
+		}
+		if (set_field(cfg, &table[i], v) < 0) {
+			LOG_E(NULL, CKPT_NO_VERSION, "%s:%d: invalid value '%s' for %s", path, lineno, v, k);
+			err = -CKPT_ECONFIG;
+			break;
+		}
+	}
+	fclose(f);
+	return err;
+}
+
+void ckpt_config_free_strings(ckpt_config *cfg)
+{
+	if (!cfg)
+		return;
+	for (owned_str *o = cfg->owned_strings, *n; o; o = n) {
+		n = o->next;
+		free(o);
+	}
+	cfg->owned_strings = NULL;
+}
+
+void ckpt__config_help(FILE *out)
+{
+	fprintf(out, "%-16s %-20s %-12s %s\n", "setting", "environment", "default", "meaning");
+	for (size_t i = 0; i < CKPT_ARRAY_LEN(table); i++)
+		fprintf(out, "%-16s %-20s %-12s %s\n", table[i].name, table[i].env,
+		        table[i].def ? table[i].def : "-", table[i].help);
+}

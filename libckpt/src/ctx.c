@@ -1,0 +1,376 @@
+/* Context life cycle, regions, errors and small public helpers. */
+#include "ctx.h"
+#include "admin.h"
+#include "../../kernels/ckpt_kernels.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <zstd.h>
+
+/* ------------------------------------------------------------- strings */
+
+static const char *const own_errors[] = {
+	[CKPT_ECORRUPT - CKPT_ERRNO_OFFSET] = "checkpoint data is corrupt (checksum or structure check failed)",
+	[CKPT_EFORMAT - CKPT_ERRNO_OFFSET] = "format or schema version not supported by this build",
+	[CKPT_ENOVERSION - CKPT_ERRNO_OFFSET] = "no such version, or no restorable version",
+	[CKPT_ESKIPPED - CKPT_ERRNO_OFFSET] = "save skipped: staging pool busy",
+	[CKPT_EMISMATCH - CKPT_ERRNO_OFFSET] = "checkpoint does not match the registered regions or job",
+	[CKPT_ECONFIG - CKPT_ERRNO_OFFSET] = "invalid configuration",
+	[CKPT_EINDEX - CKPT_ERRNO_OFFSET] = "index (LMDB) error",
+	[CKPT_ENAME - CKPT_ERRNO_OFFSET] = "invalid job id or region name",
+	[CKPT_ETOOBIG - CKPT_ERRNO_OFFSET] = "save larger than the staging pool",
+	[CKPT_ESTATE - CKPT_ERRNO_OFFSET] = "operation not valid in the current state",
+	[CKPT_EFAULT_INJECTED - CKPT_ERRNO_OFFSET] = "injected fault (test)",
+};
+
+const char *ckpt_strerror(int err)
+{
+	if (err < 0)
+		err = -err;
+	if (err == 0)
+		return "success";
+	if (err > CKPT_ERRNO_OFFSET && err < CKPT_ELAST)
+		return own_errors[err - CKPT_ERRNO_OFFSET];
+	if (err < CKPT_ERRNO_OFFSET) {
+		/* strerrordesc_np is thread-safe and static (glibc >= 2.32). */
+		const char *s = strerrordesc_np(err);
+		if (s)
+			return s;
+	}
+	return "unknown error";
+}
+
+const char *ckpt_version(void)
+{
+#define S_(x) #x
+#define S(x) S_(x)
+	return S(CKPT_VERSION_MAJOR) "." S(CKPT_VERSION_MINOR) "." S(CKPT_VERSION_PATCH);
+}
+
+unsigned ckpt_version_number(void)
+{
+	return CKPT_VERSION_NUMBER;
+}
+
+static const struct { size_t size; const char *name; } dtypes[CKPT_DTYPE_COUNT] = {
+	[CKPT_DTYPE_BYTES] = { 1, "bytes" }, [CKPT_DTYPE_U8] = { 1, "u8" }, [CKPT_DTYPE_I8] = { 1, "i8" },
+	[CKPT_DTYPE_I16] = { 2, "i16" }, [CKPT_DTYPE_U16] = { 2, "u16" }, [CKPT_DTYPE_I32] = { 4, "i32" },
+	[CKPT_DTYPE_U32] = { 4, "u32" }, [CKPT_DTYPE_I64] = { 8, "i64" }, [CKPT_DTYPE_U64] = { 8, "u64" },
+	[CKPT_DTYPE_F16] = { 2, "f16" }, [CKPT_DTYPE_BF16] = { 2, "bf16" }, [CKPT_DTYPE_F32] = { 4, "f32" },
+	[CKPT_DTYPE_F64] = { 8, "f64" }, [CKPT_DTYPE_F8E4M3] = { 1, "f8e4m3" },
+	[CKPT_DTYPE_F8E5M2] = { 1, "f8e5m2" }, [CKPT_DTYPE_BOOL] = { 1, "bool" },
+};
+
+size_t ckpt_dtype_size(ckpt_dtype d)
+{
+	return (unsigned)d < CKPT_DTYPE_COUNT ? dtypes[d].size : 0;
+}
+
+const char *ckpt_dtype_name(ckpt_dtype d)
+{
+	return (unsigned)d < CKPT_DTYPE_COUNT ? dtypes[d].name : "?";
+}
+
+const char *ckpt_state_name(ckpt_version_state s)
+{
+	switch (s) {
+	case CKPT_STATE_PENDING: return "PENDING";
+	case CKPT_STATE_COMMITTED: return "COMMITTED";
+	case CKPT_STATE_DELETING: return "DELETING";
+	}
+	return "?";
+}
+
+/* ------------------------------------------------------------- open */
+
+static int check_config(const ckpt_config *c, const ckpt_logger *lg)
+{
+	if (c->size < offsetof(ckpt_config, faults)) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: size field not set (use ckpt_config_init)");
+		return -CKPT_ECONFIG;
+	}
+	if (ckpt__job_valid(c->job_id) < 0) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: job id '%s' invalid: 1-64 of [A-Za-z0-9._-], not starting with '.'",
+		      c->job_id ? c->job_id : "(none)");
+		return -CKPT_ENAME;
+	}
+	if (!c->root || !*c->root) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: root directory not set (CKPT_ROOT)");
+		return -CKPT_ECONFIG;
+	}
+	if (c->world_size == 0 || c->rank >= c->world_size) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: rank %u must be below world size %u", c->rank, c->world_size);
+		return -CKPT_ECONFIG;
+	}
+	if (c->chunk_bytes < CKPT_FMT_MIN_CHUNK || c->chunk_bytes > CKPT_FMT_MAX_CHUNK ||
+	    c->chunk_bytes % CKPT_ALIGN) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: chunk_bytes %llu must be a multiple of 4096 in 64 KiB..256 MiB",
+		      (unsigned long long)c->chunk_bytes);
+		return -CKPT_ECONFIG;
+	}
+	if (c->staging_bytes < c->chunk_bytes) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: staging_bytes %llu smaller than one chunk",
+		      (unsigned long long)c->staging_bytes);
+		return -CKPT_ECONFIG;
+	}
+	if (c->tiers & ~(uint32_t)CKPT_TIER_LOCAL_DISK || !(c->tiers & CKPT_TIER_LOCAL_DISK)) {
+		LOG_E(lg, CKPT_NO_VERSION,
+		      "config: tiers 0x%x: without a ckptd daemon only local_disk is available", c->tiers);
+		return -CKPT_ECONFIG;
+	}
+	if (c->io_depth == 0 || c->io_depth > 1024 || c->workers == 0 || c->workers > 64) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: io_depth must be 1..1024 and workers 1..64");
+		return -CKPT_ECONFIG;
+	}
+	if ((unsigned)c->pool_policy > CKPT_POOL_SKIP) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: pool_policy invalid");
+		return -CKPT_ECONFIG;
+	}
+	return 0;
+}
+
+static int probe_direct(const char *root)
+{
+	char p[4200];
+	snprintf(p, sizeof(p), "%s/.direct-probe.%d", root, (int)getpid());
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return 0;
+	close(fd);
+	unlink(p);
+	return 1;
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
+{
+	if (!cfg || !out)
+		return -EINVAL;
+	*out = NULL;
+	ckpt_logger lg;
+	ckpt__logger_init(&lg, cfg->job_id, cfg->rank);
+	CKPT_TRY(check_config(cfg, &lg));
+	ckpt_ctx *ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	int err;
+	memcpy(&ctx->cfg, cfg, CKPT_MIN(cfg->size, sizeof(ctx->cfg)));
+	ctx->cfg.size = sizeof(ctx->cfg);
+	ctx->cfg.owned_strings = NULL;
+	ctx->job = strdup(cfg->job_id);
+	ctx->root = strdup(cfg->root);
+	ctx->backend_name = dup_or_null(cfg->backend);
+	if (!ctx->job || !ctx->root || (cfg->backend && !ctx->backend_name)) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	ctx->cfg.job_id = ctx->job;
+	ctx->cfg.root = ctx->root;
+	ctx->cfg.backend = ctx->backend_name;
+	ctx->cfg.faults = NULL;
+	ctx->log = lg;
+	pthread_mutex_init(&ctx->lock, NULL);
+	pthread_cond_init(&ctx->work_cv, NULL);
+	pthread_cond_init(&ctx->space_cv, NULL);
+	if ((err = ckpt__faults_parse(&ctx->faults, cfg->faults)) < 0) {
+		LOG_E(&ctx->log, CKPT_NO_VERSION, "config: fault spec '%s' invalid", cfg->faults);
+		goto fail;
+	}
+	if ((err = ckpt__mkdir_p(ctx->root, 0700)) < 0) {
+		LOG_E(&ctx->log, CKPT_NO_VERSION, "cannot create root %s: %s", ctx->root, ckpt_strerror(err));
+		goto fail;
+	}
+	ctx->direct_ok = cfg->direct_io && probe_direct(ctx->root);
+	if (cfg->direct_io && !ctx->direct_ok)
+		LOG_I(&ctx->log, CKPT_NO_VERSION, "O_DIRECT not supported under %s; using buffered I/O", ctx->root);
+	if ((err = ckpt__index_open(ctx->root, &ctx->log, &ctx->index)) < 0)
+		goto fail;
+	if ((err = ckpt__pool_init(&ctx->pool, cfg->staging_bytes, cfg->chunk_bytes, &ctx->log)) < 0) {
+		LOG_E(&ctx->log, CKPT_NO_VERSION, "cannot allocate a staging pool of %llu bytes: %s",
+		      (unsigned long long)cfg->staging_bytes, ckpt_strerror(err));
+		goto fail;
+	}
+	if (cfg->compress) {
+		ctx->ncbufs = cfg->io_depth + cfg->workers;
+		ctx->cbuf_bytes = CKPT_ALIGN_UP(ckpt_kern_compress_bound(cfg->chunk_bytes), CKPT_ALIGN);
+		ctx->cbufs = calloc(ctx->ncbufs, sizeof(*ctx->cbufs));
+		ctx->cbuf_free = calloc(ctx->ncbufs, sizeof(int));
+		if (!ctx->cbufs || !ctx->cbuf_free) {
+			err = -ENOMEM;
+			goto fail;
+		}
+		for (uint32_t i = 0; i < ctx->ncbufs; i++) {
+			if (posix_memalign((void **)&ctx->cbufs[i], CKPT_ALIGN, ctx->cbuf_bytes)) {
+				err = -ENOMEM;
+				goto fail;
+			}
+			memset(ctx->cbufs[i], 0, ctx->cbuf_bytes); /* fault in now, not during a save */
+			ctx->cbuf_free[ctx->cbuf_nfree++] = (int)i;
+		}
+	}
+	ckpt_backend_params bp = { sizeof(bp), cfg->io_depth + 4 };
+	int fell_back, uerr;
+	if ((err = ckpt_backend_open(ctx->backend_name, &bp, &ctx->backend, &fell_back, &uerr)) < 0) {
+		LOG_E(&ctx->log, CKPT_NO_VERSION, "cannot open disk backend '%s': %s",
+		      ctx->backend_name ? ctx->backend_name : "auto", ckpt_strerror(err));
+		goto fail;
+	}
+	if (fell_back)
+		LOG_W(&ctx->log, CKPT_NO_VERSION, "io_uring unavailable (%s); falling back to pwrite",
+		      ckpt_strerror(uerr));
+	/* A process that died mid-deletion left versions marked DELETING. */
+	ckpt__admin_finish_deletes(ctx->root, ctx->index, ctx->job, &ctx->faults, &ctx->log);
+	if ((err = ckpt__pipeline_start(ctx)) < 0)
+		goto fail;
+	*out = ctx;
+	return 0;
+fail:
+	ckpt_ctx_close(ctx);
+	return err;
+}
+
+int ckpt_ctx_close(ckpt_ctx *ctx)
+{
+	if (!ctx)
+		return 0;
+	ckpt__pipeline_stop(ctx);
+	if (ctx->backend)
+		ctx->backend->ops->close(ctx->backend);
+	ckpt__index_close(ctx->index);
+	ckpt__pool_fini(&ctx->pool);
+	for (uint32_t i = 0; ctx->cbufs && i < ctx->ncbufs; i++)
+		free(ctx->cbufs[i]);
+	free(ctx->cbufs);
+	free(ctx->cbuf_free);
+	for (uint32_t i = 0; i < ctx->nregions; i++)
+		free(ctx->regions[i].name);
+	free(ctx->regions);
+	free(ctx->job);
+	free(ctx->root);
+	free(ctx->backend_name);
+	pthread_mutex_destroy(&ctx->lock);
+	pthread_cond_destroy(&ctx->work_cv);
+	pthread_cond_destroy(&ctx->space_cv);
+	free(ctx);
+	return 0;
+}
+
+/* ------------------------------------------------------------- regions */
+
+void ckpt_region_desc_init(ckpt_region_desc *d, const char *name, void *ptr, uint64_t bytes)
+{
+	memset(d, 0, sizeof(*d));
+	d->size = sizeof(*d);
+	d->name = name;
+	d->ptr = ptr;
+	d->bytes = bytes;
+	d->dtype = CKPT_DTYPE_BYTES;
+	d->device = CKPT_DEVICE_HOST;
+}
+
+int ckpt_region_add(ckpt_ctx *ctx, const ckpt_region_desc *d)
+{
+	if (!ctx || !d || d->size < sizeof(*d))
+		return -EINVAL;
+	size_t nl = d->name ? strnlen(d->name, CKPT_MAX_NAME + 1) : 0;
+	if (ckpt__region_name_valid(d->name, nl) < 0) {
+		LOG_E(&ctx->log, CKPT_NO_VERSION, "region name invalid: 1-255 bytes, no '/', not '.' or '..'");
+		return -CKPT_ENAME;
+	}
+	for (uint32_t i = 0; i < ctx->nregions; i++)
+		if (!strcmp(ctx->regions[i].name, d->name)) {
+			LOG_E(&ctx->log, CKPT_NO_VERSION, "region '%s' already registered", d->name);
+			return -CKPT_ENAME;
+		}
+	if (d->device != CKPT_DEVICE_HOST) {
+		LOG_E(&ctx->log, CKPT_NO_VERSION, "region '%s': device memory is not supported by this build", d->name);
+		return -ENOTSUP;
+	}
+	if (ckpt_dtype_size(d->dtype) == 0 || d->ndim > CKPT_MAX_DIMS || (d->bytes && !d->ptr))
+		return -EINVAL;
+	if (d->ndim) {
+		uint64_t n = 1;
+		for (uint32_t k = 0; k < d->ndim; k++) {
+			if (d->offsets[k] > d->global_shape[k] || d->extents[k] > d->global_shape[k] - d->offsets[k]) {
+				LOG_E(&ctx->log, CKPT_NO_VERSION, "region '%s': dim %u: offset+extent beyond global shape",
+				      d->name, k);
+				return -EINVAL;
+			}
+			if (d->extents[k] && n > UINT64_MAX / d->extents[k])
+				return -EINVAL;
+			n *= d->extents[k];
+		}
+		if (d->dtype != CKPT_DTYPE_BYTES && n * ckpt_dtype_size(d->dtype) != d->bytes) {
+			LOG_E(&ctx->log, CKPT_NO_VERSION, "region '%s': %llu bytes but extents give %llu elements of %zu",
+			      d->name, (unsigned long long)d->bytes, (unsigned long long)n, ckpt_dtype_size(d->dtype));
+			return -EINVAL;
+		}
+	}
+	if (ctx->nregions == ctx->cap_regions) {
+		uint32_t nc = ctx->cap_regions ? ctx->cap_regions * 2 : 16;
+		ckpt_region *r = realloc(ctx->regions, nc * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		ctx->regions = r;
+		ctx->cap_regions = nc;
+	}
+	ckpt_region *r = &ctx->regions[ctx->nregions];
+	memset(r, 0, sizeof(*r));
+	r->name = strdup(d->name);
+	if (!r->name)
+		return -ENOMEM;
+	r->name_len = nl;
+	r->ptr = d->ptr;
+	r->bytes = d->bytes;
+	r->dtype = d->dtype;
+	r->device = d->device;
+	r->ndim = d->ndim;
+	memcpy(r->global_shape, d->global_shape, sizeof(r->global_shape));
+	memcpy(r->offsets, d->offsets, sizeof(r->offsets));
+	memcpy(r->extents, d->extents, sizeof(r->extents));
+	ctx->nregions++;
+	return 0;
+}
+
+/* ------------------------------------------------------------- listing */
+
+struct list_arg {
+	ckpt_version_info *out;
+	size_t cap, n;
+};
+
+static int list_one(void *arg, uint64_t version, const ckpt_idx_version *v)
+{
+	struct list_arg *a = arg;
+	if (a->n < a->cap) {
+		ckpt_version_info *o = &a->out[a->n];
+		uint32_t sz = o->size ? o->size : sizeof(*o);
+		ckpt_version_info full = {
+			.size = sz, .version = version, .state = (ckpt_version_state)v->state,
+			.world_size = v->world_size, .shards_done = v->shards_done, .bytes = v->bytes,
+			.stored_bytes = v->stored_bytes, .created_ns = v->created_ns,
+			.committed_ns = v->committed_ns,
+		};
+		memcpy(o, &full, CKPT_MIN(sz, sizeof(full)));
+	}
+	a->n++;
+	return 0;
+}
+
+int ckpt_versions_list(ckpt_ctx *ctx, ckpt_version_info *out, size_t cap, size_t *count)
+{
+	if (!ctx || (cap && !out))
+		return -EINVAL;
+	struct list_arg a = { out, cap, 0 };
+	int err = ckpt__index_each_version(ctx->index, ctx->job, list_one, &a);
+	if (count)
+		*count = a.n;
+	return err;
+}

@@ -1,0 +1,137 @@
+/* The context and the objects of the save pipeline. Internal. */
+#ifndef CKPT_CTX_H
+#define CKPT_CTX_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "faults.h"
+#include "format.h"
+#include "index.h"
+#include "pool.h"
+#include "../../storage/backend.h"
+
+typedef struct ckpt_region {
+	char *name;
+	size_t name_len;
+	void *ptr;
+	uint64_t bytes;
+	ckpt_dtype dtype;
+	ckpt_device device;
+	uint32_t ndim;
+	uint64_t global_shape[CKPT_MAX_DIMS];
+	uint64_t offsets[CKPT_MAX_DIMS];
+	uint64_t extents[CKPT_MAX_DIMS];
+} ckpt_region;
+
+typedef struct ckpt_save_op ckpt_save_op;
+
+/* An I/O with what it belongs to, so that its completion finds its way. */
+typedef struct tagged_io {
+	ckpt_io io;
+	int kind;                 /* enum io_kind in save.c */
+	void *obj;
+	struct tagged_io *next;   /* on the failed-submission list */
+} tagged_io;
+
+/* One chunk on its way from staging to disk. */
+typedef struct ckpt_chunk_task {
+	ckpt_save_op *op;
+	uint32_t index;     /* in the shard's chunk table */
+	int slot;           /* staging slot holding the raw bytes, -1 once released */
+	int cbuf;           /* compression buffer, -1 if none */
+	void *out;          /* what gets written: slot or compression buffer */
+	uint32_t raw_len;
+	uint32_t stored_len;
+	uint32_t flags;
+	unsigned elem;      /* shuffle element size */
+	tagged_io io;
+	struct ckpt_chunk_task *next;
+} ckpt_chunk_task;
+
+enum op_stage { OP_DATA = 0, OP_TRAILER, OP_SYNC, OP_DONE };
+
+struct ckpt_save_op {
+	struct ckpt_ctx *ctx;
+	uint64_t version;
+	int refs;            /* ctx pipeline + caller's handle */
+	int fd;
+	char tmp_path[4096];
+	char final_path[4096];
+	char dir_path[4096];
+	uint64_t t_start;
+	uint64_t created_ns;
+	/* filled as chunks complete */
+	ckpt_fmt_footer footer;
+	uint32_t chunks_total;
+	uint32_t chunks_queued;   /* handed to the pipeline by the snapshot */
+	uint32_t chunks_written;
+	int snapshot_done;
+	uint64_t next_off;       /* file space allocator (aligned) */
+	enum op_stage stage;
+	uint8_t *header_buf;     /* aligned CKPT_FMT_HEADER_LEN */
+	uint64_t header_checksum;
+	int header_written;
+	uint8_t *trailer_buf;
+	size_t trailer_len;
+	tagged_io aux;           /* header, trailer, sync: one at a time */
+	ckpt_chunk_task *tasks;  /* one per chunk */
+	/* result */
+	int error;
+	int sys_errno;
+	int finished;
+	int committed;
+	uint64_t stall_ns;
+	uint64_t durable_ns;
+	pthread_mutex_t mu;      /* guards refs, finished and the result for handles */
+	pthread_cond_t cond;
+	struct ckpt_save_op *next_live;
+};
+
+struct ckpt_handle {
+	ckpt_save_op *op;
+};
+
+struct ckpt_ctx {
+	ckpt_config cfg;         /* strings point into the owned copies below */
+	char *job, *root, *backend_name;
+	ckpt_logger log;
+	ckpt_faults faults;
+
+	ckpt_region *regions;
+	uint32_t nregions, cap_regions;
+
+	ckpt_pool pool;
+	uint8_t **cbufs;         /* compression outputs, aligned */
+	size_t cbuf_bytes;
+	uint32_t ncbufs;
+	int *cbuf_free;
+	uint32_t cbuf_nfree;
+
+	ckpt_backend *backend;
+	ckpt_index *index;
+	int direct_ok;           /* O_DIRECT worked on this root */
+
+	pthread_mutex_t lock;
+	pthread_cond_t work_cv;  /* workers wait for tasks */
+	pthread_cond_t space_cv; /* snapshot waits for slots / cbufs / io credits */
+	ckpt_chunk_task *work_head, *work_tail;
+	uint32_t inflight;       /* data I/Os submitted, not completed */
+	int stopping;
+	pthread_t *workers;
+	uint32_t nworkers;
+	pthread_t io_thread;
+	int io_started;
+	ckpt_save_op *live;      /* saves not finished */
+	tagged_io *failed_head, *failed_tail; /* submissions that failed */
+	tagged_io wake_io;
+	uint32_t nlive;
+};
+
+/* save.c */
+int ckpt__pipeline_start(struct ckpt_ctx *ctx);
+void ckpt__pipeline_stop(struct ckpt_ctx *ctx);
+void ckpt__op_unref(ckpt_save_op *op); /* with ctx->lock held */
+
+#endif

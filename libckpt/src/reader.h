@@ -1,0 +1,32 @@
+/* Reading a shard's chunks: parallel reads through a storage backend, every
+ * checksum verified, decompressed, handed to a sink. Used by ckpt_restore,
+ * and by the CLI's verify and restore. */
+#ifndef CKPT_READER_H
+#define CKPT_READER_H
+
+#include "format.h"
+#include "common.h"
+
+/* Receives verified raw bytes of region `ri`, at offset `off` within it.
+ * Return 0 to go on, negative to stop the read with that error. */
+typedef int (*ckpt_sink_fn)(void *arg, uint32_t ri, uint64_t off, const void *data, size_t len);
+
+typedef struct ckpt_read_opts {
+	const char *backend;     /* NULL = auto */
+	uint32_t depth;          /* reads in flight */
+	uint8_t **bufs;          /* caller's aligned read buffers, or NULL to allocate */
+	uint32_t nbufs;
+	size_t buf_bytes;        /* each at least the shard's chunk size, else ignored */
+	int direct;              /* try O_DIRECT */
+	const uint8_t *want;     /* per region: 1 = read it; NULL = all */
+	const ckpt_logger *lg;
+	char *why;               /* reason on failure */
+	size_t whycap;
+} ckpt_read_opts;
+
+/* s was opened by ckpt__shard_open(path). Returns 0, -CKPT_ECORRUPT (why
+ * names version, rank, region and chunk), -errno, or the sink's error. */
+int ckpt__shard_read(const char *path, const ckpt_shard *s, const ckpt_read_opts *o,
+                     ckpt_sink_fn sink, void *arg);
+
+#endif

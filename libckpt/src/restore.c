@@ -1,0 +1,186 @@
+/* ckpt_restore: the newest committed version that verifies (or the one
+ * asked for), read in parallel, every checksum checked before the bytes
+ * reach the caller's regions. */
+#include "ctx.h"
+#include "reader.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+struct restore_arg {
+	ckpt_ctx *ctx;
+	int32_t *map; /* shard region index -> ctx region index, -1 if not wanted */
+};
+
+static int restore_sink(void *arg, uint32_t ri, uint64_t off, const void *data, size_t len)
+{
+	struct restore_arg *a = arg;
+	int32_t ci = a->map[ri];
+	if (ci < 0)
+		return 0;
+	const ckpt_region *r = &a->ctx->regions[ci];
+	if (off > r->bytes || len > r->bytes - off)
+		return -CKPT_ECORRUPT;
+	memcpy((uint8_t *)r->ptr + off, data, len);
+	return 0;
+}
+
+static int restore_one(ckpt_ctx *ctx, uint64_t version)
+{
+	char path[4096], why[512] = "";
+	ckpt_idx_version v;
+	ckpt_idx_shard rec;
+	int err = ckpt__index_get(ctx->index, ctx->job, version, &v);
+	if (err < 0)
+		return err;
+	if (v.state != CKPT_STATE_COMMITTED) {
+		LOG_E(&ctx->log, version, "restore: version is %s, not COMMITTED", ckpt_state_name(v.state));
+		return -CKPT_ENOVERSION;
+	}
+	if (v.world_size != ctx->cfg.world_size) {
+		LOG_E(&ctx->log, version, "restore: saved with %u ranks, this job has %u", v.world_size,
+		      ctx->cfg.world_size);
+		return -CKPT_EMISMATCH;
+	}
+	if ((err = ckpt__index_get_shard(ctx->index, ctx->job, version, ctx->cfg.rank, &rec)) < 0) {
+		LOG_E(&ctx->log, version, "restore: no shard recorded for this rank");
+		return err == -ENOENT ? -CKPT_ECORRUPT : err;
+	}
+	CKPT_TRY(ckpt__shard_path(path, sizeof(path), ctx->root, ctx->job, version, ctx->cfg.rank));
+	ckpt_shard s;
+	if ((err = ckpt__shard_open(path, &s, why, sizeof(why))) < 0) {
+		LOG_E(&ctx->log, version, "restore: %s: %s", path, why);
+		return err == -ENOENT ? -CKPT_ECORRUPT : err;
+	}
+	if (s.header.version != version || s.header.rank != ctx->cfg.rank ||
+	    s.header.world_size != ctx->cfg.world_size || strcmp(s.header.job, ctx->job) ||
+	    s.tail.footer_checksum != rec.footer_checksum) {
+		LOG_E(&ctx->log, version, "restore: %s is not the shard the index recorded", path);
+		ckpt__shard_close(&s);
+		return -CKPT_ECORRUPT;
+	}
+	struct restore_arg a = { ctx, NULL };
+	uint8_t *want = calloc(s.footer.region_count + 1, 1);
+	a.map = malloc((s.footer.region_count + 1) * sizeof(int32_t));
+	if (!want || !a.map) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < s.footer.region_count; i++)
+		a.map[i] = -1;
+	for (uint32_t i = 0; i < ctx->nregions; i++) {
+		int k = ckpt__shard_find_region(&s, ctx->regions[i].name);
+		if (k < 0 || s.footer.regions[k].bytes != ctx->regions[i].bytes) {
+			LOG_E(&ctx->log, version, "restore: region '%s' (%llu bytes) %s", ctx->regions[i].name,
+			      (unsigned long long)ctx->regions[i].bytes,
+			      k < 0 ? "is not in the checkpoint" : "has another size in the checkpoint");
+			err = -CKPT_EMISMATCH;
+			goto out;
+		}
+		a.map[k] = (int32_t)i;
+		want[k] = 1;
+	}
+	/* Read buffers come from the staging pool: no allocation, no first touch. */
+	uint8_t *bufs[64];
+	int slots[64];
+	uint32_t nb = 0, depth = CKPT_MIN(ctx->cfg.io_depth, 64u);
+	pthread_mutex_lock(&ctx->lock);
+	while (nb < depth) {
+		int sl = ckpt__pool_get(&ctx->pool);
+		if (sl < 0) {
+			if (nb)
+				break;
+			pthread_cond_wait(&ctx->space_cv, &ctx->lock);
+			continue;
+		}
+		slots[nb] = sl;
+		bufs[nb++] = ckpt__pool_slot(&ctx->pool, sl);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	ckpt_read_opts o = {
+		.backend = ctx->backend_name, .depth = nb, .bufs = bufs, .nbufs = nb,
+		.buf_bytes = ctx->pool.slot_bytes, .direct = ctx->direct_ok, .want = want,
+		.lg = &ctx->log, .why = why, .whycap = sizeof(why),
+	};
+	err = ckpt__shard_read(path, &s, &o, restore_sink, &a);
+	pthread_mutex_lock(&ctx->lock);
+	for (uint32_t i = 0; i < nb; i++)
+		ckpt__pool_put(&ctx->pool, slots[i]);
+	pthread_cond_broadcast(&ctx->space_cv);
+	pthread_mutex_unlock(&ctx->lock);
+	if (err < 0)
+		LOG_E(&ctx->log, version, "restore: %s", why[0] ? why : ckpt_strerror(err));
+out:
+	free(want);
+	free(a.map);
+	ckpt__shard_close(&s);
+	return err;
+}
+
+struct newest_arg {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int collect_committed(void *arg, uint64_t version, const ckpt_idx_version *v)
+{
+	struct newest_arg *a = arg;
+	if (v->state != CKPT_STATE_COMMITTED)
+		return 0;
+	if (a->n == a->cap) {
+		size_t nc = a->cap ? a->cap * 2 : 16;
+		uint64_t *p = realloc(a->v, nc * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		a->v = p;
+		a->cap = nc;
+	}
+	a->v[a->n++] = version;
+	return 0;
+}
+
+int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *restored)
+{
+	if (!ctx || flags)
+		return -EINVAL;
+	if (ctx->nregions == 0)
+		return -CKPT_ESTATE;
+	if (version != CKPT_LATEST) {
+		int err = restore_one(ctx, version);
+		if (err == 0 && restored)
+			*restored = version;
+		return err;
+	}
+	struct newest_arg a = { NULL, 0, 0 };
+	int err = ckpt__index_each_version(ctx->index, ctx->job, collect_committed, &a);
+	if (err < 0) {
+		free(a.v);
+		return err;
+	}
+	int first_err = -CKPT_ENOVERSION;
+	for (size_t i = a.n; i-- > 0;) {
+		err = restore_one(ctx, a.v[i]);
+		if (err == 0) {
+			if (i + 1 < a.n)
+				LOG_W(&ctx->log, a.v[i], "restored an older version: newer ones did not verify");
+			else
+				LOG_I(&ctx->log, a.v[i], "restored");
+			if (restored)
+				*restored = a.v[i];
+			free(a.v);
+			return 0;
+		}
+		if (err == -ENOMEM || err == -CKPT_EINDEX) {
+			free(a.v);
+			return err;
+		}
+		if (first_err == -CKPT_ENOVERSION)
+			first_err = err;
+		LOG_W(&ctx->log, a.v[i], "not restorable (%s); trying the previous version", ckpt_strerror(err));
+	}
+	free(a.v);
+	if (a.n == 0)
+		LOG_I(&ctx->log, CKPT_NO_VERSION, "restore: no committed version");
+	return first_err;
+}

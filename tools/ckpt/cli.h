@@ -1,0 +1,54 @@
+/* The ckpt command-line tool: shared options and helpers. */
+#ifndef CKPT_CLI_H
+#define CKPT_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "ckpt.h"
+#include "common.h"
+#include "faults.h"
+#include "index.h"
+
+/* Exit codes (docs/cli.md). */
+enum {
+	EXIT_OK = 0,
+	EXIT_ERROR = 1,    /* an operation failed (I/O, index, ...) */
+	EXIT_USAGE = 2,    /* bad command line */
+	EXIT_CORRUPT = 3,  /* corruption found (verify, restore) */
+	EXIT_NOTFOUND = 4, /* no such job or version */
+};
+
+#define VERSION_LATEST UINT64_MAX
+#define VERSION_ALL (UINT64_MAX - 1)
+#define VERSION_UNSET (UINT64_MAX - 2)
+
+typedef struct cli {
+	const char *root;
+	const char *job;
+	uint64_t version;   /* VERSION_* or a number */
+	int64_t rank;       /* -1: all ranks */
+	int json;
+	ckpt_logger lg;
+	ckpt_faults faults;
+	ckpt_index *ix;
+} cli;
+
+typedef struct cli_cmd {
+	const char *name;
+	const char *summary;
+	int (*run)(cli *c, int argc, char **argv);
+	void (*help)(FILE *out);
+} cli_cmd;
+
+extern const cli_cmd cli_cmds[];
+
+/* Parses --root/--job/--version/--rank/--json at argv[*i]; returns 1 if it
+ * consumed an option, 0 if not one of them, -1 on a bad value. */
+int cli_common_opt(cli *c, int argc, char **argv, int *i);
+int cli_open_index(cli *c);
+int cli_need(cli *c, int root, int job);
+void cli_json_str(FILE *out, const char *s);
+const char *cli_human(uint64_t bytes, char *buf, size_t cap);
+int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

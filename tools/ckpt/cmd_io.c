@@ -1,0 +1,523 @@
+/* Commands that move chunk data: save, verify, restore. */
+#include "cli.h"
+#include "config.h"
+#include "format.h"
+#include "reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int cli_resolve_latest(cli *c, uint64_t *v);
+
+/* ------------------------------------------------------------- save */
+
+void help_save(FILE *o)
+{
+	fprintf(o, "usage: ckpt save --root DIR --job J --version V [--rank R] [--world-size W]\n"
+	           "                 [--compress] [--chunk-bytes N] [--json] FILE...\n\n"
+	           "Checkpoints files as regions of version V (one region per file, named after the\n"
+	           "file's base name): tokenizers, configs, data-loader state, or any state kept in\n"
+	           "files. Returns once the shard is durable; the version is COMMITTED once all W\n"
+	           "ranks have saved it.\n");
+}
+
+int cmd_save(cli *c, int argc, char **argv)
+{
+	uint32_t world = 1;
+	int compress = 0;
+	uint64_t chunk = 0;
+	char **files = calloc((size_t)argc, sizeof(char *));
+	int nfiles = 0;
+	if (!files)
+		return EXIT_ERROR;
+	for (int i = 1; i < argc; i++) {
+		int r = cli_common_opt(c, argc, argv, &i);
+		if (r < 0) {
+			free(files);
+			return cli_usage("save", "bad value for %s", argv[i]);
+		}
+		if (r)
+			continue;
+		char *end;
+		if (!strcmp(argv[i], "--world-size") && i + 1 < argc) {
+			unsigned long w = strtoul(argv[++i], &end, 10);
+			if (*end || w == 0 || w > UINT32_MAX) {
+				free(files);
+				return cli_usage("save", "--world-size needs a positive count");
+			}
+			world = (uint32_t)w;
+		} else if (!strcmp(argv[i], "--compress")) {
+			compress = 1;
+		} else if (!strcmp(argv[i], "--chunk-bytes") && i + 1 < argc) {
+			if (ckpt__parse_size(argv[++i], &chunk) < 0) {
+				free(files);
+				return cli_usage("save", "--chunk-bytes needs a size");
+			}
+		} else if (argv[i][0] == '-' && argv[i][1]) {
+			free(files);
+			return cli_usage("save", "unknown option '%s'", argv[i]);
+		} else {
+			files[nfiles++] = argv[i];
+		}
+	}
+	int rc = EXIT_ERROR;
+	if (cli_need(c, 1, 1) < 0 || c->version >= VERSION_UNSET || c->version == VERSION_ALL || !nfiles) {
+		free(files);
+		return cli_usage("save", "--root, --job, --version N and at least one FILE are required");
+	}
+	ckpt_config cfg;
+	if (ckpt_config_init(&cfg) < 0) {
+		free(files);
+		return EXIT_USAGE;
+	}
+	cfg.job_id = c->job;
+	cfg.root = c->root;
+	cfg.rank = c->rank < 0 ? 0 : (uint32_t)c->rank;
+	cfg.world_size = world;
+	cfg.compress = compress;
+	if (chunk)
+		cfg.chunk_bytes = chunk;
+	struct mapped { void *p; size_t n; } *maps = calloc((size_t)nfiles, sizeof(*maps));
+	ckpt_ctx *ctx = NULL;
+	ckpt_handle *h = NULL;
+	uint64_t total = 0;
+	if (!maps)
+		goto out;
+	for (int i = 0; i < nfiles; i++) {
+		int fd = open(files[i], O_RDONLY | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			fprintf(stderr, "ckpt save: %s: %s\n", files[i], fd < 0 ? strerror(errno) : "not a regular file");
+			if (fd >= 0)
+				close(fd);
+			rc = EXIT_USAGE;
+			goto out;
+		}
+		maps[i].n = (size_t)st.st_size;
+		if (maps[i].n) {
+			maps[i].p = mmap(NULL, maps[i].n, PROT_READ, MAP_PRIVATE, fd, 0);
+			if (maps[i].p == MAP_FAILED) {
+				maps[i].p = NULL;
+				fprintf(stderr, "ckpt save: %s: %s\n", files[i], strerror(errno));
+				close(fd);
+				goto out;
+			}
+		}
+		close(fd);
+		total += CKPT_ALIGN_UP((uint64_t)maps[i].n, cfg.chunk_bytes);
+	}
+	/* Staging just large enough (at most the configured pool): the tool's
+	 * state is known before the context opens. */
+	cfg.staging_bytes = CKPT_MAX(cfg.chunk_bytes, CKPT_MIN(total, cfg.staging_bytes));
+	int err = ckpt_ctx_open(&cfg, &ctx);
+	if (err < 0) {
+		fprintf(stderr, "ckpt save: %s\n", ckpt_strerror(err));
+		rc = err == -CKPT_ECONFIG || err == -CKPT_ENAME ? EXIT_USAGE : EXIT_ERROR;
+		goto out;
+	}
+	for (int i = 0; i < nfiles; i++) {
+		const char *base = strrchr(files[i], '/');
+		base = base ? base + 1 : files[i];
+		ckpt_region_desc d;
+		ckpt_region_desc_init(&d, base, maps[i].p, maps[i].n);
+		if ((err = ckpt_region_add(ctx, &d)) < 0) {
+			fprintf(stderr, "ckpt save: %s: %s\n", files[i], ckpt_strerror(err));
+			rc = EXIT_USAGE;
+			goto out;
+		}
+	}
+	if ((err = ckpt_save(ctx, c->version, 0, &h)) < 0) {
+		fprintf(stderr, "ckpt save: %s\n", ckpt_strerror(err));
+		goto out;
+	}
+	ckpt_status st = { .size = sizeof(st) };
+	if ((err = ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, -1, &st)) < 0) {
+		fprintf(stderr, "ckpt save: %s\n", ckpt_strerror(err));
+		goto out;
+	}
+	if (c->json)
+		printf("{\"job\": \"%s\", \"version\": %llu, \"rank\": %u, \"bytes\": %llu, \"stored_bytes\": %llu, "
+		       "\"committed\": %s}\n", c->job, (unsigned long long)c->version, cfg.rank,
+		       (unsigned long long)st.bytes, (unsigned long long)st.stored_bytes,
+		       st.committed ? "true" : "false");
+	else
+		printf("saved job %s version %llu rank %u: %llu bytes (%llu stored), %s\n", c->job,
+		       (unsigned long long)c->version, cfg.rank, (unsigned long long)st.bytes,
+		       (unsigned long long)st.stored_bytes,
+		       st.committed ? "version COMMITTED" : "waiting for other ranks");
+	rc = EXIT_OK;
+out:
+	ckpt_handle_free(h);
+	ckpt_ctx_close(ctx);
+	for (int i = 0; maps && i < nfiles; i++)
+		if (maps[i].p)
+			munmap(maps[i].p, maps[i].n);
+	free(maps);
+	free(files);
+	return rc;
+}
+
+/* ------------------------------------------------------------- progress */
+
+typedef struct progress {
+	int on;
+	uint64_t done, total;
+	int last_pct;
+	const char *what;
+} progress;
+
+static void progress_add(progress *p, uint64_t n)
+{
+	if (!p->on)
+		return;
+	p->done += n;
+	int pct = p->total ? (int)(p->done * 100 / p->total) : 100;
+	if (pct == p->last_pct)
+		return;
+	p->last_pct = pct;
+	char a[32], b[32];
+	int bar = pct * 30 / 100;
+	fprintf(stderr, "\r%s [%.*s%*s] %3d%% %s / %s", p->what, bar, "##############################",
+	        30 - bar, "", pct, cli_human(p->done, a, sizeof(a)), cli_human(p->total, b, sizeof(b)));
+	if (p->done >= p->total)
+		fprintf(stderr, "\n");
+}
+
+/* ------------------------------------------------------------- verify */
+
+void help_verify(FILE *o)
+{
+	fprintf(o, "usage: ckpt verify --root DIR --job J [--version V|latest|all] [--rank R] [--json]\n\n"
+	           "Reads every chunk of the chosen shards (default: all versions) and checks its\n"
+	           "checksum, plus every structural check. A COMMITTED version missing a shard is\n"
+	           "corrupt. Exits 3 when anything is corrupt, naming version, rank, region, chunk.\n");
+}
+
+static int null_sink(void *arg, uint32_t ri, uint64_t off, const void *d, size_t len)
+{
+	(void)ri; (void)off; (void)d;
+	progress_add(arg, len);
+	return 0;
+}
+
+struct vers {
+	uint64_t *v;
+	uint32_t *state, *world;
+	size_t n, cap;
+};
+
+static int collect_v(void *arg, uint64_t version, const ckpt_idx_version *iv)
+{
+	struct vers *a = arg;
+	if (a->n == a->cap) {
+		size_t nc = a->cap ? a->cap * 2 : 32;
+		uint64_t *v = realloc(a->v, nc * 8);
+		uint32_t *s = v ? realloc(a->state, nc * 4) : NULL;
+		uint32_t *w = s ? realloc(a->world, nc * 4) : NULL;
+		if (v) a->v = v;
+		if (s) a->state = s;
+		if (!w)
+			return -ENOMEM;
+		a->world = w;
+		a->cap = nc;
+	}
+	a->v[a->n] = version;
+	a->state[a->n] = iv->state;
+	a->world[a->n++] = iv->world_size;
+	return 0;
+}
+
+int cmd_verify(cli *c, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		int r = cli_common_opt(c, argc, argv, &i);
+		if (r < 0)
+			return cli_usage("verify", "bad value for %s", argv[i]);
+		if (r == 0)
+			return cli_usage("verify", "unknown option '%s'", argv[i]);
+	}
+	if (cli_need(c, 1, 1) < 0)
+		return cli_usage("verify", "--root and a valid --job are required");
+	int rc = cli_open_index(c);
+	if (rc)
+		return rc;
+	struct vers vs = { 0 };
+	int err = ckpt__index_each_version(c->ix, c->job, collect_v, &vs);
+	if (err < 0) {
+		fprintf(stderr, "ckpt verify: %s\n", ckpt_strerror(err));
+		return EXIT_ERROR;
+	}
+	uint64_t want = c->version == VERSION_UNSET ? VERSION_ALL : c->version;
+	if (want == VERSION_LATEST && cli_resolve_latest(c, &want) < 0) {
+		fprintf(stderr, "ckpt verify: job %s has no committed version\n", c->job);
+		free(vs.v); free(vs.state); free(vs.world);
+		return EXIT_NOTFOUND;
+	}
+	int corrupt = 0, found = 0, first = 1;
+	if (c->json)
+		printf("[");
+	for (size_t i = 0; i < vs.n; i++) {
+		if (want != VERSION_ALL && vs.v[i] != want)
+			continue;
+		if (vs.state[i] == CKPT_STATE_DELETING)
+			continue;
+		found = 1;
+		for (uint32_t r = 0; r < vs.world[i]; r++) {
+			if (c->rank >= 0 && (uint32_t)c->rank != r)
+				continue;
+			char path[4096], why[512] = "";
+			ckpt__shard_path(path, sizeof(path), c->root, c->job, vs.v[i], r);
+			ckpt_shard s;
+			err = ckpt__shard_open(path, &s, why, sizeof(why));
+			if (err == -ENOENT && vs.state[i] == CKPT_STATE_PENDING)
+				continue; /* not written yet */
+			if (err == 0) {
+				ckpt_idx_shard rec;
+				if (ckpt__index_get_shard(c->ix, c->job, vs.v[i], r, &rec) == 0 &&
+				    rec.footer_checksum != s.tail.footer_checksum) {
+					err = -CKPT_ECORRUPT;
+					snprintf(why, sizeof(why), "shard file differs from the one the index recorded");
+				}
+			}
+			if (err == 0) {
+				progress p = { isatty(2) && !c->json, 0, s.footer.data_bytes, -1, "verifying" };
+				ckpt_read_opts o = { .depth = 8, .direct = 1, .lg = &c->lg, .why = why,
+				                     .whycap = sizeof(why) };
+				err = ckpt__shard_read(path, &s, &o, null_sink, &p);
+				ckpt__shard_close(&s);
+				if (p.on && err < 0)
+					fprintf(stderr, "\n");
+			}
+			if (err < 0)
+				corrupt = 1;
+			if (c->json) {
+				printf("%s\n  {\"version\": %llu, \"rank\": %u, \"ok\": %s", first ? "" : ",",
+				       (unsigned long long)vs.v[i], r, err < 0 ? "false" : "true");
+				if (err < 0) {
+					printf(", \"error\": ");
+					cli_json_str(stdout, why[0] ? why : ckpt_strerror(err));
+				}
+				printf("}");
+			} else if (err < 0) {
+				printf("version %llu rank %u: CORRUPT: %s\n", (unsigned long long)vs.v[i], r,
+				       why[0] ? why : ckpt_strerror(err));
+			} else {
+				printf("version %llu rank %u: ok\n", (unsigned long long)vs.v[i], r);
+			}
+			first = 0;
+		}
+	}
+	if (c->json)
+		printf("%s]\n", first ? "" : "\n");
+	free(vs.v);
+	free(vs.state);
+	free(vs.world);
+	if (!found && want != VERSION_ALL) {
+		fprintf(stderr, "ckpt verify: job %s has no version %llu\n", c->job, (unsigned long long)want);
+		return EXIT_NOTFOUND;
+	}
+	return corrupt ? EXIT_CORRUPT : EXIT_OK;
+}
+
+/* ------------------------------------------------------------- restore */
+
+void help_restore(FILE *o)
+{
+	fprintf(o, "usage: ckpt restore --root DIR --job J --out DIR [--version V|latest] [--rank R]\n\n"
+	           "Writes each region of a shard as a file named after the region into --out\n"
+	           "(into --out/rank-R/ for each rank when the job has several ranks and --rank is\n"
+	           "not given). Every chunk is checksum-verified before it is written; files appear\n"
+	           "only once complete. 'latest' (the default) falls back to the newest version that\n"
+	           "verifies. Nothing is ever written outside --out. Shows a progress bar on a terminal.\n");
+}
+
+struct out_files {
+	int dirfd;
+	const ckpt_shard *s;
+	int *fds;
+	progress *p;
+};
+
+static int file_sink(void *arg, uint32_t ri, uint64_t off, const void *data, size_t len)
+{
+	struct out_files *o = arg;
+	int r = ckpt__pwrite_full(o->fds[ri], data, len, off);
+	progress_add(o->p, len);
+	return r;
+}
+
+/* Region names were validated by the footer decoder (no '/', not '.' or
+ * '..'); openat on the output directory with O_NOFOLLOW keeps every file
+ * inside it even so. */
+static int restore_shard(cli *c, uint64_t v, uint32_t rank, int outfd, char *why, size_t cap)
+{
+	char path[4096];
+	ckpt__shard_path(path, sizeof(path), c->root, c->job, v, rank);
+	ckpt_shard s;
+	int err = ckpt__shard_open(path, &s, why, cap);
+	if (err < 0)
+		return err;
+	uint32_t n = s.footer.region_count;
+	int *fds = calloc(n + 1, sizeof(int));
+	char tmp[CKPT_MAX_NAME + 16];
+	if (!fds) {
+		ckpt__shard_close(&s);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		fds[i] = -1;
+	for (uint32_t i = 0; i < n; i++) {
+		snprintf(tmp, sizeof(tmp), ".%s.partial", s.footer.regions[i].name);
+		fds[i] = openat(outfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fds[i] < 0) {
+			err = -errno;
+			snprintf(why, cap, "cannot create %s: %s", tmp, strerror(errno));
+			goto done;
+		}
+		if (ftruncate(fds[i], (off_t)s.footer.regions[i].bytes) < 0) {
+			err = -errno;
+			goto done;
+		}
+	}
+	char what[64];
+	snprintf(what, sizeof(what), "restoring v%llu r%u", (unsigned long long)v, rank);
+	progress p = { isatty(2) && !c->json, 0, s.footer.data_bytes, -1, what };
+	struct out_files of = { outfd, &s, fds, &p };
+	ckpt_read_opts o = { .depth = 8, .direct = 1, .lg = &c->lg, .why = why, .whycap = cap };
+	err = ckpt__shard_read(path, &s, &o, file_sink, &of);
+	if (p.on && err < 0)
+		fprintf(stderr, "\n");
+	for (uint32_t i = 0; err == 0 && i < n; i++)
+		if (fsync(fds[i]) < 0)
+			err = -errno;
+	for (uint32_t i = 0; err == 0 && i < n; i++) {
+		snprintf(tmp, sizeof(tmp), ".%s.partial", s.footer.regions[i].name);
+		if (renameat(outfd, tmp, outfd, s.footer.regions[i].name) < 0)
+			err = -errno;
+	}
+done:
+	for (uint32_t i = 0; i < n; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+		if (err < 0) {
+			snprintf(tmp, sizeof(tmp), ".%s.partial", s.footer.regions[i].name);
+			unlinkat(outfd, tmp, 0);
+		}
+	}
+	if (err == 0)
+		fsync(outfd);
+	free(fds);
+	ckpt__shard_close(&s);
+	return err;
+}
+
+static int restore_version(cli *c, uint64_t v, uint32_t world, const char *out, char *why, size_t cap)
+{
+	for (uint32_t r = 0; r < world; r++) {
+		if (c->rank >= 0 && (uint32_t)c->rank != r)
+			continue;
+		char dir[4200];
+		if (world > 1 && c->rank < 0)
+			snprintf(dir, sizeof(dir), "%s/rank-%u", out, r);
+		else
+			snprintf(dir, sizeof(dir), "%s", out);
+		int err = ckpt__mkdir_p(dir, 0755);
+		if (err < 0) {
+			snprintf(why, cap, "cannot create %.400s: %s", dir, ckpt_strerror(err));
+			return err;
+		}
+		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0) {
+			snprintf(why, cap, "cannot open %.400s: %s", dir, strerror(errno));
+			return -errno;
+		}
+		err = restore_shard(c, v, r, dfd, why, cap);
+		close(dfd);
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+int cmd_restore(cli *c, int argc, char **argv)
+{
+	const char *out = NULL;
+	for (int i = 1; i < argc; i++) {
+		int r = cli_common_opt(c, argc, argv, &i);
+		if (r < 0)
+			return cli_usage("restore", "bad value for %s", argv[i]);
+		if (r)
+			continue;
+		if (!strcmp(argv[i], "--out") && i + 1 < argc)
+			out = argv[++i];
+		else
+			return cli_usage("restore", "unknown option '%s'", argv[i]);
+	}
+	if (cli_need(c, 1, 1) < 0 || !out)
+		return cli_usage("restore", "--root, a valid --job and --out are required");
+	if (c->version == VERSION_ALL)
+		return cli_usage("restore", "--version all is not accepted; give a version or 'latest'");
+	int rc = cli_open_index(c);
+	if (rc)
+		return rc;
+	struct vers vs = { 0 };
+	int err = ckpt__index_each_version(c->ix, c->job, collect_v, &vs);
+	if (err < 0) {
+		fprintf(stderr, "ckpt restore: %s\n", ckpt_strerror(err));
+		return EXIT_ERROR;
+	}
+	uint64_t want = c->version == VERSION_UNSET ? VERSION_LATEST : c->version;
+	char why[512] = "";
+	rc = EXIT_NOTFOUND;
+	int tried = 0;
+	for (size_t i = vs.n; i-- > 0;) {
+		if (want != VERSION_LATEST && vs.v[i] != want)
+			continue;
+		if (vs.state[i] != CKPT_STATE_COMMITTED) {
+			if (want != VERSION_LATEST) {
+				fprintf(stderr, "ckpt restore: version %llu is %s, not COMMITTED\n",
+				        (unsigned long long)want, ckpt_state_name(vs.state[i]));
+				rc = EXIT_NOTFOUND;
+				break;
+			}
+			continue;
+		}
+		if (c->rank >= 0 && (uint32_t)c->rank >= vs.world[i]) {
+			rc = cli_usage("restore", "rank %lld not below world size %u", (long long)c->rank, vs.world[i]);
+			break;
+		}
+		tried = 1;
+		why[0] = 0;
+		err = restore_version(c, vs.v[i], vs.world[i], out, why, sizeof(why));
+		if (err == 0) {
+			if (c->json)
+				printf("{\"job\": \"%s\", \"version\": %llu, \"out\": ", c->job, (unsigned long long)vs.v[i]);
+			if (c->json) {
+				cli_json_str(stdout, out);
+				printf("}\n");
+			} else {
+				printf("restored job %s version %llu into %s\n", c->job, (unsigned long long)vs.v[i], out);
+			}
+			rc = EXIT_OK;
+			break;
+		}
+		fprintf(stderr, "ckpt restore: version %llu: %s\n", (unsigned long long)vs.v[i],
+		        why[0] ? why : ckpt_strerror(err));
+		rc = (err == -CKPT_ECORRUPT || err == -CKPT_EFORMAT || err == -ENOENT) ? EXIT_CORRUPT : EXIT_ERROR;
+		if (want != VERSION_LATEST || rc == EXIT_ERROR)
+			break;
+		fprintf(stderr, "ckpt restore: trying the previous version\n");
+	}
+	if (!tried && rc == EXIT_NOTFOUND)
+		fprintf(stderr, "ckpt restore: job %s has no %s\n", c->job,
+		        want == VERSION_LATEST ? "committed version" : "such version");
+	free(vs.v);
+	free(vs.state);
+	free(vs.world);
+	return rc;
+}

@@ -1,0 +1,506 @@
+/* Common option handling and the index-only commands: ls, show, rm, gc,
+ * reindex. */
+#include "cli.h"
+#include "admin.h"
+#include "format.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int cli_common_opt(cli *c, int argc, char **argv, int *i)
+{
+	const char *a = argv[*i];
+	const char *val = NULL;
+	const char *names[] = { "--root", "--job", "--version", "--rank" };
+	size_t k;
+	if (!strcmp(a, "--json")) {
+		c->json = 1;
+		return 1;
+	}
+	for (k = 0; k < 4; k++) {
+		size_t n = strlen(names[k]);
+		if (!strncmp(a, names[k], n) && (a[n] == 0 || a[n] == '=')) {
+			if (a[n] == '=')
+				val = a + n + 1;
+			else if (*i + 1 < argc)
+				val = argv[++*i];
+			else
+				return -1;
+			break;
+		}
+	}
+	if (k == 4)
+		return 0;
+	char *end;
+	switch (k) {
+	case 0:
+		c->root = val;
+		return 1;
+	case 1:
+		c->job = val;
+		return 1;
+	case 2:
+		if (!strcmp(val, "latest"))
+			c->version = VERSION_LATEST;
+		else if (!strcmp(val, "all"))
+			c->version = VERSION_ALL;
+		else {
+			errno = 0;
+			c->version = strtoull(val, &end, 10);
+			if (errno || end == val || *end || *val == '-' || c->version >= VERSION_UNSET)
+				return -1;
+		}
+		return 1;
+	case 3:
+		errno = 0;
+		c->rank = (int64_t)strtoul(val, &end, 10);
+		if (errno || end == val || *end || *val == '-' || c->rank > UINT32_MAX)
+			return -1;
+		return 1;
+	}
+	return 0;
+}
+
+int cli_need(cli *c, int root, int job)
+{
+	if (root && (!c->root || !*c->root))
+		return -1;
+	if (job && ckpt__job_valid(c->job) < 0)
+		return -2;
+	return 0;
+}
+
+int cli_open_index(cli *c)
+{
+	char p[4200];
+	snprintf(p, sizeof(p), "%s/index", c->root);
+	if (access(p, F_OK) < 0) {
+		fprintf(stderr, "ckpt: %s is not a checkpoint root (no index)\n", c->root);
+		return EXIT_NOTFOUND;
+	}
+	int err = ckpt__index_open(c->root, &c->lg, &c->ix);
+	if (err < 0) {
+		fprintf(stderr, "ckpt: cannot open the index in %s: %s\n", c->root, ckpt_strerror(err));
+		return EXIT_ERROR;
+	}
+	return EXIT_OK;
+}
+
+void cli_json_str(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\')
+			fprintf(out, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(out, "\\u%04x", ch);
+		else
+			fputc(ch, out);
+	}
+	fputc('"', out);
+}
+
+const char *cli_human(uint64_t b, char *buf, size_t cap)
+{
+	const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)b;
+	int i = 0;
+	while (v >= 1024 && i < 4) {
+		v /= 1024;
+		i++;
+	}
+	snprintf(buf, cap, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+	return buf;
+}
+
+static void fmt_time(uint64_t ns, char *buf, size_t cap)
+{
+	if (!ns) {
+		snprintf(buf, cap, "-");
+		return;
+	}
+	time_t t = (time_t)(ns / 1000000000ull);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* Parses the common options; anything else is an error. */
+static int common_only(cli *c, const char *cmd, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		int r = cli_common_opt(c, argc, argv, &i);
+		if (r < 0)
+			return cli_usage(cmd, "bad value for %s", argv[i]);
+		if (r == 0)
+			return cli_usage(cmd, "unknown option '%s'", argv[i]);
+	}
+	return EXIT_OK;
+}
+
+/* ------------------------------------------------------------- ls */
+
+struct ls_arg {
+	cli *c;
+	const char *job;
+	int first;
+	size_t n;
+};
+
+static int ls_one(void *arg, uint64_t version, const ckpt_idx_version *v)
+{
+	struct ls_arg *a = arg;
+	char t1[32], t2[32], hb[32];
+	fmt_time(v->created_ns, t1, sizeof(t1));
+	fmt_time(v->committed_ns, t2, sizeof(t2));
+	if (a->c->json) {
+		printf("%s\n  {\"job\": ", a->first ? "" : ",");
+		cli_json_str(stdout, a->job);
+		printf(", \"version\": %llu, \"state\": \"%s\", \"world_size\": %u, \"shards_done\": %u, "
+		       "\"bytes\": %llu, \"stored_bytes\": %llu, \"created\": \"%s\", \"committed\": \"%s\"}",
+		       (unsigned long long)version, ckpt_state_name(v->state), v->world_size, v->shards_done,
+		       (unsigned long long)v->bytes, (unsigned long long)v->stored_bytes, t1, t2);
+	} else {
+		printf("%-20s %20llu  %-9s %5u/%-5u %12s  %s\n", a->job, (unsigned long long)version,
+		       ckpt_state_name(v->state), v->shards_done, v->world_size,
+		       cli_human(v->bytes, hb, sizeof(hb)), t2);
+	}
+	a->first = 0;
+	a->n++;
+	return 0;
+}
+
+static int ls_job(void *arg, const char *job)
+{
+	struct ls_arg *a = arg;
+	a->job = job;
+	return ckpt__index_each_version(a->c->ix, job, ls_one, a);
+}
+
+static int cmd_ls(cli *c, int argc, char **argv)
+{
+	int rc = common_only(c, "ls", argc, argv);
+	if (rc)
+		return rc;
+	if (cli_need(c, 1, 0) < 0)
+		return cli_usage("ls", "--root is required");
+	if (c->job && ckpt__job_valid(c->job) < 0)
+		return cli_usage("ls", "invalid job id '%s'", c->job);
+	if ((rc = cli_open_index(c)))
+		return rc;
+	struct ls_arg a = { c, c->job, 1, 0 };
+	if (c->json)
+		printf("[");
+	else
+		printf("%-20s %20s  %-9s %11s %12s  %s\n", "JOB", "VERSION", "STATE", "SHARDS", "BYTES",
+		       "COMMITTED");
+	int err = c->job ? ls_job(&a, c->job) : ckpt__index_each_job(c->ix, ls_job, &a);
+	if (c->json)
+		printf("%s]\n", a.n ? "\n" : "");
+	if (err < 0) {
+		fprintf(stderr, "ckpt ls: %s\n", ckpt_strerror(err));
+		return EXIT_ERROR;
+	}
+	return EXIT_OK;
+}
+
+static void help_ls(FILE *o)
+{
+	fprintf(o, "usage: ckpt ls --root DIR [--job J] [--json]\n\n"
+	           "Lists versions (all jobs when --job is not given), oldest first, with their state:\n"
+	           "PENDING (not every rank durable; never restored), COMMITTED, DELETING.\n"
+	           "--json prints an array of objects: job, version, state, world_size, shards_done,\n"
+	           "bytes, stored_bytes, created, committed.\n");
+}
+
+/* ------------------------------------------------------------- version pick */
+
+struct pick {
+	uint64_t newest_committed;
+	int have;
+};
+
+static int pick_one(void *arg, uint64_t version, const ckpt_idx_version *v)
+{
+	struct pick *p = arg;
+	if (v->state == CKPT_STATE_COMMITTED) {
+		p->newest_committed = version;
+		p->have = 1;
+	}
+	return 0;
+}
+
+/* Resolves 'latest' to the newest committed version. */
+int cli_resolve_latest(cli *c, uint64_t *v)
+{
+	struct pick p = { 0, 0 };
+	int err = ckpt__index_each_version(c->ix, c->job, pick_one, &p);
+	if (err < 0)
+		return err;
+	if (!p.have)
+		return -CKPT_ENOVERSION;
+	*v = p.newest_committed;
+	return 0;
+}
+
+/* ------------------------------------------------------------- show */
+
+static int cmd_show(cli *c, int argc, char **argv)
+{
+	int rc = common_only(c, "show", argc, argv);
+	if (rc)
+		return rc;
+	if (cli_need(c, 1, 1) < 0)
+		return cli_usage("show", "--root and a valid --job are required");
+	if (c->version == VERSION_UNSET || c->version == VERSION_ALL)
+		c->version = VERSION_LATEST;
+	if ((rc = cli_open_index(c)))
+		return rc;
+	uint64_t v = c->version;
+	if (v == VERSION_LATEST && cli_resolve_latest(c, &v) < 0) {
+		fprintf(stderr, "ckpt show: job %s has no committed version\n", c->job);
+		return EXIT_NOTFOUND;
+	}
+	ckpt_idx_version iv;
+	if (ckpt__index_get(c->ix, c->job, v, &iv) < 0) {
+		fprintf(stderr, "ckpt show: job %s has no version %llu\n", c->job, (unsigned long long)v);
+		return EXIT_NOTFOUND;
+	}
+	int bad = 0;
+	if (c->json)
+		printf("{\"job\": \"%s\", \"version\": %llu, \"state\": \"%s\", \"world_size\": %u, \"shards\": [",
+		       c->job, (unsigned long long)v, ckpt_state_name(iv.state), iv.world_size);
+	else
+		printf("job %s version %llu: %s, %u/%u shards\n", c->job, (unsigned long long)v,
+		       ckpt_state_name(iv.state), iv.shards_done, iv.world_size);
+	int first = 1;
+	for (uint32_t r = 0; r < iv.world_size; r++) {
+		if (c->rank >= 0 && (uint32_t)c->rank != r)
+			continue;
+		char path[4096], why[512] = "", hb[32];
+		ckpt__shard_path(path, sizeof(path), c->root, c->job, v, r);
+		ckpt_shard s;
+		int err = ckpt__shard_open(path, &s, why, sizeof(why));
+		if (err < 0) {
+			if (err != -ENOENT)
+				bad = 1;
+			if (c->json) {
+				printf("%s{\"rank\": %u, \"error\": ", first ? "" : ", ", r);
+				cli_json_str(stdout, why);
+				printf("}");
+			} else {
+				printf("  rank %u: %s\n", r, why);
+			}
+			first = 0;
+			continue;
+		}
+		if (c->json) {
+			printf("%s{\"rank\": %u, \"bytes\": %llu, \"stored_bytes\": %llu, \"chunk_bytes\": %llu, "
+			       "\"regions\": [", first ? "" : ", ", r, (unsigned long long)s.footer.data_bytes,
+			       (unsigned long long)s.footer.stored_bytes, (unsigned long long)s.footer.chunk_bytes);
+		} else {
+			printf("  rank %u: %s in %u regions, %llu chunks of %s, %llu bytes stored\n", r,
+			       cli_human(s.footer.data_bytes, hb, sizeof(hb)), s.footer.region_count,
+			       (unsigned long long)s.footer.chunk_count,
+			       cli_human(s.footer.chunk_bytes, (char[32]){ 0 }, 32),
+			       (unsigned long long)s.footer.stored_bytes);
+		}
+		for (uint32_t i = 0; i < s.footer.region_count; i++) {
+			const ckpt_fmt_region *rg = &s.footer.regions[i];
+			uint32_t z = 0;
+			for (uint32_t k = 0; k < rg->chunk_count; k++)
+				z += !!(s.footer.chunks[rg->chunk_first + k].flags & CKPT_CHUNK_ZSTD);
+			if (c->json) {
+				printf("%s{\"name\": ", i ? ", " : "");
+				cli_json_str(stdout, rg->name);
+				printf(", \"dtype\": \"%s\", \"bytes\": %llu, \"chunks\": %u, \"compressed_chunks\": %u, "
+				       "\"global_shape\": [", ckpt_dtype_name(rg->dtype), (unsigned long long)rg->bytes,
+				       rg->chunk_count, z);
+				for (unsigned d = 0; d < rg->ndim; d++)
+					printf("%s%llu", d ? ", " : "", (unsigned long long)rg->global_shape[d]);
+				printf("], \"offsets\": [");
+				for (unsigned d = 0; d < rg->ndim; d++)
+					printf("%s%llu", d ? ", " : "", (unsigned long long)rg->offsets[d]);
+				printf("]}");
+			} else {
+				printf("    %-32s %-6s %12s  %u chunks (%u compressed)", rg->name, ckpt_dtype_name(rg->dtype),
+				       cli_human(rg->bytes, hb, sizeof(hb)), rg->chunk_count, z);
+				if (rg->ndim) {
+					printf("  shape [");
+					for (unsigned d = 0; d < rg->ndim; d++)
+						printf("%s%llu", d ? "," : "", (unsigned long long)rg->global_shape[d]);
+					printf("] at [");
+					for (unsigned d = 0; d < rg->ndim; d++)
+						printf("%s%llu", d ? "," : "", (unsigned long long)rg->offsets[d]);
+					printf("]");
+				}
+				printf("\n");
+			}
+		}
+		if (c->json)
+			printf("]}");
+		first = 0;
+		ckpt__shard_close(&s);
+	}
+	if (c->json)
+		printf("]}\n");
+	return bad ? EXIT_CORRUPT : EXIT_OK;
+}
+
+static void help_show(FILE *o)
+{
+	fprintf(o, "usage: ckpt show --root DIR --job J [--version V|latest] [--rank R] [--json]\n\n"
+	           "Shows a version's shards: regions, dtypes, shapes, chunks, compression.\n"
+	           "Structure (header, footer, tail checksums) is checked; chunk data is not: use verify.\n"
+	           "Exits 3 if a shard file is damaged.\n");
+}
+
+/* ------------------------------------------------------------- rm, gc */
+
+static int cmd_rm(cli *c, int argc, char **argv)
+{
+	int rc = common_only(c, "rm", argc, argv);
+	if (rc)
+		return rc;
+	if (cli_need(c, 1, 1) < 0)
+		return cli_usage("rm", "--root and a valid --job are required");
+	if (c->version >= VERSION_UNSET || c->version == VERSION_ALL)
+		return cli_usage("rm", "--version N is required ('latest' is not accepted here)");
+	if ((rc = cli_open_index(c)))
+		return rc;
+	ckpt_idx_version iv;
+	if (ckpt__index_get(c->ix, c->job, c->version, &iv) < 0) {
+		fprintf(stderr, "ckpt rm: job %s has no version %llu\n", c->job, (unsigned long long)c->version);
+		return EXIT_NOTFOUND;
+	}
+	c->lg.level = CKPT_LOG_WARN;
+	int err = ckpt__admin_delete(c->root, c->ix, c->job, c->version, &c->faults, &c->lg);
+	if (err < 0) {
+		fprintf(stderr, "ckpt rm: %s\n", ckpt_strerror(err));
+		return EXIT_ERROR;
+	}
+	printf("removed job %s version %llu\n", c->job, (unsigned long long)c->version);
+	return EXIT_OK;
+}
+
+static void help_rm(FILE *o)
+{
+	fprintf(o, "usage: ckpt rm --root DIR --job J --version V\n\n"
+	           "Deletes one version, crash-safely: it is marked DELETING first (never restored from\n"
+	           "then on), its files are removed, then its records. An interrupted rm is finished by\n"
+	           "the next gc or by any process that opens the root.\n");
+}
+
+static int cmd_gc(cli *c, int argc, char **argv)
+{
+	long keep = -1;
+	for (int i = 1; i < argc; i++) {
+		int r = cli_common_opt(c, argc, argv, &i);
+		if (r < 0)
+			return cli_usage("gc", "bad value for %s", argv[i]);
+		if (r)
+			continue;
+		if (!strcmp(argv[i], "--keep") && i + 1 < argc) {
+			char *end;
+			keep = strtol(argv[++i], &end, 10);
+			if (*end || keep < 1 || keep > 1000000)
+				return cli_usage("gc", "--keep needs a count of at least 1");
+		} else
+			return cli_usage("gc", "unknown option '%s'", argv[i]);
+	}
+	if (keep < 0)
+		return cli_usage("gc", "--keep N is required");
+	if (cli_need(c, 1, 1) < 0)
+		return cli_usage("gc", "--root and a valid --job are required");
+	int rc = cli_open_index(c);
+	if (rc)
+		return rc;
+	uint32_t deleted = 0;
+	int err = ckpt__admin_gc(c->root, c->ix, c->job, (uint32_t)keep, &c->faults, &c->lg, &deleted);
+	if (err < 0) {
+		fprintf(stderr, "ckpt gc: %s (after deleting %u versions)\n", ckpt_strerror(err), deleted);
+		return EXIT_ERROR;
+	}
+	if (c->json)
+		printf("{\"deleted\": %u}\n", deleted);
+	else
+		printf("deleted %u versions of job %s, kept the newest %ld committed\n", deleted, c->job, keep);
+	return EXIT_OK;
+}
+
+static void help_gc(FILE *o)
+{
+	fprintf(o, "usage: ckpt gc --root DIR --job J --keep N [--json]\n\n"
+	           "Keeps the newest N committed versions and deletes older ones, plus PENDING versions\n"
+	           "older than the newest committed (left by saves that died). Finishes interrupted\n"
+	           "deletions first. Each deletion is crash-safe (see ckpt rm --help).\n");
+}
+
+/* ------------------------------------------------------------- reindex */
+
+static int cmd_reindex(cli *c, int argc, char **argv)
+{
+	int verify = 0;
+	for (int i = 1; i < argc; i++) {
+		int r = cli_common_opt(c, argc, argv, &i);
+		if (r < 0)
+			return cli_usage("reindex", "bad value for %s", argv[i]);
+		if (r)
+			continue;
+		if (!strcmp(argv[i], "--verify-data"))
+			verify = 1;
+		else
+			return cli_usage("reindex", "unknown option '%s'", argv[i]);
+	}
+	if (cli_need(c, 1, 0) < 0)
+		return cli_usage("reindex", "--root is required");
+	if (c->job && ckpt__job_valid(c->job) < 0)
+		return cli_usage("reindex", "invalid job id '%s'", c->job);
+	int err = ckpt__index_open(c->root, &c->lg, &c->ix);
+	if (err < 0) {
+		fprintf(stderr, "ckpt reindex: cannot open the index in %s: %s\n", c->root, ckpt_strerror(err));
+		return EXIT_ERROR;
+	}
+	uint32_t shards, bad;
+	err = ckpt__admin_reindex(c->root, c->ix, c->job, verify, &c->lg, &shards, &bad);
+	if (err < 0) {
+		fprintf(stderr, "ckpt reindex: %s\n", ckpt_strerror(err));
+		return EXIT_ERROR;
+	}
+	if (c->json)
+		printf("{\"shards\": %u, \"refused\": %u}\n", shards, bad);
+	else
+		printf("reindexed %u shards; %u damaged files refused\n", shards, bad);
+	return bad ? EXIT_CORRUPT : EXIT_OK;
+}
+
+static void help_reindex(FILE *o)
+{
+	fprintf(o, "usage: ckpt reindex --root DIR [--job J] [--verify-data] [--json]\n\n"
+	           "Rebuilds the index from the shard files alone. A version is COMMITTED when every\n"
+	           "rank's shard file is present and passes its structure checks (and every chunk\n"
+	           "checksum with --verify-data). Exits 3 when damaged files were refused.\n");
+}
+
+int cmd_save(cli *c, int argc, char **argv);
+void help_save(FILE *o);
+int cmd_verify(cli *c, int argc, char **argv);
+void help_verify(FILE *o);
+int cmd_restore(cli *c, int argc, char **argv);
+void help_restore(FILE *o);
+
+const cli_cmd cli_cmds[] = {
+	{ "save", "checkpoint files as regions of a version", cmd_save, help_save },
+	{ "ls", "list versions and their state", cmd_ls, help_ls },
+	{ "show", "show a version's shards and regions", cmd_show, help_show },
+	{ "verify", "read every chunk and check its checksum", cmd_verify, help_verify },
+	{ "restore", "write a version's regions out as files", cmd_restore, help_restore },
+	{ "rm", "delete one version", cmd_rm, help_rm },
+	{ "gc", "keep the newest N versions, delete the rest", cmd_gc, help_gc },
+	{ "reindex", "rebuild the index from the shard files", cmd_reindex, help_reindex },
+	{ NULL, NULL, NULL, NULL },
+};

@@ -1,0 +1,81 @@
+/* ckpt: list, inspect, verify, restore and maintain checkpoints. */
+#include "cli.h"
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+	        "usage: ckpt <command> [options]\n\n"
+	        "commands:\n");
+	for (const cli_cmd *c = cli_cmds; c->name; c++)
+		fprintf(out, "  %-9s %s\n", c->name, c->summary);
+	fprintf(out,
+	        "\ncommon options:\n"
+	        "  --root DIR        checkpoint root (or CKPT_ROOT)\n"
+	        "  --job J           job id (or CKPT_JOB)\n"
+	        "  --version V       a version number, 'latest' (or 'all' where it applies)\n"
+	        "  --rank R          one rank (default: all ranks)\n"
+	        "  --json            machine-readable output\n"
+	        "  --help            help of a command: ckpt <command> --help\n\n"
+	        "other:\n"
+	        "  ckpt --version        library and format versions\n"
+	        "  ckpt --help-config    every library setting, its variable and default\n\n"
+	        "exit codes: 0 success, 1 error, 2 usage error, 3 corruption found, 4 not found\n");
+}
+
+int cli_usage(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "ckpt %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n(see 'ckpt %s --help')\n", cmd);
+	return EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("ckpt %s (shard format %u, index schema %u)\n", ckpt_version(), CKPT_FORMAT_VERSION,
+		       CKPT_INDEX_SCHEMA);
+		return EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--help-config")) {
+		ckpt__config_help(stdout);
+		return EXIT_OK;
+	}
+	for (const cli_cmd *c = cli_cmds; c->name; c++) {
+		if (strcmp(c->name, argv[1]))
+			continue;
+		for (int i = 2; i < argc; i++)
+			if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+				c->help(stdout);
+				return EXIT_OK;
+			}
+		cli st = { .root = getenv("CKPT_ROOT"), .job = getenv("CKPT_JOB"),
+		           .version = VERSION_UNSET, .rank = -1 };
+		ckpt__logger_init(&st.lg, NULL, -1);
+		if (ckpt__faults_parse(&st.faults, getenv("CKPT_FAULT")) < 0)
+			return cli_usage(c->name, "CKPT_FAULT is malformed");
+		int rc = c->run(&st, argc - 1, argv + 1);
+		ckpt__index_close(st.ix);
+		return rc;
+	}
+	fprintf(stderr, "ckpt: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return EXIT_USAGE;
+}
