@@ -160,27 +160,35 @@ int ckpt__admin_gc(const char *root, ckpt_index *ix, const char *job, uint32_t k
 		vlist_free(&l);
 		return err;
 	}
+	/* Decide newest first (the first `keep` committed survive), then delete
+	 * oldest first, so that an interrupted gc has removed the oldest. */
+	uint8_t *del = calloc(l.n + 1, 1);
+	if (!del) {
+		vlist_free(&l);
+		return -ENOMEM;
+	}
 	uint64_t newest_committed = 0;
 	int have_committed = 0;
 	uint32_t seen = 0;
-	/* Newest first: the first `keep` committed survive. */
 	for (size_t i = l.n; i-- > 0;) {
-		int del = 0;
 		if (l.state[i] == CKPT_STATE_COMMITTED) {
 			if (!have_committed) {
 				newest_committed = l.v[i];
 				have_committed = 1;
 			}
-			del = ++seen > keep;
+			del[i] = ++seen > keep;
 		} else if (l.state[i] == CKPT_STATE_PENDING) {
-			del = have_committed && l.v[i] < newest_committed;
-		}
-		if (del) {
-			if ((err = ckpt__admin_delete(root, ix, job, l.v[i], fs, lg)) < 0)
-				break;
-			(*deleted)++;
+			del[i] = have_committed && l.v[i] < newest_committed;
 		}
 	}
+	for (size_t i = 0; i < l.n; i++) {
+		if (!del[i])
+			continue;
+		if ((err = ckpt__admin_delete(root, ix, job, l.v[i], fs, lg)) < 0)
+			break;
+		(*deleted)++;
+	}
+	free(del);
 	vlist_free(&l);
 	return err;
 }

@@ -111,6 +111,8 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&ctx->lock);
 
 		ckpt_save_op *op = t->op;
+		/* A test slows the pipeline here to fill the staging pool. */
+		ckpt__fault(&ctx->faults, "persist.chunk");
 		uint8_t *raw = ckpt__pool_slot(&ctx->pool, t->slot);
 		ckpt_fmt_chunk *c = &op->footer.chunks[t->index];
 		c->checksum = ckpt_kern_checksum(raw, t->raw_len);
