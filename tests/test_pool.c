@@ -1,0 +1,110 @@
+/* The staging pool is bounded: CKPT_POOL_SKIP refuses a save that does not
+ * fit (ESKIPPED while busy, ETOOBIG when it never can) and takes nothing;
+ * CKPT_POOL_WAIT blocks and streams a save larger than the pool. */
+#include "helpers.h"
+#include "ckpt.h"
+
+#define CHUNK (64u << 10)
+
+static ckpt_ctx *open_ctx(const char *root, const char *job, ckpt_pool_policy pol, uint64_t staging,
+                          const char *faults)
+{
+	ckpt_config cfg;
+	T_OK(ckpt_config_init(&cfg));
+	cfg.root = root;
+	cfg.job_id = job;
+	cfg.chunk_bytes = CHUNK;
+	cfg.staging_bytes = staging;
+	cfg.pool_policy = pol;
+	cfg.faults = faults;
+	ckpt_ctx *ctx;
+	T_OK(ckpt_ctx_open(&cfg, &ctx));
+	return ctx;
+}
+
+int main(void)
+{
+	char *root = t_tmpdir("pool");
+	size_t n = 8 * CHUNK;
+	uint8_t *a = malloc(n), *b = malloc(n);
+	t_fill(a, n, 1);
+
+	/* SKIP, state bigger than the pool: never fits. */
+	ckpt_ctx *ctx = open_ctx(root, "skip-big", CKPT_POOL_SKIP, 4 * CHUNK, NULL);
+	ckpt_region_desc d;
+	ckpt_region_desc_init(&d, "a", a, n);
+	T_OK(ckpt_region_add(ctx, &d));
+	T_ERR(ckpt_save(ctx, 1, 0, NULL), -CKPT_ETOOBIG);
+	size_t cnt = 99;
+	T_OK(ckpt_versions_list(ctx, NULL, 0, &cnt));
+	T_ASSERT(cnt == 0); /* nothing was taken */
+	T_OK(ckpt_ctx_close(ctx));
+
+	/* SKIP, pool busy with a slow earlier save: the second is skipped, the
+	 * first still completes, and a later save succeeds. */
+	ctx = open_ctx(root, "skip-busy", CKPT_POOL_SKIP, 10 * CHUNK, "persist.chunk=delay:100");
+	T_OK(ckpt_region_add(ctx, &d));
+	ckpt_handle *h;
+	T_OK(ckpt_save(ctx, 1, 0, &h));
+	T_ERR(ckpt_save(ctx, 2, 0, NULL), -CKPT_ESKIPPED);
+	T_OK(ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, 30000, NULL));
+	ckpt_handle_free(h);
+	T_OK(ckpt_save(ctx, 3, 0, &h));
+	T_OK(ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, 30000, NULL));
+	ckpt_handle_free(h);
+	ckpt_version_info vi[4] = { 0 };
+	T_OK(ckpt_versions_list(ctx, vi, 4, &cnt));
+	T_ASSERT(cnt == 2 && vi[0].version == 1 && vi[1].version == 3);
+	T_OK(ckpt_ctx_close(ctx));
+
+	/* WAIT, pool of 2 chunks for 8 chunks of state, slow disk: the save
+	 * blocks while it streams, and the result is intact. */
+	ctx = open_ctx(root, "wait", CKPT_POOL_WAIT, 2 * CHUNK, "persist.chunk=delay:20");
+	ckpt_region_desc_init(&d, "a", b, n);
+	memcpy(b, a, n);
+	T_OK(ckpt_region_add(ctx, &d));
+	ckpt_status st = { .size = sizeof(st) };
+	T_OK(ckpt_save(ctx, 1, 0, &h));
+	T_OK(ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, 30000, &st));
+	/* At least 6 of the 8 chunks had to wait for a slot: 6 x 20 ms. */
+	T_ASSERT(st.stall_ns >= 100000000ull);
+	T_ASSERT(st.durable_ns >= st.stall_ns);
+	ckpt_handle_free(h);
+	/* Two saves back to back, each waiting its turn, then a timeout check. */
+	T_OK(ckpt_save(ctx, 2, 0, NULL));
+	T_OK(ckpt_save(ctx, 3, 0, &h));
+	T_ERR(ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, 1, NULL), -ETIMEDOUT);
+	T_OK(ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, 30000, NULL));
+	ckpt_handle_free(h);
+	memset(b, 0, n);
+	uint64_t got;
+	T_OK(ckpt_restore(ctx, CKPT_LATEST, 0, &got));
+	T_ASSERT(got == 3 && !memcmp(a, b, n));
+	T_OK(ckpt_ctx_close(ctx));
+
+	/* Closing with a save in flight finishes it; the handle outlives the context. */
+	ctx = open_ctx(root, "close", CKPT_POOL_WAIT, 16 * CHUNK, "persist.chunk=delay:10");
+	T_OK(ckpt_region_add(ctx, &d));
+	T_OK(ckpt_save(ctx, 5, 0, &h));
+	T_OK(ckpt_ctx_close(ctx));
+	T_OK(ckpt_handle_test(h, CKPT_TIER_LOCAL_DISK, &st));
+	T_ASSERT(st.committed);
+	ckpt_handle_free(h);
+
+	/* Injected error on the write path: the save fails, nothing is committed,
+	 * the error comes back in the completion record. */
+	ctx = open_ctx(root, "err", CKPT_POOL_WAIT, 16 * CHUNK, "save.before_fsync=error");
+	T_OK(ckpt_region_add(ctx, &d));
+	T_OK(ckpt_save(ctx, 1, 0, &h));
+	T_ERR(ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, 30000, &st), -CKPT_EFAULT_INJECTED);
+	T_ASSERT(st.error == -CKPT_EFAULT_INJECTED && !st.committed);
+	ckpt_handle_free(h);
+	T_ERR(ckpt_restore(ctx, CKPT_LATEST, 0, NULL), -CKPT_ENOVERSION);
+	T_OK(ckpt_ctx_close(ctx));
+
+	free(a);
+	free(b);
+	t_rmrf(root);
+	printf("pool: ok\n");
+	return T_EXIT_PASS;
+}
