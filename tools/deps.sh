@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs, from Debian's packages, what building and testing ckpt needs and
+# is not there yet. Sourced by demo.sh and test.sh; runs as root.
+ckpt_install_deps() {
+	local want=(build-essential cmake pkg-config liburing-dev liblmdb-dev libzstd-dev
+	            libxxhash-dev python3 "$@")
+	local missing=()
+	for p in "${want[@]}"; do
+		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	echo "installing: ${missing[*]}"
+	if [ "$(id -u)" != 0 ]; then
+		echo "not root: install these packages first: ${missing[*]}" >&2
+		return 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}

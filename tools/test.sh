@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds ckpt and runs every test: the normal build, the same suite under
+# AddressSanitizer + UndefinedBehaviorSanitizer, and the fuzzers for a
+# bounded time. Installs what is missing from Debian's packages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. tools/deps.sh
+ckpt_install_deps clang libclang-rt-14-dev fio
+jobs=$(nproc)
+export TMPDIR=${TMPDIR:-/tmp}
+
+echo "== build (RelWithDebInfo)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$jobs" 2>&1 | { grep -E "warning|error" || true; }
+
+echo "== build (address,undefined sanitizers)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCKPT_SANITIZE=address,undefined >/dev/null
+cmake --build build-asan -j"$jobs" 2>&1 | { grep -E "warning|error" || true; }
+
+echo "== fuzzers"
+if [ -x tests/fuzz/run-fuzzers.sh ]; then
+	set +e
+	tests/fuzz/run-fuzzers.sh "${CKPT_FUZZ_SECONDS:-30}"
+	rc=$?
+	set -e
+	if [ $rc -eq 77 ]; then echo "fuzzers skipped (no clang/libFuzzer)"; elif [ $rc -ne 0 ]; then
+		echo "FUZZER FOUND A PROBLEM" >&2; exit 1; fi
+fi
+
+echo "== tests under sanitizers"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	CKPT_TEST_SMALL=1 ctest -j"$jobs" --output-on-failure --timeout 900)
+
+echo "== tests"
+(cd build && ctest -j"$jobs" --output-on-failure)
