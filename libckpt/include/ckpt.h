@@ -162,6 +162,11 @@ typedef struct ckpt_config {
 	const char *backend;    /* local disk backend: "uring", "psync" or NULL=auto. CKPT_BACKEND */
 	int direct_io;          /* 1: O_DIRECT where the filesystem allows. CKPT_DIRECT_IO */
 	const char *faults;     /* test fault points, see docs/testing.md. CKPT_FAULT */
+	uint64_t incarnation;   /* which launch of the job this is: ranks of one launch
+	                           share it. CKPT_INCARNATION; default from the launcher
+	                           (TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT), else 0.
+	                           With the version a rank restored, it keeps shards of
+	                           different runs out of one version. */
 	void *owned_strings;    /* private: strings ckpt_config_load_file allocated */
 } ckpt_config;
 

@@ -260,10 +260,17 @@ static int scan_version_dir(const char *vdir, const char *job, uint64_t version,
 		r->rec.stored_bytes = s.footer.stored_bytes;
 		r->rec.footer_checksum = s.tail.footer_checksum;
 		r->rec.durable_ns = s.header.created_ns;
+		r->rec.lineage = s.header.lineage;
 		ckpt__shard_close(&s);
 	}
 	closedir(d);
 	return 0;
+}
+
+static int by_created(const void *a, const void *b)
+{
+	const ckpt_idx_rebuild_shard *x = a, *y = b;
+	return x->created_ns < y->created_ns ? -1 : x->created_ns > y->created_ns;
 }
 
 static int reindex_job(const char *root, ckpt_index *ix, const char *job, int verify_data,
@@ -288,8 +295,10 @@ static int reindex_job(const char *root, ckpt_index *ix, const char *job, int ve
 		}
 		closedir(d);
 	}
-	if (err == 0)
+	if (err == 0) {
+		qsort(fd.s, fd.n, sizeof(*fd.s), by_created);
 		err = ckpt__index_rebuild_job(ix, job, fd.s, fd.n);
+	}
 	*shards += (uint32_t)fd.n;
 	free(fd.s);
 	return err;

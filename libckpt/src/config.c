@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <strings.h>
 
-enum cfg_type { T_STR, T_U32, T_U64_SIZE, T_BOOL, T_INT, T_POLICY, T_TIERS };
+enum cfg_type { T_STR, T_U32, T_U64, T_U64_SIZE, T_BOOL, T_INT, T_POLICY, T_TIERS };
 
 typedef struct cfg_entry {
 	const char *name;
@@ -43,6 +43,8 @@ static const cfg_entry table[] = {
 	{ "backend", T_STR, F(backend), "auto", "CKPT_BACKEND", "local disk backend: auto, uring or psync" },
 	{ "direct_io", T_BOOL, F(direct_io), "1", "CKPT_DIRECT_IO", "O_DIRECT where the filesystem allows" },
 	{ "faults", T_STR, F(faults), NULL, "CKPT_FAULT", "test fault points (docs/testing.md)" },
+	{ "incarnation", T_U64, F(incarnation), "0", "CKPT_INCARNATION",
+	  "launch number of the job (default: TORCHELASTIC_RESTART_COUNT or SLURM_RESTART_COUNT)" },
 };
 
 int ckpt__parse_size(const char *s, uint64_t *out)
@@ -119,6 +121,14 @@ static int set_field(ckpt_config *cfg, const cfg_entry *e, const char *val)
 		*(uint32_t *)base = (uint32_t)v;
 		return 0;
 	}
+	case T_U64: {
+		errno = 0;
+		unsigned long long v = strtoull(val, &end, 10);
+		if (errno || end == val || *end || *val == '-')
+			return -1;
+		*(uint64_t *)base = v;
+		return 0;
+	}
 	case T_U64_SIZE:
 		return ckpt__parse_size(val, (uint64_t *)base);
 	case T_BOOL:
@@ -158,6 +168,19 @@ int ckpt_config_init(ckpt_config *cfg)
 	for (size_t i = 0; i < CKPT_ARRAY_LEN(table); i++)
 		if (table[i].def)
 			set_field(cfg, &table[i], table[i].def);
+	/* Launchers count restarts; ranks of one launch see the same number. */
+	const char *launch[] = { "TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT" };
+	for (size_t i = 0; i < CKPT_ARRAY_LEN(launch); i++) {
+		const char *v = getenv(launch[i]);
+		char *end;
+		if (v && *v) {
+			unsigned long long n = strtoull(v, &end, 10);
+			if (!*end) {
+				cfg->incarnation = n;
+				break;
+			}
+		}
+	}
 	int err = 0;
 	for (size_t i = 0; i < CKPT_ARRAY_LEN(table); i++) {
 		const char *v = getenv(table[i].env);

@@ -84,6 +84,14 @@ const char *ckpt_state_name(ckpt_version_state s)
 	return "?";
 }
 
+uint64_t ckpt__lineage(uint64_t incarnation, uint64_t restored_plus_one)
+{
+	uint8_t b[16];
+	ckpt__put_le64(b, incarnation);
+	ckpt__put_le64(b + 8, restored_plus_one);
+	return ckpt_kern_hash(b, sizeof(b));
+}
+
 /* ------------------------------------------------------------- open */
 
 static int check_config(const ckpt_config *c, const ckpt_logger *lg)
@@ -227,6 +235,7 @@ int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 		      ckpt_strerror(uerr));
 	/* A process that died mid-deletion left versions marked DELETING. */
 	ckpt__admin_finish_deletes(ctx->root, ctx->index, ctx->job, &ctx->faults, &ctx->log);
+	ctx->lineage = ckpt__lineage(cfg->incarnation, 0);
 	if ((err = ckpt__pipeline_start(ctx)) < 0)
 		goto fail;
 	*out = ctx;

@@ -62,6 +62,7 @@ struct ckpt_save_op {
 	char dir_path[4096];
 	uint64_t t_start;
 	uint64_t created_ns;
+	uint64_t lineage;
 	/* filled as chunks complete */
 	ckpt_fmt_footer footer;
 	uint32_t chunks_total;
@@ -112,6 +113,7 @@ struct ckpt_ctx {
 	ckpt_backend *backend;
 	ckpt_index *index;
 	int direct_ok;           /* O_DIRECT worked on this root */
+	uint64_t lineage;        /* hash of (incarnation, version restored); see index.h */
 
 	pthread_mutex_t lock;
 	pthread_cond_t work_cv;  /* workers wait for tasks */
@@ -128,6 +130,10 @@ struct ckpt_ctx {
 	tagged_io wake_io;
 	uint32_t nlive;
 };
+
+/* ctx.c: the lineage of a run that started fresh (restored 0) or resumed
+ * from version restored+1. */
+uint64_t ckpt__lineage(uint64_t incarnation, uint64_t restored_plus_one);
 
 /* save.c */
 int ckpt__pipeline_start(struct ckpt_ctx *ctx);

@@ -17,6 +17,7 @@ static const char TAIL_MAGIC[8] = { 'C', 'K', 'P', 'T', 'T', 'A', 'I', 'L' };
 #define HEADER_CSUM_OFF 248u
 #define JOB_FIELD_OFF 48u
 #define JOB_FIELD_LEN 128u
+#define LINEAGE_OFF 184u
 
 static int bad(char *why, size_t cap, int err, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -48,6 +49,7 @@ void ckpt__fmt_header_encode(uint8_t buf[CKPT_FMT_HEADER_LEN], const ckpt_fmt_he
 	size_t jl = strnlen(h->job, 64);
 	memcpy(buf + JOB_FIELD_OFF, h->job, jl);
 	ckpt__put_le32(buf + JOB_FIELD_OFF + JOB_FIELD_LEN, (uint32_t)jl);
+	ckpt__put_le64(buf + LINEAGE_OFF, h->lineage);
 	ckpt__put_le64(buf + HEADER_CSUM_OFF, ckpt_kern_hash(buf, HEADER_CSUM_OFF));
 }
 
@@ -73,6 +75,7 @@ int ckpt__fmt_header_decode(const uint8_t *buf, size_t len, ckpt_fmt_header *h,
 	h->rank = ckpt__get_le32(buf + 24);
 	h->world_size = ckpt__get_le32(buf + 28);
 	h->created_ns = ckpt__get_le64(buf + 32);
+	h->lineage = ckpt__get_le64(buf + LINEAGE_OFF);
 	h->align = ckpt__get_le32(buf + 40);
 	h->csum_algo = ckpt__get_le32(buf + 44);
 	uint32_t jl = ckpt__get_le32(buf + JOB_FIELD_OFF + JOB_FIELD_LEN);

@@ -29,6 +29,7 @@ typedef struct ckpt_fmt_header {
 	uint64_t created_ns;
 	uint32_t align;
 	uint32_t csum_algo;
+	uint64_t lineage;  /* which run of the job wrote it (0 in older files) */
 	char job[65];
 } ckpt_fmt_header;
 

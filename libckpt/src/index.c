@@ -34,6 +34,7 @@ void ckpt__idx_version_encode(uint8_t out[CKPT_IDX_VERSION_REC_LEN], const ckpt_
 	ckpt__put_le64(out + 24, v->stored_bytes);
 	ckpt__put_le64(out + 32, v->created_ns);
 	ckpt__put_le64(out + 40, v->committed_ns);
+	ckpt__put_le64(out + 48, v->lineage);
 }
 
 int ckpt__idx_version_decode(const uint8_t *buf, size_t len, ckpt_idx_version *v)
@@ -55,6 +56,7 @@ int ckpt__idx_version_decode(const uint8_t *buf, size_t len, ckpt_idx_version *v
 	v->stored_bytes = ckpt__get_le64(buf + 24);
 	v->created_ns = ckpt__get_le64(buf + 32);
 	v->committed_ns = ckpt__get_le64(buf + 40);
+	v->lineage = ckpt__get_le64(buf + 48);
 	if (v->state < CKPT_STATE_PENDING || v->state > CKPT_STATE_DELETING || v->world_size == 0 ||
 	    v->shards_done > v->world_size)
 		return -CKPT_ECORRUPT;
@@ -69,6 +71,7 @@ void ckpt__idx_shard_encode(uint8_t out[CKPT_IDX_SHARD_REC_LEN], const ckpt_idx_
 	ckpt__put_le64(out + 16, s->stored_bytes);
 	ckpt__put_le64(out + 24, s->footer_checksum);
 	ckpt__put_le64(out + 32, s->durable_ns);
+	ckpt__put_le64(out + 40, s->lineage);
 }
 
 int ckpt__idx_shard_decode(const uint8_t *buf, size_t len, ckpt_idx_shard *s)
@@ -88,6 +91,7 @@ int ckpt__idx_shard_decode(const uint8_t *buf, size_t len, ckpt_idx_shard *s)
 	s->stored_bytes = ckpt__get_le64(buf + 16);
 	s->footer_checksum = ckpt__get_le64(buf + 24);
 	s->durable_ns = ckpt__get_le64(buf + 32);
+	s->lineage = ckpt__get_le64(buf + 40);
 	if (s->tiers & ~0xfu)
 		return -CKPT_ECORRUPT;
 	return 0;
@@ -243,6 +247,8 @@ static int get_shard(ckpt_index *ix, MDB_txn *txn, const char *job, uint64_t ver
 	return ckpt__idx_shard_decode(val.mv_data, val.mv_size, s);
 }
 
+static int del_range(ckpt_index *ix, MDB_txn *txn, MDB_dbi dbi, const uint8_t *prefix, size_t plen);
+
 static int commit(ckpt_index *ix, MDB_txn *txn, int err)
 {
 	if (err < 0) {
@@ -265,7 +271,7 @@ static int begin(ckpt_index *ix, int rdonly, MDB_txn **txn)
 }
 
 int ckpt__index_begin(ckpt_index *ix, const char *job, uint64_t version, uint32_t world_size,
-                      uint32_t rank, uint64_t created_ns)
+                      uint32_t rank, uint64_t created_ns, uint64_t lineage)
 {
 	MDB_txn *txn;
 	CKPT_TRY(begin(ix, 0, &txn));
@@ -276,6 +282,7 @@ int ckpt__index_begin(ckpt_index *ix, const char *job, uint64_t version, uint32_
 		v.state = CKPT_STATE_PENDING;
 		v.world_size = world_size;
 		v.created_ns = created_ns;
+		v.lineage = lineage;
 		err = put_version(ix, txn, job, version, &v);
 	} else if (err == 0) {
 		ckpt_idx_shard s;
@@ -307,6 +314,18 @@ int ckpt__index_shard_done(ckpt_index *ix, const char *job, uint64_t version, ui
 	if (v.state != CKPT_STATE_PENDING) {
 		err = v.state == CKPT_STATE_COMMITTED ? -EEXIST : -CKPT_ESTATE;
 		goto out;
+	}
+	if (v.lineage != s->lineage) {
+		if (v.shards_done)
+			LOG_W(ix->lg, version, "index: dropping %u shards of an earlier run of the job; "
+			      "this version is being saved again", v.shards_done);
+		uint8_t kb[CKPT_IDX_KEY_MAX];
+		size_t kl = ckpt__idx_key(kb, job, version, 0, 0);
+		if ((err = del_range(ix, txn, ix->shards, kb, kl)) < 0)
+			goto out;
+		v.shards_done = 0;
+		v.bytes = v.stored_bytes = 0;
+		v.lineage = s->lineage;
 	}
 	int had = get_shard(ix, txn, job, version, rank, &old);
 	if (had < 0 && had != -ENOENT) {
@@ -494,9 +513,20 @@ int ckpt__index_rebuild_job(ckpt_index *ix, const char *job, const ckpt_idx_rebu
 			v.state = CKPT_STATE_PENDING;
 			v.world_size = s[i].world_size;
 			v.created_ns = s[i].created_ns;
+			v.lineage = s[i].rec.lineage;
 		} else if (g < 0) {
 			err = g;
 			break;
+		} else if (v.lineage != s[i].rec.lineage && v.state == CKPT_STATE_PENDING) {
+			/* Shards of another run: the later run's shards win (the caller
+			 * passes them oldest first). */
+			uint8_t vk[CKPT_IDX_KEY_MAX];
+			size_t vkl = ckpt__idx_key(vk, job, s[i].version, 0, 0);
+			if ((err = del_range(ix, txn, ix->shards, vk, vkl)) < 0)
+				break;
+			v.shards_done = 0;
+			v.bytes = v.stored_bytes = 0;
+			v.lineage = s[i].rec.lineage;
 		} else if (v.world_size != s[i].world_size) {
 			LOG_W(ix->lg, s[i].version, "reindex: rank %u says world size %u, others %u; skipped",
 			      s[i].rank, s[i].world_size, v.world_size);

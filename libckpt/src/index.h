@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include "common.h"
 
-#define CKPT_IDX_VERSION_REC_LEN 48u
-#define CKPT_IDX_SHARD_REC_LEN 40u
+#define CKPT_IDX_VERSION_REC_LEN 56u
+#define CKPT_IDX_SHARD_REC_LEN 48u
 #define CKPT_IDX_KEY_MAX (1 + 64 + 8 + 4)
 
 typedef struct ckpt_idx_version {
@@ -22,6 +22,7 @@ typedef struct ckpt_idx_version {
 	uint64_t stored_bytes;
 	uint64_t created_ns;
 	uint64_t committed_ns;
+	uint64_t lineage;      /* the run whose shards this version holds */
 } ckpt_idx_version;
 
 typedef struct ckpt_idx_shard {
@@ -30,6 +31,7 @@ typedef struct ckpt_idx_shard {
 	uint64_t stored_bytes;
 	uint64_t footer_checksum;
 	uint64_t durable_ns;
+	uint64_t lineage;      /* the run that wrote it */
 } ckpt_idx_shard;
 
 typedef struct ckpt_index ckpt_index;
@@ -43,9 +45,12 @@ void ckpt__index_close(ckpt_index *ix);
  * exists with another world size; -EEXIST if already COMMITTED and this rank's
  * shard is recorded; -CKPT_ESTATE if DELETING. */
 int ckpt__index_begin(ckpt_index *ix, const char *job, uint64_t version, uint32_t world_size,
-                      uint32_t rank, uint64_t created_ns);
+                      uint32_t rank, uint64_t created_ns, uint64_t lineage);
 /* Records rank's durable shard and, in the same transaction, marks the
- * version COMMITTED when every rank is in. *committed tells which. */
+ * version COMMITTED when every rank is in. *committed tells which.
+ * Shards of one version must come from one run of the job: a shard whose
+ * lineage differs from the PENDING version's drops the shards recorded so
+ * far (left by a run that crashed) and starts the version afresh. */
 int ckpt__index_shard_done(ckpt_index *ix, const char *job, uint64_t version, uint32_t world_size,
                            uint32_t rank, const ckpt_idx_shard *s, int *committed);
 int ckpt__index_get(ckpt_index *ix, const char *job, uint64_t version, ckpt_idx_version *v);

@@ -148,8 +148,11 @@ int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *rest
 		return -CKPT_ESTATE;
 	if (version != CKPT_LATEST) {
 		int err = restore_one(ctx, version);
-		if (err == 0 && restored)
-			*restored = version;
+		if (err == 0) {
+			ctx->lineage = ckpt__lineage(ctx->cfg.incarnation, version + 1);
+			if (restored)
+				*restored = version;
+		}
 		return err;
 	}
 	struct newest_arg a = { NULL, 0, 0 };
@@ -166,6 +169,7 @@ int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *rest
 				LOG_W(&ctx->log, a.v[i], "restored an older version: newer ones did not verify");
 			else
 				LOG_I(&ctx->log, a.v[i], "restored");
+			ctx->lineage = ckpt__lineage(ctx->cfg.incarnation, a.v[i] + 1);
 			if (restored)
 				*restored = a.v[i];
 			free(a.v);

@@ -270,6 +270,7 @@ static void op_commit(ckpt_ctx *ctx, ckpt_save_op *op)
 		.stored_bytes = op->footer.stored_bytes,
 		.footer_checksum = ckpt__get_le64(op->trailer_buf + op->trailer_len - CKPT_FMT_TAIL_LEN + 32),
 		.durable_ns = ckpt__wall_ns(),
+		.lineage = op->lineage,
 	};
 	int committed = 0;
 	if ((r = ckpt__index_shard_done(ctx->index, ctx->job, op->version, ctx->cfg.world_size,
@@ -329,7 +330,7 @@ static void on_aux_done(ckpt_ctx *ctx, tagged_io *ti)
 		if (!op->error) {
 			/* The PENDING record is made here, off the caller's stall. */
 			int r = ckpt__index_begin(ctx->index, ctx->job, op->version, ctx->cfg.world_size,
-			                          ctx->cfg.rank, op->created_ns);
+			                          ctx->cfg.rank, op->created_ns, op->lineage);
 			if (r < 0)
 				op_fail(op, r, 0);
 		}
@@ -599,9 +600,10 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 	op->t_start = t0;
 	op->created_ns = ckpt__wall_ns();
 	op->next_off = CKPT_FMT_HEADER_LEN;
+	op->lineage = ctx->lineage;
 	ckpt_fmt_header hd = {
 		.version = version, .rank = ctx->cfg.rank, .world_size = ctx->cfg.world_size,
-		.created_ns = op->created_ns,
+		.created_ns = op->created_ns, .lineage = ctx->lineage,
 	};
 	snprintf(hd.job, sizeof(hd.job), "%s", ctx->job);
 	ckpt__fmt_header_encode(op->header_buf, &hd);
