@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tools/deps.sh
-ckpt_install_deps clang libclang-rt-14-dev fio
+ckpt_install_deps clang libclang-rt-14-dev fio python3-xxhash python3-zstandard
 jobs=$(nproc)
 export TMPDIR=${TMPDIR:-/tmp}
 

@@ -214,11 +214,21 @@ static int scan_version_dir(const char *vdir, const char *job, uint64_t version,
 		return 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		unsigned rank;
-		char tail[8];
-		if (sscanf(e->d_name, "r%6u.ckp%1s", &rank, tail) != 2 || strcmp(tail, "t") ||
-		    strlen(e->d_name) != 12)
+		/* r<rank, at least 6 digits>.ckpt */
+		const char *nm = e->d_name;
+		size_t len = strlen(nm), nd = len > 6 ? len - 6 : 0;
+		if (nm[0] != 'r' || len < 12 || strcmp(nm + len - 5, ".ckpt") || nd > 10)
 			continue;
+		unsigned long long rk = 0;
+		int digits = 1;
+		for (size_t q = 1; q <= nd; q++) {
+			if (nm[q] < '0' || nm[q] > '9')
+				digits = 0;
+			rk = rk * 10 + (unsigned)(nm[q] - '0');
+		}
+		if (!digits || rk > UINT32_MAX)
+			continue;
+		unsigned rank = (unsigned)rk;
 		char p[4700], why[512] = "";
 		snprintf(p, sizeof(p), "%s/%s", vdir, e->d_name);
 		ckpt_shard s;

@@ -195,6 +195,20 @@ int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 		LOG_E(&ctx->log, CKPT_NO_VERSION, "cannot create root %s: %s", ctx->root, ckpt_strerror(err));
 		goto fail;
 	}
+	{
+		/* The job's directory and every parent up to the root are made
+		 * durable once here; each save then syncs only what it adds. */
+		char jdir[4200];
+		snprintf(jdir, sizeof(jdir), "%s/jobs/%s", ctx->root, ctx->job);
+		if ((err = ckpt__mkdir_p(jdir, 0700)) < 0) {
+			LOG_E(&ctx->log, CKPT_NO_VERSION, "cannot create %s: %s", jdir, ckpt_strerror(err));
+			goto fail;
+		}
+		ckpt__fsync_parent(jdir);
+		snprintf(jdir, sizeof(jdir), "%s/jobs", ctx->root);
+		ckpt__fsync_parent(jdir);
+		ckpt__fsync_parent(ctx->root);
+	}
 	ctx->direct_ok = cfg->direct_io && probe_direct(ctx->root);
 	if (cfg->direct_io && !ctx->direct_ok)
 		LOG_I(&ctx->log, CKPT_NO_VERSION, "O_DIRECT not supported under %s; using buffered I/O", ctx->root);

@@ -85,8 +85,8 @@ int ckpt__fmt_header_decode(const uint8_t *buf, size_t len, ckpt_fmt_header *h,
 		return bad(why, cap, -CKPT_EFORMAT, "chunk alignment %u not supported", h->align);
 	if (h->csum_algo != CKPT_CSUM_ALGO_XXH3_TREE)
 		return bad(why, cap, -CKPT_EFORMAT, "checksum algorithm %u not supported", h->csum_algo);
-	if (jl == 0 || jl > 64)
-		return bad(why, cap, -CKPT_ECORRUPT, "job id length %u out of range", jl);
+	if (jl == 0 || jl > 64 || memchr(buf + JOB_FIELD_OFF, 0, jl))
+		return bad(why, cap, -CKPT_ECORRUPT, "job id length %u out of range or holding a NUL", jl);
 	memcpy(h->job, buf + JOB_FIELD_OFF, jl);
 	h->job[jl] = 0;
 	if (ckpt__job_valid(h->job) < 0)
@@ -314,7 +314,7 @@ int ckpt__fmt_footer_decode(const uint8_t *buf, size_t len, uint64_t footer_offs
 			err = bad(why, cap, -CKPT_ECORRUPT, "region '%s' chunk range out of order or out of table", r->name);
 			goto fail;
 		}
-		uint64_t want = r->bytes ? (r->bytes + f->chunk_bytes - 1) / f->chunk_bytes : 0;
+		uint64_t want = r->bytes / f->chunk_bytes + (r->bytes % f->chunk_bytes != 0);
 		if (want != r->chunk_count) {
 			err = bad(why, cap, -CKPT_ECORRUPT, "region '%s': %llu bytes need %llu chunks, table has %u",
 			          r->name, (unsigned long long)r->bytes, (unsigned long long)want, r->chunk_count);

@@ -47,7 +47,8 @@ int ckpt__idx_version_decode(const uint8_t *buf, size_t len, ckpt_idx_version *v
 		return -CKPT_ECORRUPT;
 	if (rv > REC_VERSION)
 		return -CKPT_EFORMAT;
-	if (len < CKPT_IDX_VERSION_REC_LEN)
+	/* Records from before the lineage field are 8 bytes shorter. */
+	if (len < CKPT_IDX_VERSION_REC_LEN - 8)
 		return -CKPT_ECORRUPT;
 	v->state = ckpt__get_le32(buf + 4);
 	v->world_size = ckpt__get_le32(buf + 8);
@@ -56,7 +57,7 @@ int ckpt__idx_version_decode(const uint8_t *buf, size_t len, ckpt_idx_version *v
 	v->stored_bytes = ckpt__get_le64(buf + 24);
 	v->created_ns = ckpt__get_le64(buf + 32);
 	v->committed_ns = ckpt__get_le64(buf + 40);
-	v->lineage = ckpt__get_le64(buf + 48);
+	v->lineage = len >= CKPT_IDX_VERSION_REC_LEN ? ckpt__get_le64(buf + 48) : 0;
 	if (v->state < CKPT_STATE_PENDING || v->state > CKPT_STATE_DELETING || v->world_size == 0 ||
 	    v->shards_done > v->world_size)
 		return -CKPT_ECORRUPT;
@@ -84,14 +85,14 @@ int ckpt__idx_shard_decode(const uint8_t *buf, size_t len, ckpt_idx_shard *s)
 		return -CKPT_ECORRUPT;
 	if (rv > REC_VERSION)
 		return -CKPT_EFORMAT;
-	if (len < CKPT_IDX_SHARD_REC_LEN)
+	if (len < CKPT_IDX_SHARD_REC_LEN - 8)
 		return -CKPT_ECORRUPT;
 	s->tiers = ckpt__get_le32(buf + 4);
 	s->bytes = ckpt__get_le64(buf + 8);
 	s->stored_bytes = ckpt__get_le64(buf + 16);
 	s->footer_checksum = ckpt__get_le64(buf + 24);
 	s->durable_ns = ckpt__get_le64(buf + 32);
-	s->lineage = ckpt__get_le64(buf + 40);
+	s->lineage = len >= CKPT_IDX_SHARD_REC_LEN ? ckpt__get_le64(buf + 40) : 0;
 	if (s->tiers & ~0xfu)
 		return -CKPT_ECORRUPT;
 	return 0;
@@ -360,6 +361,68 @@ out:
 	if (err < 0)
 		*committed = 0;
 	return err;
+}
+
+struct stale_arg {
+	uint64_t *v;
+	size_t n, cap;
+	uint64_t from;
+};
+
+static int collect_pending(void *arg, uint64_t version, const ckpt_idx_version *v)
+{
+	struct stale_arg *a = arg;
+	if (v->state != CKPT_STATE_PENDING || version < a->from)
+		return 0;
+	if (a->n == a->cap) {
+		size_t nc = a->cap ? a->cap * 2 : 16;
+		uint64_t *p = realloc(a->v, nc * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		a->v = p;
+		a->cap = nc;
+	}
+	a->v[a->n++] = version;
+	return 0;
+}
+
+int ckpt__index_drop_stale(ckpt_index *ix, const char *job, uint32_t rank, uint64_t from,
+                           ckpt_idx_drop_fn before, void *arg)
+{
+	struct stale_arg a = { NULL, 0, 0, from };
+	int err = ckpt__index_each_version(ix, job, collect_pending, &a);
+	int dropped = 0;
+	for (size_t i = 0; err == 0 && i < a.n; i++) {
+		ckpt_idx_shard s;
+		if (ckpt__index_get_shard(ix, job, a.v[i], rank, &s) < 0)
+			continue;
+		if (before)
+			before(arg, a.v[i]);
+		MDB_txn *txn;
+		if ((err = begin(ix, 0, &txn)) < 0)
+			break;
+		ckpt_idx_version v;
+		err = get_version(ix, txn, job, a.v[i], &v);
+		if (err == 0 && v.state == CKPT_STATE_PENDING &&
+		    get_shard(ix, txn, job, a.v[i], rank, &s) == 0) {
+			uint8_t kb[CKPT_IDX_KEY_MAX];
+			MDB_val k = { ckpt__idx_key(kb, job, a.v[i], 1, rank), kb };
+			int rc = mdb_del(txn, ix->shards, &k, NULL);
+			if (rc) {
+				err = lmdb_err(ix, "drop shard", rc);
+			} else {
+				v.shards_done--;
+				v.bytes -= s.bytes;
+				v.stored_bytes -= s.stored_bytes;
+				err = put_version(ix, txn, job, a.v[i], &v);
+				dropped++;
+			}
+		}
+		if ((err = commit(ix, txn, err)) < 0)
+			break;
+	}
+	free(a.v);
+	return err < 0 ? err : dropped;
 }
 
 int ckpt__index_get(ckpt_index *ix, const char *job, uint64_t version, ckpt_idx_version *v)

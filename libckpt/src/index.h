@@ -53,6 +53,13 @@ int ckpt__index_begin(ckpt_index *ix, const char *job, uint64_t version, uint32_
  * far (left by a run that crashed) and starts the version afresh. */
 int ckpt__index_shard_done(ckpt_index *ix, const char *job, uint64_t version, uint32_t world_size,
                            uint32_t rank, const ckpt_idx_shard *s, int *committed);
+/* Removes rank's shard records from PENDING versions >= from: a restarted
+ * rank's shards of versions after the one it resumed from belong to its
+ * previous run. Returns the number removed or a negative error; fn, if not
+ * NULL, is called (outside any transaction) for each version touched first. */
+typedef void (*ckpt_idx_drop_fn)(void *arg, uint64_t version);
+int ckpt__index_drop_stale(ckpt_index *ix, const char *job, uint32_t rank, uint64_t from,
+                           ckpt_idx_drop_fn before, void *arg);
 int ckpt__index_get(ckpt_index *ix, const char *job, uint64_t version, ckpt_idx_version *v);
 int ckpt__index_get_shard(ckpt_index *ix, const char *job, uint64_t version, uint32_t rank,
                           ckpt_idx_shard *s);

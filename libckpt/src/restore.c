@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 struct restore_arg {
 	ckpt_ctx *ctx;
@@ -140,6 +141,30 @@ static int collect_committed(void *arg, uint64_t version, const ckpt_idx_version
 	return 0;
 }
 
+/* This rank resumes from `base` (0: from scratch); its shards of pending
+ * versions after that were written by its previous run and must not be
+ * combined with the shards the other ranks write now. The file goes first:
+ * if we die in between, the record of a PENDING version points at nothing,
+ * which is harmless, while reindex would otherwise adopt the stale file. */
+static void unlink_stale(void *arg, uint64_t version)
+{
+	ckpt_ctx *ctx = arg;
+	char p[4096];
+	if (ckpt__shard_path(p, sizeof(p), ctx->root, ctx->job, version, ctx->cfg.rank) == 0) {
+		unlink(p);
+		ckpt__fsync_parent(p);
+	}
+}
+
+static void drop_stale(ckpt_ctx *ctx, uint64_t from)
+{
+	int n = ckpt__index_drop_stale(ctx->index, ctx->job, ctx->cfg.rank, from, unlink_stale, ctx);
+	if (n > 0)
+		LOG_I(&ctx->log, CKPT_NO_VERSION, "dropped %d shards of this rank's previous run from pending versions", n);
+	else if (n < 0)
+		LOG_W(&ctx->log, CKPT_NO_VERSION, "could not drop stale pending shards: %s", ckpt_strerror(n));
+}
+
 int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *restored)
 {
 	if (!ctx || flags)
@@ -150,6 +175,7 @@ int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *rest
 		int err = restore_one(ctx, version);
 		if (err == 0) {
 			ctx->lineage = ckpt__lineage(ctx->cfg.incarnation, version + 1);
+			drop_stale(ctx, version + 1);
 			if (restored)
 				*restored = version;
 		}
@@ -170,6 +196,7 @@ int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *rest
 			else
 				LOG_I(&ctx->log, a.v[i], "restored");
 			ctx->lineage = ckpt__lineage(ctx->cfg.incarnation, a.v[i] + 1);
+			drop_stale(ctx, a.v[i] + 1);
 			if (restored)
 				*restored = a.v[i];
 			free(a.v);
@@ -184,7 +211,9 @@ int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *rest
 		LOG_W(&ctx->log, a.v[i], "not restorable (%s); trying the previous version", ckpt_strerror(err));
 	}
 	free(a.v);
-	if (a.n == 0)
+	if (a.n == 0) {
 		LOG_I(&ctx->log, CKPT_NO_VERSION, "restore: no committed version");
+		drop_stale(ctx, 0); /* starting from scratch */
+	}
 	return first_err;
 }

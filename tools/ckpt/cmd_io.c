@@ -362,6 +362,16 @@ static int restore_shard(cli *c, uint64_t v, uint32_t rank, int outfd, char *why
 	int err = ckpt__shard_open(path, &s, why, cap);
 	if (err < 0)
 		return err;
+	/* The file must be the shard the index committed, not one put there. */
+	ckpt_idx_shard rec;
+	if (s.header.version != v || s.header.rank != rank || strcmp(s.header.job, c->job) ||
+	    ckpt__index_get_shard(c->ix, c->job, v, rank, &rec) < 0 ||
+	    rec.footer_checksum != s.tail.footer_checksum) {
+		snprintf(why, cap, "%.300s is not the shard the index committed for version %llu rank %u", path,
+		         (unsigned long long)v, rank);
+		ckpt__shard_close(&s);
+		return -CKPT_ECORRUPT;
+	}
 	uint32_t n = s.footer.region_count;
 	int *fds = calloc(n + 1, sizeof(int));
 	char tmp[CKPT_MAX_NAME + 16];
@@ -511,7 +521,11 @@ int cmd_restore(cli *c, int argc, char **argv)
 		rc = (err == -CKPT_ECORRUPT || err == -CKPT_EFORMAT || err == -ENOENT) ? EXIT_CORRUPT : EXIT_ERROR;
 		if (want != VERSION_LATEST || rc == EXIT_ERROR)
 			break;
-		fprintf(stderr, "ckpt restore: trying the previous version\n");
+		int older = 0;
+		for (size_t k = 0; k < i; k++)
+			older |= vs.state[k] == CKPT_STATE_COMMITTED;
+		if (older)
+			fprintf(stderr, "ckpt restore: trying the previous version\n");
 	}
 	if (!tried && rc == EXIT_NOTFOUND)
 		fprintf(stderr, "ckpt restore: job %s has no %s\n", c->job,

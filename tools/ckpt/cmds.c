@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 int cli_common_opt(cli *c, int argc, char **argv, int *i)
 {
@@ -286,7 +287,7 @@ static int cmd_show(cli *c, int argc, char **argv)
 		ckpt_shard s;
 		int err = ckpt__shard_open(path, &s, why, sizeof(why));
 		if (err < 0) {
-			if (err != -ENOENT)
+			if (err != -ENOENT || iv.state == CKPT_STATE_COMMITTED)
 				bad = 1;
 			if (c->json) {
 				printf("%s{\"rank\": %u, \"error\": ", first ? "" : ", ", r);
@@ -392,7 +393,7 @@ static void help_rm(FILE *o)
 	fprintf(o, "usage: ckpt rm --root DIR --job J --version V\n\n"
 	           "Deletes one version, crash-safely: it is marked DELETING first (never restored from\n"
 	           "then on), its files are removed, then its records. An interrupted rm is finished by\n"
-	           "the next gc or by any process that opens the root.\n");
+	           "the next 'ckpt gc' of the job, or when a rank of the job opens a context on the root.\n");
 }
 
 static int cmd_gc(cli *c, int argc, char **argv)
@@ -460,6 +461,11 @@ static int cmd_reindex(cli *c, int argc, char **argv)
 		return cli_usage("reindex", "--root is required");
 	if (c->job && ckpt__job_valid(c->job) < 0)
 		return cli_usage("reindex", "invalid job id '%s'", c->job);
+	struct stat st;
+	if (stat(c->root, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "ckpt reindex: %s is not a directory\n", c->root);
+		return EXIT_NOTFOUND;
+	}
 	int err = ckpt__index_open(c->root, &c->lg, &c->ix);
 	if (err < 0) {
 		fprintf(stderr, "ckpt reindex: cannot open the index in %s: %s\n", c->root, ckpt_strerror(err));
