@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #ifndef MAP_HUGE_SHIFT
 #define MAP_HUGE_SHIFT 26
@@ -34,12 +35,21 @@ int ckpt__pool_init(ckpt_pool *p, size_t bytes, size_t slot_bytes, const ckpt_lo
 		madvise(m, p->map_bytes, MADV_HUGEPAGE);
 		/* Touch every page now: first-touch of fresh memory is far slower
 		 * than a memcpy, and must not land in a save's stall. */
-		madvise(m, p->map_bytes, MADV_POPULATE_WRITE);
-		for (size_t off = 0; off < p->map_bytes; off += 4096)
-			((volatile uint8_t *)m)[off] = 0;
+		if (madvise(m, p->map_bytes, MADV_POPULATE_WRITE) < 0)
+			for (size_t off = 0; off < p->map_bytes; off += 4096)
+				((volatile uint8_t *)m)[off] = 0;
 	}
 	p->base = m;
 	p->locked = mlock(m, p->map_bytes) == 0;
+	if (!p->locked) {
+		/* A privileged process may lift its own soft limit to the hard one. */
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			if (setrlimit(RLIMIT_MEMLOCK, &rl) == 0)
+				p->locked = mlock(m, p->map_bytes) == 0;
+		}
+	}
 	if (!p->locked)
 		LOG_I(lg, CKPT_NO_VERSION,
 		      "staging pool (%zu MiB) not locked: memlock limit too low; pages stay resident unless swapped",
