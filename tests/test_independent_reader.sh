@@ -186,9 +186,15 @@ int main(int argc, char **argv)
 	return ckpt_ctx_close(ctx) < 0;
 }
 EOF
-	if "$cc" -O1 -I"$repo/libckpt/include" "$tmp/gen.c" -o "$tmp/gen" -L"$lib" -lckpt \
+	# A sanitized libckpt.so needs the sanitizer runtime in the program too.
+	san=()
+	if command -v ldd >/dev/null && ldd "$lib/libckpt.so" | grep -q libasan; then
+		san=(-fsanitize=address,undefined)
+	fi
+	if "$cc" -O1 "${san[@]}" -I"$repo/libckpt/include" "$tmp/gen.c" -o "$tmp/gen" -L"$lib" -lckpt \
 		-Wl,-rpath,"$lib" -lm 2>"$tmp/cc.log"; then
-		if "$tmp/gen" "$root" indep "$tmp/typed-in" >"$tmp/gen.log" 2>&1; then
+		# The generator keeps its buffers to the end: leak checks are for the library.
+		if ASAN_OPTIONS=detect_leaks=0 "$tmp/gen" "$root" indep "$tmp/typed-in" >"$tmp/gen.log" 2>&1; then
 			typed=1
 		else
 			fail "typed saver: $(cat "$tmp/gen.log")"
