@@ -306,7 +306,8 @@ static int reindex_job(const char *root, ckpt_index *ix, const char *job, int ve
 		closedir(d);
 	}
 	if (err == 0) {
-		qsort(fd.s, fd.n, sizeof(*fd.s), by_created);
+		if (fd.n)
+			qsort(fd.s, fd.n, sizeof(*fd.s), by_created);
 		err = ckpt__index_rebuild_job(ix, job, fd.s, fd.n);
 	}
 	*shards += (uint32_t)fd.n;

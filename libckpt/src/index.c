@@ -48,7 +48,7 @@ int ckpt__idx_version_decode(const uint8_t *buf, size_t len, ckpt_idx_version *v
 	if (rv > REC_VERSION)
 		return -CKPT_EFORMAT;
 	/* Records from before the lineage field are 8 bytes shorter. */
-	if (len < CKPT_IDX_VERSION_REC_LEN - 8)
+	if (len != CKPT_IDX_VERSION_REC_LEN - 8 && len < CKPT_IDX_VERSION_REC_LEN)
 		return -CKPT_ECORRUPT;
 	v->state = ckpt__get_le32(buf + 4);
 	v->world_size = ckpt__get_le32(buf + 8);
@@ -85,7 +85,7 @@ int ckpt__idx_shard_decode(const uint8_t *buf, size_t len, ckpt_idx_shard *s)
 		return -CKPT_ECORRUPT;
 	if (rv > REC_VERSION)
 		return -CKPT_EFORMAT;
-	if (len < CKPT_IDX_SHARD_REC_LEN - 8)
+	if (len != CKPT_IDX_SHARD_REC_LEN - 8 && len < CKPT_IDX_SHARD_REC_LEN)
 		return -CKPT_ECORRUPT;
 	s->tiers = ckpt__get_le32(buf + 4);
 	s->bytes = ckpt__get_le64(buf + 8);
@@ -116,7 +116,7 @@ int ckpt__idx_key_decode(const uint8_t *k, size_t len, char job[65], uint64_t *v
 	if (len < 1)
 		return -CKPT_ECORRUPT;
 	size_t jl = k[0];
-	if (jl == 0 || jl > 64 || (len != 1 + jl + 8 && len != 1 + jl + 12))
+	if (jl == 0 || jl > 64 || (len != 1 + jl + 8 && len != 1 + jl + 12) || memchr(k + 1, 0, jl))
 		return -CKPT_ECORRUPT;
 	memcpy(job, k + 1, jl);
 	job[jl] = 0;

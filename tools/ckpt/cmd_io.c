@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <dirent.h>
 
 int cli_resolve_latest(cli *c, uint64_t *v);
 
@@ -352,8 +353,8 @@ static int file_sink(void *arg, uint32_t ri, uint64_t off, const void *data, siz
 }
 
 /* Region names were validated by the footer decoder (no '/', not '.' or
- * '..'); openat on the output directory with O_NOFOLLOW keeps every file
- * inside it even so. */
+ * '..'); files are created with openat in a fresh private directory, so
+ * every file stays inside it whatever a name says. */
 static int restore_shard(cli *c, uint64_t v, uint32_t rank, int outfd, char *why, size_t cap)
 {
 	char path[4096];
@@ -374,7 +375,6 @@ static int restore_shard(cli *c, uint64_t v, uint32_t rank, int outfd, char *why
 	}
 	uint32_t n = s.footer.region_count;
 	int *fds = calloc(n + 1, sizeof(int));
-	char tmp[CKPT_MAX_NAME + 16];
 	if (!fds) {
 		ckpt__shard_close(&s);
 		return -ENOMEM;
@@ -382,11 +382,11 @@ static int restore_shard(cli *c, uint64_t v, uint32_t rank, int outfd, char *why
 	for (uint32_t i = 0; i < n; i++)
 		fds[i] = -1;
 	for (uint32_t i = 0; i < n; i++) {
-		snprintf(tmp, sizeof(tmp), ".%s.partial", s.footer.regions[i].name);
-		fds[i] = openat(outfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+		const char *name = s.footer.regions[i].name;
+		fds[i] = openat(outfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 		if (fds[i] < 0) {
 			err = -errno;
-			snprintf(why, cap, "cannot create %s: %s", tmp, strerror(errno));
+			snprintf(why, cap, "cannot create %.300s: %s", name, strerror(errno));
 			goto done;
 		}
 		if (ftruncate(fds[i], (off_t)s.footer.regions[i].bytes) < 0) {
@@ -405,53 +405,108 @@ static int restore_shard(cli *c, uint64_t v, uint32_t rank, int outfd, char *why
 	for (uint32_t i = 0; err == 0 && i < n; i++)
 		if (fsync(fds[i]) < 0)
 			err = -errno;
-	for (uint32_t i = 0; err == 0 && i < n; i++) {
-		snprintf(tmp, sizeof(tmp), ".%s.partial", s.footer.regions[i].name);
-		if (renameat(outfd, tmp, outfd, s.footer.regions[i].name) < 0)
-			err = -errno;
-	}
 done:
-	for (uint32_t i = 0; i < n; i++) {
+	for (uint32_t i = 0; i < n; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-		if (err < 0) {
-			snprintf(tmp, sizeof(tmp), ".%s.partial", s.footer.regions[i].name);
-			unlinkat(outfd, tmp, 0);
-		}
-	}
-	if (err == 0)
-		fsync(outfd);
 	free(fds);
 	ckpt__shard_close(&s);
 	return err;
 }
 
+/* Removes a staging directory: files, and rank-N directories of files. */
+static void remove_stage(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	char p[4700];
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+		if (unlink(p) < 0 && (errno == EISDIR || errno == EPERM))
+			remove_stage(p);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+/* Moves every file of stage (one level) into dst, replacing same names. */
+static int publish_dir(const char *stage, const char *dst, char *why, size_t cap)
+{
+	int err = ckpt__mkdir_p(dst, 0755);
+	if (err < 0) {
+		snprintf(why, cap, "cannot create %.400s: %s", dst, ckpt_strerror(err));
+		return err;
+	}
+	DIR *d = opendir(stage);
+	if (!d)
+		return -errno;
+	struct dirent *e;
+	char from[4700], to[4700];
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(from, sizeof(from), "%s/%s", stage, e->d_name);
+		snprintf(to, sizeof(to), "%s/%s", dst, e->d_name);
+		struct stat st;
+		if (lstat(from, &st) == 0 && S_ISDIR(st.st_mode)) {
+			if ((err = publish_dir(from, to, why, cap)) < 0)
+				break;
+			continue;
+		}
+		if (rename(from, to) < 0) {
+			err = -errno;
+			snprintf(why, cap, "cannot move into %.400s: %s", to, strerror(errno));
+			break;
+		}
+	}
+	closedir(d);
+	if (err == 0)
+		ckpt__fsync_dir(dst);
+	return err;
+}
+
+/* A version is restored whole into a private directory inside --out, and
+ * only then moved into place: a version that fails half-way leaves nothing
+ * behind to mix with the next one tried. */
 static int restore_version(cli *c, uint64_t v, uint32_t world, const char *out, char *why, size_t cap)
 {
-	for (uint32_t r = 0; r < world; r++) {
+	char stage[4200];
+	int err = ckpt__mkdir_p(out, 0755);
+	if (err < 0) {
+		snprintf(why, cap, "cannot create %.400s: %s", out, ckpt_strerror(err));
+		return err;
+	}
+	snprintf(stage, sizeof(stage), "%s/.ckpt-restore-XXXXXX", out);
+	if (!mkdtemp(stage)) {
+		snprintf(why, cap, "cannot create a directory in %.400s: %s", out, strerror(errno));
+		return -errno;
+	}
+	for (uint32_t r = 0; err == 0 && r < world; r++) {
 		if (c->rank >= 0 && (uint32_t)c->rank != r)
 			continue;
-		char dir[4200];
+		char dir[4300];
 		if (world > 1 && c->rank < 0)
-			snprintf(dir, sizeof(dir), "%s/rank-%u", out, r);
+			snprintf(dir, sizeof(dir), "%s/rank-%u", stage, r);
 		else
-			snprintf(dir, sizeof(dir), "%s", out);
-		int err = ckpt__mkdir_p(dir, 0755);
-		if (err < 0) {
-			snprintf(why, cap, "cannot create %.400s: %s", dir, ckpt_strerror(err));
-			return err;
-		}
+			snprintf(dir, sizeof(dir), "%s", stage);
+		if ((err = ckpt__mkdir_p(dir, 0700)) < 0)
+			break;
 		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (dfd < 0) {
-			snprintf(why, cap, "cannot open %.400s: %s", dir, strerror(errno));
-			return -errno;
+			err = -errno;
+			break;
 		}
 		err = restore_shard(c, v, r, dfd, why, cap);
 		close(dfd);
-		if (err < 0)
-			return err;
 	}
-	return 0;
+	if (err == 0)
+		err = publish_dir(stage, out, why, cap);
+	remove_stage(stage);
+	return err;
 }
 
 int cmd_restore(cli *c, int argc, char **argv)
