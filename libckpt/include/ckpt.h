@@ -26,6 +26,11 @@
  *  - Regions: a registered region's memory must stay valid until the context
  *    is closed. A save copies it before ckpt_save() returns; after that the
  *    caller may change it freely.
+ *  - CUDA: regions may be device memory (CKPT_DEVICE_CUDA) in a build with
+ *    CUDA. libckpt uses the device that is current when the first CUDA
+ *    region is added, creates its own non-blocking stream there and pins
+ *    the staging pool with cudaHostRegister. Call it from a thread with that
+ *    device current.
  *  - Errors: every function returning int returns 0 on success or a negative
  *    error code: -errno for system errors, or -CKPT_E* for the library's own
  *    (all above CKPT_ERRNO_OFFSET). ckpt_strerror() names both. Nothing here
@@ -75,6 +80,9 @@ enum {
 	CKPT_ETOOBIG,   /* save larger than the staging pool under CKPT_POOL_SKIP */
 	CKPT_ESTATE,    /* call not valid in the current state */
 	CKPT_EFAULT_INJECTED, /* a fault point armed by a test fired */
+	CKPT_EDEVICE,   /* a CUDA call failed (details in the log) */
+	CKPT_ECONTRACT, /* lazy save: state changed before ckpt_fence, or the
+	                   copy was corrupted on its way from the device */
 	CKPT_ELAST
 };
 
@@ -115,7 +123,7 @@ CKPT_API const char *ckpt_dtype_name(ckpt_dtype dtype);
 
 typedef enum ckpt_device {
 	CKPT_DEVICE_HOST = 0,
-	CKPT_DEVICE_CUDA = 1, /* reserved: device memory regions (later release) */
+	CKPT_DEVICE_CUDA = 1, /* ptr is CUDA device memory of the current device */
 } ckpt_device;
 
 /* What ckpt_save() does when the staging pool has no room because earlier
@@ -162,6 +170,7 @@ typedef struct ckpt_config {
 	const char *backend;    /* local disk backend: "uring", "psync" or NULL=auto. CKPT_BACKEND */
 	int direct_io;          /* 1: O_DIRECT where the filesystem allows. CKPT_DIRECT_IO */
 	const char *faults;     /* test fault points, see docs/testing.md. CKPT_FAULT */
+	int lazy_check;         /* 1: detect lazy-save contract violations. CKPT_LAZY_CHECK */
 	uint64_t incarnation;   /* which launch of the job this is: ranks of one launch
 	                           share it. CKPT_INCARNATION; default from the launcher
 	                           (TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT), else 0.
@@ -256,6 +265,17 @@ typedef struct ckpt_handle ckpt_handle;
 
 /* Save flags. */
 #define CKPT_SAVE_DEFAULT 0u
+/* Lazy snapshot: ckpt_save returns once the device-to-host copies of CUDA
+ * regions are queued, ordered after the work already queued on the
+ * trainer's stream (ckpt_cuda_stream_set); it does not wait for them.
+ * Contract: until ckpt_fence() returns, the trainer must not modify CUDA
+ * regions (normally: call ckpt_fence before optimizer.step()). Host regions
+ * are still copied before ckpt_save returns. With the setting lazy_check
+ * (CKPT_LAZY_CHECK=1) a broken contract is detected: the checksum taken on
+ * the device at the save point differs from the one of the copy, and the
+ * save fails with -CKPT_ECONTRACT. The staging pool must have room for the
+ * whole save, else the call waits for slots like an eager save. */
+#define CKPT_SAVE_LAZY 0x1u
 
 /* Takes a checkpoint of every registered region as `version` (normally the
  * training step). Returns once the snapshot is in the staging pool; the rest
@@ -266,6 +286,20 @@ typedef struct ckpt_handle ckpt_handle;
  * this rank already saved `version` in this root; -CKPT_ESTATE if no region
  * is registered. */
 CKPT_API int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out);
+
+/* Waits until every device copy of lazy saves is done, so that the trainer
+ * may modify its CUDA regions. Waits only for copies not yet finished;
+ * returns at once when there are none (and always without CUDA).
+ * Returns 0, or a CUDA error as -CKPT_EDEVICE. */
+CKPT_API int ckpt_fence(ckpt_ctx *ctx);
+
+/* Sets the CUDA stream (a cudaStream_t) whose queued work a snapshot must
+ * follow; NULL (the default) means the legacy default stream. Returns 0, or
+ * -ENOTSUP in a build without CUDA. */
+CKPT_API int ckpt_cuda_stream_set(ckpt_ctx *ctx, void *stream);
+
+/* 1 if this build has CUDA support and a CUDA device is usable, else 0. */
+CKPT_API int ckpt_cuda_available(void);
 
 /* Waits until the save is durable at `tier` (only CKPT_TIER_LOCAL_DISK in
  * the embedded default) or failed.

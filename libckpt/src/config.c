@@ -43,6 +43,8 @@ static const cfg_entry table[] = {
 	{ "backend", T_STR, F(backend), "auto", "CKPT_BACKEND", "local disk backend: auto, uring or psync" },
 	{ "direct_io", T_BOOL, F(direct_io), "1", "CKPT_DIRECT_IO", "O_DIRECT where the filesystem allows" },
 	{ "faults", T_STR, F(faults), NULL, "CKPT_FAULT", "test fault points (docs/testing.md)" },
+	{ "lazy_check", T_BOOL, F(lazy_check), "0", "CKPT_LAZY_CHECK",
+	  "debug: detect CUDA state changed between a lazy save and ckpt_fence" },
 	{ "incarnation", T_U64, F(incarnation), "0", "CKPT_INCARNATION",
 	  "launch number of the job (default: TORCHELASTIC_RESTART_COUNT or SLURM_RESTART_COUNT)" },
 };

@@ -264,6 +264,13 @@ int ckpt_ctx_close(ckpt_ctx *ctx)
 	if (!ctx)
 		return 0;
 	ckpt__pipeline_stop(ctx);
+	if (ctx->dev) {
+		ckpt_fence(ctx);
+		for (uint32_t i = 0; i < ctx->nregions; i++)
+			if (ctx->regions[i].device == CKPT_DEVICE_CUDA)
+				ckpt__dev_region_fini(ctx->dev, &ctx->regions[i].dev);
+		ckpt__dev_close(ctx->dev);
+	}
 	if (ctx->backend)
 		ctx->backend->ops->close(ctx->backend);
 	ckpt__index_close(ctx->index);
@@ -312,9 +319,20 @@ int ckpt_region_add(ckpt_ctx *ctx, const ckpt_region_desc *d)
 			LOG_E(&ctx->log, CKPT_NO_VERSION, "region '%s' already registered", d->name);
 			return -CKPT_ENAME;
 		}
-	if (d->device != CKPT_DEVICE_HOST) {
-		LOG_E(&ctx->log, CKPT_NO_VERSION, "region '%s': device memory is not supported by this build", d->name);
-		return -ENOTSUP;
+	if (d->device != CKPT_DEVICE_HOST && d->device != CKPT_DEVICE_CUDA)
+		return -EINVAL;
+	if (d->device == CKPT_DEVICE_CUDA && !ctx->dev) {
+		int err = ckpt__dev_open(&ctx->dev, ctx->pool.base, ctx->pool.map_bytes, ctx->pool.nslots, &ctx->log);
+		if (err < 0) {
+			LOG_E(&ctx->log, CKPT_NO_VERSION, "region '%s': CUDA regions need %s", d->name,
+			      err == -ENOTSUP ? "a build with CUDA" : "a usable CUDA device");
+			return err;
+		}
+		ckpt__dev_stream_set(ctx->dev, ctx->cuda_stream);
+	}
+	if (d->device == CKPT_DEVICE_CUDA && ckpt__dev_check_ptr(ctx->dev, d->ptr, d->bytes) < 0) {
+		LOG_E(&ctx->log, CKPT_NO_VERSION, "region '%s': not device memory of the current CUDA device", d->name);
+		return -EINVAL;
 	}
 	if (ckpt_dtype_size(d->dtype) == 0 || d->ndim > CKPT_MAX_DIMS || (d->bytes && !d->ptr))
 		return -EINVAL;
@@ -358,8 +376,75 @@ int ckpt_region_add(ckpt_ctx *ctx, const ckpt_region_desc *d)
 	memcpy(r->global_shape, d->global_shape, sizeof(r->global_shape));
 	memcpy(r->offsets, d->offsets, sizeof(r->offsets));
 	memcpy(r->extents, d->extents, sizeof(r->extents));
+	if (d->device == CKPT_DEVICE_CUDA) {
+		int err = ckpt__dev_region_init(ctx->dev, &r->dev, r->bytes, ctx->cfg.chunk_bytes);
+		if (err < 0) {
+			free(r->name);
+			return err;
+		}
+		ctx->ndev_regions++;
+	}
 	ctx->nregions++;
 	return 0;
+}
+
+/* ------------------------------------------------------------- CUDA */
+
+int ckpt_cuda_available(void)
+{
+	return ckpt__dev_available();
+}
+
+int ckpt_cuda_stream_set(ckpt_ctx *ctx, void *stream)
+{
+	if (!ctx)
+		return -EINVAL;
+	int err = ckpt__dev_stream_set(ctx->dev, stream);
+	if (err == 0)
+		ctx->cuda_stream = stream;
+	return err;
+}
+
+/* The CUDA regions as parallel arrays, for the device layer. */
+int ckpt__dev_regions(ckpt_ctx *ctx, void **ptrs, uint64_t *bytes, const char **names,
+                      ckpt_dev_region **regs)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < ctx->nregions; i++) {
+		ckpt_region *r = &ctx->regions[i];
+		if (r->device != CKPT_DEVICE_CUDA)
+			continue;
+		ptrs[n] = r->ptr;
+		bytes[n] = r->bytes;
+		names[n] = r->name;
+		regs[n] = &r->dev;
+		n++;
+	}
+	return (int)n;
+}
+
+int ckpt_fence(ckpt_ctx *ctx)
+{
+	if (!ctx)
+		return -EINVAL;
+	if (!ctx->dev)
+		return 0;
+	uint32_t n = ctx->ndev_regions;
+	void **ptrs = calloc(n + 1, sizeof(*ptrs));
+	uint64_t *bytes = calloc(n + 1, sizeof(*bytes));
+	const char **names = calloc(n + 1, sizeof(*names));
+	ckpt_dev_region **regs = calloc(n + 1, sizeof(*regs));
+	int err = -ENOMEM;
+	if (ptrs && bytes && names && regs) {
+		ckpt__dev_regions(ctx, ptrs, bytes, names, regs);
+		err = ckpt__dev_fence(ctx->dev, ptrs, bytes, names, regs, n, ctx->cfg.chunk_bytes,
+		                      ctx->cfg.lazy_check);
+	}
+	free(ptrs);
+	free(bytes);
+	free(names);
+	free(regs);
+	return err;
 }
 
 /* ------------------------------------------------------------- listing */

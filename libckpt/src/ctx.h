@@ -10,6 +10,7 @@
 #include "format.h"
 #include "index.h"
 #include "pool.h"
+#include "device.h"
 #include "../../storage/backend.h"
 
 typedef struct ckpt_region {
@@ -23,6 +24,7 @@ typedef struct ckpt_region {
 	uint64_t global_shape[CKPT_MAX_DIMS];
 	uint64_t offsets[CKPT_MAX_DIMS];
 	uint64_t extents[CKPT_MAX_DIMS];
+	ckpt_dev_region dev;     /* CUDA regions only */
 } ckpt_region;
 
 typedef struct ckpt_save_op ckpt_save_op;
@@ -43,6 +45,7 @@ typedef struct ckpt_chunk_task {
 	int cbuf;           /* compression buffer, -1 if none */
 	void *out;          /* what gets written: slot or compression buffer */
 	uint32_t raw_len;
+	int dev;            /* the bytes come from the device: wait for the slot's copy */
 	uint32_t stored_len;
 	uint32_t flags;
 	unsigned elem;      /* shuffle element size */
@@ -114,6 +117,9 @@ struct ckpt_ctx {
 	ckpt_index *index;
 	int direct_ok;           /* O_DIRECT worked on this root */
 	uint64_t lineage;        /* hash of (incarnation, version restored); see index.h */
+	ckpt_dev *dev;           /* opened with the first CUDA region */
+	void *cuda_stream;       /* the trainer's stream */
+	uint32_t ndev_regions;
 
 	pthread_mutex_t lock;
 	pthread_cond_t work_cv;  /* workers wait for tasks */
@@ -134,6 +140,10 @@ struct ckpt_ctx {
 /* ctx.c: the lineage of a run that started fresh (restored 0) or resumed
  * from version restored+1. */
 uint64_t ckpt__lineage(uint64_t incarnation, uint64_t restored_plus_one);
+
+/* ctx.c: fills parallel arrays (ctx->ndev_regions entries) of the CUDA regions. */
+int ckpt__dev_regions(struct ckpt_ctx *ctx, void **ptrs, uint64_t *bytes, const char **names,
+                      ckpt_dev_region **regs);
 
 /* save.c */
 int ckpt__pipeline_start(struct ckpt_ctx *ctx);

@@ -23,6 +23,8 @@ static int restore_sink(void *arg, uint32_t ri, uint64_t off, const void *data, 
 	const ckpt_region *r = &a->ctx->regions[ci];
 	if (off > r->bytes || len > r->bytes - off)
 		return -CKPT_ECORRUPT;
+	if (r->device == CKPT_DEVICE_CUDA)
+		return ckpt__dev_h2d(a->ctx->dev, (uint8_t *)r->ptr + off, data, len);
 	memcpy((uint8_t *)r->ptr + off, data, len);
 	return 0;
 }

@@ -51,11 +51,14 @@ static void op_release(ckpt_save_op *op)
 
 static void op_fail(ckpt_save_op *op, int err, int sys_errno)
 {
-	/* First error wins; it is what the caller sees. */
+	/* First error wins; it is what the caller sees. Workers and the io
+	 * thread both report. */
+	pthread_mutex_lock(&op->mu);
 	if (!op->error) {
 		op->error = err;
 		op->sys_errno = sys_errno;
 	}
+	pthread_mutex_unlock(&op->mu);
 }
 
 static void release_buffers(ckpt_ctx *ctx, ckpt_chunk_task *t)
@@ -115,7 +118,25 @@ static void *worker_main(void *arg)
 		ckpt__fault(&ctx->faults, "persist.chunk");
 		uint8_t *raw = ckpt__pool_slot(&ctx->pool, t->slot);
 		ckpt_fmt_chunk *c = &op->footer.chunks[t->index];
+		uint64_t dev_sum = 0;
+		int derr = t->dev ? ckpt__dev_slot_wait(ctx->dev, t->slot, &dev_sum) : 0;
+		if (derr < 0)
+			op_fail(op, derr, 0);
+		/* A test damages the staged copy here, as a faulty link would. */
+		if (t->dev && t->raw_len && ckpt__fault(&ctx->faults, "persist.device_chunk") < 0)
+			raw[t->raw_len / 2] ^= 0x40;
 		c->checksum = ckpt_kern_checksum(raw, t->raw_len);
+		if (t->dev && derr == 0 && dev_sum != c->checksum) {
+			/* End-to-end: the bytes that reached staging are not the bytes
+			 * the device had at the save point. */
+			const ckpt_fmt_region *fr = &op->footer.regions[c->region];
+			LOG_E(&ctx->log, op->version,
+			      "region '%s' chunk %llu: device checksum %016llx, host %016llx: state changed before "
+			      "ckpt_fence or corrupted in transit", fr->name,
+			      (unsigned long long)(t->index - fr->chunk_first), (unsigned long long)dev_sum,
+			      (unsigned long long)c->checksum);
+			op_fail(op, -CKPT_ECONTRACT, 0);
+		}
 		c->raw_len = t->raw_len;
 		t->out = raw;
 		t->stored_len = t->raw_len;
@@ -522,8 +543,9 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 {
 	if (out)
 		*out = NULL;
-	if (!ctx || flags != CKPT_SAVE_DEFAULT || version == CKPT_LATEST)
+	if (!ctx || (flags & ~CKPT_SAVE_LAZY) || version == CKPT_LATEST)
 		return -EINVAL;
+	int lazy = (flags & CKPT_SAVE_LAZY) != 0;
 	if (ctx->nregions == 0) {
 		LOG_E(&ctx->log, version, "save: no region registered");
 		return -CKPT_ESTATE;
@@ -573,6 +595,19 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 	}
 	pthread_mutex_unlock(&ctx->lock);
 
+	/* The save point on the device: checksums taken in the trainer's stream
+	 * order, before anything is queued (nothing to undo if it fails). */
+	if (ctx->ndev_regions) {
+		uint32_t n = ctx->ndev_regions;
+		void *ptrs[n];
+		uint64_t bytes[n];
+		const char *names[n];
+		ckpt_dev_region *regs[n];
+		ckpt__dev_regions(ctx, ptrs, bytes, names, regs);
+		int r = ckpt__dev_save_point(ctx->dev, ptrs, bytes, regs, n, cb, lazy && ctx->cfg.lazy_check);
+		if (r < 0)
+			return r;
+	}
 	ckpt_save_op *op = op_new(ctx, version, nchunks);
 	if (!op)
 		return -ENOMEM;
@@ -629,11 +664,21 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 				pthread_cond_wait(&ctx->space_cv, &ctx->lock);
 			pthread_mutex_unlock(&ctx->lock);
 			uint8_t *dst = ckpt__pool_slot(&ctx->pool, slot);
-			memcpy(dst, (const uint8_t *)rg->ptr + off, len);
 			size_t padded = CKPT_ALIGN_UP(len, CKPT_ALIGN);
 			if (padded > len)
 				memset(dst + len, 0, padded - len);
 			ckpt_chunk_task *t = &op->tasks[ci];
+			t->dev = rg->device == CKPT_DEVICE_CUDA;
+			if (t->dev) {
+				int r = ckpt__dev_copy_chunk(ctx->dev, slot, dst, (const uint8_t *)rg->ptr + off, len,
+				                             &rg->dev, (uint32_t)(off / cb));
+				if (r < 0) {
+					op_fail(op, r, 0);
+					t->dev = 0; /* nothing to wait for; the save fails */
+				}
+			} else {
+				memcpy(dst, (const uint8_t *)rg->ptr + off, len);
+			}
 			t->op = op;
 			t->index = (uint32_t)ci;
 			t->slot = slot;
@@ -650,6 +695,13 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 			pthread_cond_signal(&ctx->work_cv);
 			pthread_mutex_unlock(&ctx->lock);
 		}
+	}
+	/* Eager: the caller may change its state once we return, so the device
+	 * copies must be done. Lazy: ckpt_fence waits for them. */
+	if (ctx->ndev_regions) {
+		int r = ckpt__dev_save_end(ctx->dev, !lazy);
+		if (r < 0)
+			op_fail(op, r, 0);
 	}
 	uint64_t stall = ckpt__now_ns() - t0;
 	pthread_mutex_lock(&op->mu);
