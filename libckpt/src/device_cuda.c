@@ -224,7 +224,10 @@ int ckpt__dev_fence(ckpt_dev *d, void *const *ptrs, const uint64_t *bytes, const
 		d->pending = 0;
 		return err;
 	}
-	/* Debug: the state now must be the state of the save point. */
+	/* Debug: the state now, after everything the trainer has queued, must be
+	 * the state of the save point. */
+	if ((err = cu(d, cudaEventRecord(d->user_ev, d->user), "record")) == 0)
+		err = cu(d, cudaStreamWaitEvent(d->stream, d->user_ev, 0), "wait");
 	for (uint32_t i = 0; i < n && err == 0; i++) {
 		if (!bytes[i])
 			continue;

@@ -1,1 +1,662 @@
-int main(void){return 0;}
+/* ckpt-bench: time a save (stall and durable), a restore and a plain memcpy
+ * of the same state in one run, so that their ratios can be compared.
+ *
+ * Per iteration: ckpt_save (stall) → ckpt_handle_wait(LOCAL_DISK) (durable,
+ * fdatasync and index commit included) → zero the regions → ckpt_restore of
+ * that version (restore) → verify every region against the original. The
+ * reported figure of each is the median over iterations.
+ *
+ * Uses only the public header. */
+#define _GNU_SOURCE
+#include <ckpt.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BENCH_MEMCPY_REPS 3
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+typedef struct bench_opts {
+	const char *root;
+	uint64_t bytes;
+	uint32_t nregions;
+	uint64_t chunk_bytes; /* 0: library default */
+	int compress;
+	uint32_t workers;     /* 0: library default */
+	uint32_t io_depth;    /* 0: library default */
+	uint32_t iters;
+	int json;
+	int keep;
+} bench_opts;
+
+typedef struct bench_region {
+	char name[32];
+	uint8_t *ptr;
+	size_t bytes;
+	size_t map_bytes;
+	uint64_t sum;         /* digest of the original contents */
+} bench_region;
+
+typedef struct bench_iter {
+	double memcpy_s;      /* taken right before this iteration's save */
+	double stall_s, durable_s, restore_s;
+	double stall_ratio;   /* stall_s / memcpy_s */
+	double lib_stall_s, lib_durable_s;
+	double stall_cpu_s, stall_runq_s; /* this thread during the stall, -1 if unknown */
+	uint64_t stored_bytes;
+} bench_iter;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Accepts 123, 4K, 8M, 1G, 1T (powers of 1024), with an optional "B"/"iB". */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	if (!s || !*s || *s == '-')
+		return -1;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	unsigned shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	}
+	if (!strcmp(end, "iB") || !strcmp(end, "B"))
+		end += strlen(end);
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int parse_u32(const char *s, uint32_t *out)
+{
+	uint64_t v;
+	if (parse_size(s, &v) < 0 || v > UINT32_MAX)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: ckpt-bench --root DIR --size BYTES --regions N [--json]\n"
+	        "                  [--chunk-bytes B] [--compress] [--workers W] [--io-depth D]\n"
+	        "                  [--iters K] [--keep]\n"
+	        "Sizes accept K, M, G suffixes (powers of 1024).\n"
+	        "Saves N host regions totalling BYTES into DIR K times (default 3), restores\n"
+	        "each save and verifies it, and times a plain memcpy of the same bytes.\n"
+	        "DIR's contents are removed at the end unless --keep.\n");
+}
+
+static int parse_args(int argc, char **argv, bench_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "root", required_argument, NULL, 'r' },
+		{ "size", required_argument, NULL, 's' },
+		{ "regions", required_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "chunk-bytes", required_argument, NULL, 'c' },
+		{ "compress", no_argument, NULL, 'z' },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "io-depth", required_argument, NULL, 'd' },
+		{ "iters", required_argument, NULL, 'i' },
+		{ "keep", no_argument, NULL, 'k' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	memset(o, 0, sizeof(*o));
+	o->iters = 3;
+	int c;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		const char *bad = NULL;
+		switch (c) {
+		case 'r': o->root = optarg; break;
+		case 's': if (parse_size(optarg, &o->bytes) < 0) bad = "--size"; break;
+		case 'n': if (parse_u32(optarg, &o->nregions) < 0) bad = "--regions"; break;
+		case 'j': o->json = 1; break;
+		case 'c': if (parse_size(optarg, &o->chunk_bytes) < 0) bad = "--chunk-bytes"; break;
+		case 'z': o->compress = 1; break;
+		case 'w': if (parse_u32(optarg, &o->workers) < 0) bad = "--workers"; break;
+		case 'd': if (parse_u32(optarg, &o->io_depth) < 0) bad = "--io-depth"; break;
+		case 'i': if (parse_u32(optarg, &o->iters) < 0) bad = "--iters"; break;
+		case 'k': o->keep = 1; break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); return -1;
+		}
+		if (bad) {
+			fprintf(stderr, "ckpt-bench: %s: invalid value '%s'\n", bad, optarg);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "ckpt-bench: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return -1;
+	}
+	if (!o->root || !*o->root || !o->bytes || !o->nregions) {
+		fprintf(stderr, "ckpt-bench: --root, --size and --regions are required (size, regions > 0)\n");
+		usage(stderr);
+		return -1;
+	}
+	if (o->nregions > o->bytes) {
+		fprintf(stderr, "ckpt-bench: more regions than bytes\n");
+		return -1;
+	}
+	if (o->iters == 0) {
+		fprintf(stderr, "ckpt-bench: --iters must be at least 1\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------- data */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Floats in [-1, 1) rather than raw random bits, so that --compress meets
+ * data shaped like weights (byte-shuffle finds the exponent bytes). */
+static void fill_region(bench_region *r, uint64_t seed)
+{
+	uint64_t s = seed;
+	size_t nf = r->bytes / 4;
+	float *f = (float *)r->ptr;
+	for (size_t i = 0; i + 1 < nf; i += 2) {
+		uint64_t x = splitmix64(&s);
+		f[i] = (float)(int32_t)(uint32_t)x * (1.0f / 2147483648.0f);
+		f[i + 1] = (float)(int32_t)(uint32_t)(x >> 32) * (1.0f / 2147483648.0f);
+	}
+	if (nf % 2)
+		f[nf - 1] = (float)(int32_t)(uint32_t)splitmix64(&s) * (1.0f / 2147483648.0f);
+	for (size_t b = nf * 4; b < r->bytes; b++)
+		r->ptr[b] = (uint8_t)splitmix64(&s);
+}
+
+/* Four independent multiply-xor lanes: fast enough to verify GiBs, and any
+ * changed word changes the digest. Not a cryptographic hash. */
+static uint64_t digest(const uint8_t *p, size_t len)
+{
+	const uint64_t k = 0x9fb21c651e98df25ull;
+	uint64_t h[4] = { len, len ^ 1, len ^ 2, len ^ 3 };
+	size_t i = 0;
+	for (; i + 32 <= len; i += 32) {
+		uint64_t w[4];
+		memcpy(w, p + i, sizeof(w));
+		for (int l = 0; l < 4; l++) {
+			h[l] ^= w[l];
+			h[l] *= k;
+			h[l] ^= h[l] >> 29;
+		}
+	}
+	for (; i < len; i++) {
+		h[0] ^= p[i];
+		h[0] *= k;
+	}
+	uint64_t out = 0;
+	for (int l = 0; l < 4; l++) {
+		out ^= h[l];
+		out *= k;
+		out ^= out >> 32;
+	}
+	return out;
+}
+
+static void *map_touched(size_t bytes, size_t *map_bytes)
+{
+	size_t len = (bytes + 4095) & ~(size_t)4095;
+	if (len == 0)
+		len = 4096;
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	/* Same treatment as the library's staging pool, so the comparison is
+	 * of copies, not of page sizes. */
+	madvise(m, len, MADV_HUGEPAGE);
+	memset(m, 0, len);
+	*map_bytes = len;
+	return m;
+}
+
+/* On-CPU and run-queue time of the calling thread (Linux schedstat), so a
+ * stall can be split into copying and waiting for a core that background
+ * threads hold. Returns -1 where the file is not available. */
+static int thread_sched(double *cpu_s, double *runq_s)
+{
+	unsigned long long cpu, wait;
+	FILE *f = fopen("/proc/thread-self/schedstat", "r");
+	if (!f)
+		return -1;
+	int n = fscanf(f, "%llu %llu", &cpu, &wait);
+	fclose(f);
+	if (n != 2)
+		return -1;
+	*cpu_s = (double)cpu * 1e-9;
+	*runq_s = (double)wait * 1e-9;
+	return 0;
+}
+
+/* One copy of every region, back to back, into dst; returns seconds. */
+static double time_memcpy(uint8_t *dst, const bench_region *rg, uint32_t n)
+{
+	double t0 = now_s();
+	size_t off = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		memcpy(dst + off, rg[i].ptr, rg[i].bytes);
+		off += rg[i].bytes;
+	}
+	double t = now_s() - t0;
+	/* Keep the copy observable so it cannot be optimised away. */
+	if (off && dst[off - 1] != rg[n - 1].ptr[rg[n - 1].bytes - 1])
+		fprintf(stderr, "ckpt-bench: memcpy check failed\n");
+	return t;
+}
+
+/* ------------------------------------------------------------- cleanup */
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	if (ftw->level == 0)
+		return 0; /* the root itself stays: it may be a mount point */
+	if (remove(path) < 0)
+		fprintf(stderr, "ckpt-bench: cannot remove %s: %s\n", path, strerror(errno));
+	return 0;
+}
+
+/* 1 if dir holds nothing but the given names. */
+static int only_holds(const char *dir, const char *const *names)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return errno == ENOENT;
+	struct dirent *e;
+	int ok = 1;
+	while (ok && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		ok = 0;
+		for (const char *const *n = names; *n; n++)
+			if (!strcmp(e->d_name, *n))
+				ok = 1;
+	}
+	closedir(d);
+	return ok;
+}
+
+/* The root's contents are removed at the end, so refuse a directory that
+ * holds anything but an earlier benchmark's checkpoints. */
+static int root_is_ours(const char *root)
+{
+	static const char *const top[] = { "index", "jobs", NULL };
+	static const char *const jobs[] = { "bench", NULL };
+	char p[4200];
+	snprintf(p, sizeof(p), "%s/jobs", root);
+	return only_holds(root, top) && only_holds(p, jobs);
+}
+
+static void remove_contents(const char *root)
+{
+	nftw(root, rm_one, 32, FTW_DEPTH | FTW_PHYS);
+}
+
+/* 1 if a file under root can be opened with O_DIRECT (what the library
+ * probes too); reported so that a buffered fallback is not mistaken for
+ * disk speed. */
+static int probe_direct(const char *root)
+{
+	char p[4200];
+	snprintf(p, sizeof(p), "%s/.bench-direct-probe.%d", root, (int)getpid());
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return 0;
+	close(fd);
+	unlink(p);
+	return 1;
+}
+
+/* ------------------------------------------------------------- stats */
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median_of(const bench_iter *it, uint32_t n, size_t field_off)
+{
+	double *v = malloc(n * sizeof(double));
+	if (!v)
+		return 0;
+	for (uint32_t i = 0; i < n; i++)
+		memcpy(&v[i], (const char *)&it[i] + field_off, sizeof(double));
+	qsort(v, n, sizeof(double), cmp_double);
+	double m = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	free(v);
+	return m;
+}
+
+#define MEDIAN(it, n, f) median_of((it), (n), offsetof(bench_iter, f))
+
+static void print_series(const bench_iter *it, uint32_t n, size_t field_off)
+{
+	printf("[");
+	for (uint32_t i = 0; i < n; i++) {
+		double v;
+		memcpy(&v, (const char *)&it[i] + field_off, sizeof(double));
+		printf("%s%.6f", i ? ", " : "", v);
+	}
+	printf("]");
+}
+
+#define SERIES(it, n, f) print_series((it), (n), offsetof(bench_iter, f))
+
+/* ------------------------------------------------------------- main */
+
+static int max_version(ckpt_ctx *ctx, uint64_t *out)
+{
+	size_t n = 0;
+	int r = ckpt_versions_list(ctx, NULL, 0, &n);
+	*out = 0;
+	if (r < 0 || n == 0)
+		return r;
+	ckpt_version_info *v = calloc(n, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		v[i].size = sizeof(v[i]);
+	size_t got = 0;
+	r = ckpt_versions_list(ctx, v, n, &got);
+	for (size_t i = 0; r == 0 && i < n && i < got; i++)
+		if (v[i].version > *out)
+			*out = v[i].version;
+	free(v);
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	bench_opts o;
+	if (parse_args(argc, argv, &o) < 0)
+		return 2;
+
+	int rc = 1, err;
+	bench_region *rg = NULL;
+	bench_iter *it = NULL;
+	uint8_t *dst = NULL;
+	size_t dst_map = 0;
+	ckpt_ctx *ctx = NULL;
+	uint32_t nalloc = 0, done_iters = 0;
+	int created_root = 0;
+
+	if (mkdir(o.root, 0700) == 0) {
+		created_root = 1;
+	} else if (errno != EEXIST) {
+		fprintf(stderr, "ckpt-bench: cannot create %s: %s\n", o.root, strerror(errno));
+		return 1;
+	} else if (!o.keep && !root_is_ours(o.root)) {
+		fprintf(stderr,
+		        "ckpt-bench: %s holds files other than ckpt-bench's own checkpoints, and would be emptied at "
+		        "the end; use an empty or new directory, or --keep\n",
+		        o.root);
+		return 1;
+	}
+
+	ckpt_config cfg;
+	if ((err = ckpt_config_init(&cfg)) < 0) {
+		fprintf(stderr, "ckpt-bench: configuration from the environment: %s\n", ckpt_strerror(err));
+		goto out;
+	}
+	cfg.job_id = "bench";
+	cfg.rank = 0;
+	cfg.world_size = 1;
+	cfg.root = o.root;
+	cfg.compress = o.compress;
+	cfg.pool_policy = CKPT_POOL_WAIT;
+	if (o.chunk_bytes)
+		cfg.chunk_bytes = o.chunk_bytes;
+	if (o.workers)
+		cfg.workers = o.workers;
+	if (o.io_depth)
+		cfg.io_depth = o.io_depth;
+
+	rg = calloc(o.nregions, sizeof(*rg));
+	it = calloc(o.iters, sizeof(*it));
+	if (!rg || !it) {
+		fprintf(stderr, "ckpt-bench: out of memory\n");
+		goto out;
+	}
+
+	/* Regions, and the chunk count that sizes the staging pool: each chunk
+	 * takes a whole slot, so the pool must hold every region's chunks for the
+	 * stall to be the copy alone. */
+	uint64_t per = o.bytes / o.nregions, nchunks = 0;
+	for (uint32_t i = 0; i < o.nregions; i++) {
+		bench_region *r = &rg[i];
+		r->bytes = per + (i == o.nregions - 1 ? o.bytes % o.nregions : 0);
+		snprintf(r->name, sizeof(r->name), "layer%04u.weight", i);
+		r->ptr = map_touched(r->bytes, &r->map_bytes);
+		if (!r->ptr) {
+			fprintf(stderr, "ckpt-bench: cannot allocate region %u (%zu bytes): %s\n", i, r->bytes,
+			        strerror(errno));
+			goto out;
+		}
+		nalloc++;
+		fill_region(r, 0x5eed0000ull + i);
+		r->sum = digest(r->ptr, r->bytes);
+		nchunks += (r->bytes + cfg.chunk_bytes - 1) / cfg.chunk_bytes;
+	}
+
+	/* The physical limit of the snapshot: memcpy of the same regions into a
+	 * touched buffer, a few times before the context exists and once more
+	 * right before each save, so that drift in a shared machine's speed
+	 * shows up in both figures alike. */
+	dst = map_touched(o.bytes, &dst_map);
+	if (!dst) {
+		fprintf(stderr, "ckpt-bench: cannot allocate the memcpy buffer (%" PRIu64 " bytes): %s\n", o.bytes,
+		        strerror(errno));
+		goto out;
+	}
+	double memcpy_s = 0;
+	for (int k = 0; k < BENCH_MEMCPY_REPS; k++) {
+		double t = time_memcpy(dst, rg, o.nregions);
+		if (k == 0 || t < memcpy_s)
+			memcpy_s = t;
+	}
+
+	cfg.staging_bytes = nchunks * cfg.chunk_bytes;
+	if ((err = ckpt_ctx_open(&cfg, &ctx)) < 0) {
+		fprintf(stderr, "ckpt-bench: cannot open a context on %s: %s\n", o.root, ckpt_strerror(err));
+		goto out;
+	}
+	for (uint32_t i = 0; i < o.nregions; i++) {
+		ckpt_region_desc d;
+		ckpt_region_desc_init(&d, rg[i].name, rg[i].ptr, rg[i].bytes);
+		if (rg[i].bytes % 4 == 0) {
+			d.dtype = CKPT_DTYPE_F32;
+			d.ndim = 1;
+			d.global_shape[0] = d.extents[0] = rg[i].bytes / 4;
+		}
+		if ((err = ckpt_region_add(ctx, &d)) < 0) {
+			fprintf(stderr, "ckpt-bench: cannot register region %s: %s\n", rg[i].name, ckpt_strerror(err));
+			goto out;
+		}
+	}
+
+	/* A root kept from an earlier run already holds versions: go past them. */
+	uint64_t base;
+	if ((err = max_version(ctx, &base)) < 0) {
+		fprintf(stderr, "ckpt-bench: cannot list versions: %s\n", ckpt_strerror(err));
+		goto out;
+	}
+
+	for (uint32_t k = 0; k < o.iters; k++) {
+		uint64_t v = base + 1 + k;
+		ckpt_handle *h = NULL;
+		ckpt_status st;
+		memset(&st, 0, sizeof(st));
+		st.size = sizeof(st);
+
+		it[k].memcpy_s = time_memcpy(dst, rg, o.nregions);
+		if (it[k].memcpy_s < memcpy_s)
+			memcpy_s = it[k].memcpy_s;
+
+		double c0, q0, c1, q1;
+		int sched_ok = thread_sched(&c0, &q0) == 0;
+		double t0 = now_s();
+		err = ckpt_save(ctx, v, CKPT_SAVE_DEFAULT, &h);
+		double t1 = now_s();
+		sched_ok = sched_ok && thread_sched(&c1, &q1) == 0;
+		if (err < 0) {
+			fprintf(stderr, "ckpt-bench: save of version %" PRIu64 " failed: %s\n", v, ckpt_strerror(err));
+			goto out;
+		}
+		err = ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, -1, &st);
+		double t2 = now_s();
+		ckpt_handle_free(h);
+		if (err < 0) {
+			fprintf(stderr, "ckpt-bench: version %" PRIu64 " did not become durable: %s%s%s\n", v,
+			        ckpt_strerror(err), st.sys_errno ? " / " : "",
+			        st.sys_errno ? ckpt_strerror(st.sys_errno) : "");
+			goto out;
+		}
+
+		for (uint32_t i = 0; i < o.nregions; i++)
+			memset(rg[i].ptr, 0, rg[i].bytes);
+		uint64_t got = 0;
+		double t3 = now_s();
+		err = ckpt_restore(ctx, v, 0, &got);
+		double t4 = now_s();
+		if (err < 0) {
+			fprintf(stderr, "ckpt-bench: restore of version %" PRIu64 " failed: %s\n", v, ckpt_strerror(err));
+			goto out;
+		}
+		for (uint32_t i = 0; i < o.nregions; i++)
+			if (digest(rg[i].ptr, rg[i].bytes) != rg[i].sum) {
+				fprintf(stderr, "ckpt-bench: version %" PRIu64 ": region %s restored with wrong contents\n",
+				        v, rg[i].name);
+				goto out;
+			}
+
+		it[k].stall_s = t1 - t0;
+		it[k].stall_ratio = it[k].stall_s / it[k].memcpy_s;
+		it[k].durable_s = t2 - t0;
+		it[k].restore_s = t4 - t3;
+		it[k].lib_stall_s = (double)st.stall_ns * 1e-9;
+		it[k].lib_durable_s = (double)st.durable_ns * 1e-9;
+		it[k].stall_cpu_s = sched_ok ? c1 - c0 : -1;
+		it[k].stall_runq_s = sched_ok ? q1 - q0 : -1;
+		it[k].stored_bytes = st.stored_bytes;
+		done_iters++;
+		if (!o.json)
+			fprintf(stderr,
+			        "iter %u: version %" PRIu64 " memcpy %.4f s, stall %.4f s (on cpu %.4f, run queue %.4f), "
+			        "durable %.4f s, restore %.4f s\n",
+			        k, v, it[k].memcpy_s, it[k].stall_s, it[k].stall_cpu_s, it[k].stall_runq_s, it[k].durable_s,
+			        it[k].restore_s);
+	}
+
+	if ((err = ckpt_ctx_close(ctx)) < 0) {
+		ctx = NULL;
+		fprintf(stderr, "ckpt-bench: closing the context: %s\n", ckpt_strerror(err));
+		goto out;
+	}
+	ctx = NULL;
+
+	double stall = MEDIAN(it, done_iters, stall_s);
+	double durable = MEDIAN(it, done_iters, durable_s);
+	double restore = MEDIAN(it, done_iters, restore_s);
+	double paired = MEDIAN(it, done_iters, stall_ratio);
+	double stall_cpu = MEDIAN(it, done_iters, stall_cpu_s);
+	double stall_runq = MEDIAN(it, done_iters, stall_runq_s);
+	double gib = (double)o.bytes / GIB;
+	int direct = probe_direct(o.root);
+	if (o.json) {
+		printf("{\"bytes\": %" PRIu64 ", \"regions\": %u, \"chunk_bytes\": %" PRIu64
+		       ", \"compress\": %d, \"workers\": %u, \"io_depth\": %u, \"iters\": %u, \"direct_io\": %d, "
+		       "\"stored_bytes\": %" PRIu64 ", ",
+		       o.bytes, o.nregions, (uint64_t)cfg.chunk_bytes, cfg.compress, cfg.workers, cfg.io_depth,
+		       done_iters, direct, it[done_iters - 1].stored_bytes);
+		printf("\"stall_s\": %.6f, \"durable_s\": %.6f, \"restore_s\": %.6f, \"memcpy_s\": %.6f, "
+		       "\"stall_vs_memcpy\": %.4f, \"stall_vs_memcpy_paired\": %.4f, "
+		       "\"stall_gib_s\": %.4f, \"durable_gib_s\": %.4f, \"restore_gib_s\": %.4f, "
+		       "\"memcpy_gib_s\": %.4f, ",
+		       stall, durable, restore, memcpy_s, stall / memcpy_s, paired, gib / stall, gib / durable,
+		       gib / restore, gib / memcpy_s);
+		printf("\"lib_stall_s\": %.6f, \"lib_durable_s\": %.6f, \"stall_cpu_s\": %.6f, "
+		       "\"stall_runq_s\": %.6f, ",
+		       MEDIAN(it, done_iters, lib_stall_s), MEDIAN(it, done_iters, lib_durable_s), stall_cpu,
+		       stall_runq);
+		printf("\"memcpy_s_all\": ");
+		SERIES(it, done_iters, memcpy_s);
+		printf(", \"stall_s_all\": ");
+		SERIES(it, done_iters, stall_s);
+		printf(", \"durable_s_all\": ");
+		SERIES(it, done_iters, durable_s);
+		printf(", \"restore_s_all\": ");
+		SERIES(it, done_iters, restore_s);
+		printf("}\n");
+	} else {
+		printf("ckpt-bench: %.3f GiB in %u regions, chunk %" PRIu64 " KiB, %s, %u workers, io depth %u, "
+		       "%u iterations (median), %s I/O\n",
+		       gib, o.nregions, (uint64_t)cfg.chunk_bytes >> 10, cfg.compress ? "compressed" : "uncompressed",
+		       cfg.workers, cfg.io_depth, done_iters, direct ? "direct" : "buffered");
+		printf("  memcpy   %9.4f s  %7.2f GiB/s  (best of %u)\n", memcpy_s, gib / memcpy_s,
+		       BENCH_MEMCPY_REPS + done_iters);
+		printf("  stall    %9.4f s  %7.2f GiB/s  %.2fx memcpy (%.2fx the memcpy just before each save)\n",
+		       stall, gib / stall, stall / memcpy_s, paired);
+		if (stall_cpu >= 0)
+			printf("           on cpu %.4f s, waiting for a cpu %.4f s\n", stall_cpu, stall_runq);
+		printf("  durable  %9.4f s  %7.2f GiB/s  (save to fdatasync + index commit)\n", durable,
+		       gib / durable);
+		printf("  restore  %9.4f s  %7.2f GiB/s  (verified)\n", restore, gib / restore);
+		if (o.compress)
+			printf("  stored   %" PRIu64 " of %" PRIu64 " bytes\n", it[done_iters - 1].stored_bytes, o.bytes);
+	}
+	rc = 0;
+out:
+	if (ctx) {
+		err = ckpt_ctx_close(ctx);
+		if (err < 0)
+			fprintf(stderr, "ckpt-bench: closing the context: %s\n", ckpt_strerror(err));
+	}
+	for (uint32_t i = 0; i < nalloc; i++)
+		munmap(rg[i].ptr, rg[i].map_bytes);
+	if (dst)
+		munmap(dst, dst_map);
+	free(rg);
+	free(it);
+	if (!o.keep) {
+		remove_contents(o.root);
+		if (created_root)
+			rmdir(o.root);
+	}
+	return rc;
+}
