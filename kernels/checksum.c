@@ -9,6 +9,9 @@ uint64_t ckpt_kern_checksum(const void *data, size_t len)
 	 * streamed into the final hash, so any chunk size works without heap. */
 	const uint8_t *p = data;
 	XXH3_state_t st;
+	/* reset_withSeed skips deriving the secret when the state's old seed
+	 * matches: stack garbage equal to len would leave a stale secret. */
+	XXH3_INITSTATE(&st);
 	XXH3_64bits_reset_withSeed(&st, (XXH64_hash_t)len);
 	uint8_t buf[64 * 8];
 	size_t nbuf = 0;

@@ -227,7 +227,7 @@ typedef struct ckpt_region_desc {
 	void *ptr;            /* the memory; borrowed until ckpt_ctx_close */
 	uint64_t bytes;       /* length in bytes (0 allowed) */
 	ckpt_dtype dtype;     /* element type */
-	ckpt_device device;   /* CKPT_DEVICE_HOST (CUDA: later release) */
+	ckpt_device device;   /* CKPT_DEVICE_HOST, or CKPT_DEVICE_CUDA (device memory) */
 	uint32_t ndim;        /* 0..CKPT_MAX_DIMS; 0 = no shape information */
 	uint64_t global_shape[CKPT_MAX_DIMS]; /* shape of the whole tensor */
 	uint64_t offsets[CKPT_MAX_DIMS];      /* where this rank's part starts */
@@ -283,8 +283,9 @@ typedef struct ckpt_handle ckpt_handle;
  * [out] out  a handle to wait on; free it with ckpt_handle_free (may be NULL
  *            if the caller does not want one).
  * Returns 0; -CKPT_ESKIPPED / -CKPT_ETOOBIG per CKPT_POOL_SKIP; -EEXIST if
- * this rank already saved `version` in this root; -CKPT_ESTATE if no region
- * is registered. */
+ * `version` is already COMMITTED with this rank's shard in it (a PENDING
+ * version is saved again: this rank's shard is replaced); -CKPT_ESTATE if no
+ * region is registered; -CKPT_EDEVICE if queuing device copies failed. */
 CKPT_API int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out);
 
 /* Waits until every device copy of lazy saves is done, so that the trainer
