@@ -171,6 +171,10 @@ typedef struct ckpt_config {
 	int direct_io;          /* 1: O_DIRECT where the filesystem allows. CKPT_DIRECT_IO */
 	const char *faults;     /* test fault points, see docs/testing.md. CKPT_FAULT */
 	int lazy_check;         /* 1: detect lazy-save contract violations. CKPT_LAZY_CHECK */
+	int snapshot_overlap;   /* 1: workers start on chunks while the snapshot is still
+	                           copying; 0: they wait until it is done (or blocks on a
+	                           full pool); -1 auto: overlap only with more CPUs than
+	                           workers + 1. CKPT_SNAPSHOT_OVERLAP=auto|on|off */
 	uint64_t incarnation;   /* which launch of the job this is: ranks of one launch
 	                           share it. CKPT_INCARNATION; default from the launcher
 	                           (TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT), else 0.

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <strings.h>
 
-enum cfg_type { T_STR, T_U32, T_U64, T_U64_SIZE, T_BOOL, T_INT, T_POLICY, T_TIERS };
+enum cfg_type { T_STR, T_U32, T_U64, T_U64_SIZE, T_AUTOBOOL, T_BOOL, T_INT, T_POLICY, T_TIERS };
 
 typedef struct cfg_entry {
 	const char *name;
@@ -43,6 +43,8 @@ static const cfg_entry table[] = {
 	{ "backend", T_STR, F(backend), "auto", "CKPT_BACKEND", "local disk backend: auto, uring or psync" },
 	{ "direct_io", T_BOOL, F(direct_io), "1", "CKPT_DIRECT_IO", "O_DIRECT where the filesystem allows" },
 	{ "faults", T_STR, F(faults), NULL, "CKPT_FAULT", "test fault points (docs/testing.md)" },
+	{ "snapshot_overlap", T_AUTOBOOL, F(snapshot_overlap), "auto", "CKPT_SNAPSHOT_OVERLAP",
+	  "start persisting while the snapshot copies: auto (only with CPUs to spare), on, off" },
 	{ "lazy_check", T_BOOL, F(lazy_check), "0", "CKPT_LAZY_CHECK",
 	  "debug: detect CUDA state changed between a lazy save and ckpt_fence" },
 	{ "incarnation", T_U64, F(incarnation), "0", "CKPT_INCARNATION",
@@ -137,6 +139,16 @@ static int set_field(ckpt_config *cfg, const cfg_entry *e, const char *val)
 		if (!strcmp(val, "1") || !strcasecmp(val, "true") || !strcasecmp(val, "yes") || !strcasecmp(val, "on"))
 			*(int *)base = 1;
 		else if (!strcmp(val, "0") || !strcasecmp(val, "false") || !strcasecmp(val, "no") || !strcasecmp(val, "off"))
+			*(int *)base = 0;
+		else
+			return -1;
+		return 0;
+	case T_AUTOBOOL:
+		if (!strcasecmp(val, "auto") || !strcmp(val, "-1"))
+			*(int *)base = -1;
+		else if (!strcmp(val, "1") || !strcasecmp(val, "on") || !strcasecmp(val, "true") || !strcasecmp(val, "yes"))
+			*(int *)base = 1;
+		else if (!strcmp(val, "0") || !strcasecmp(val, "off") || !strcasecmp(val, "false") || !strcasecmp(val, "no"))
 			*(int *)base = 0;
 		else
 			return -1;

@@ -250,6 +250,10 @@ int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 	/* A process that died mid-deletion left versions marked DELETING. */
 	ckpt__admin_finish_deletes(ctx->root, ctx->index, ctx->job, &ctx->faults, &ctx->log);
 	ctx->lineage = ckpt__lineage(cfg->incarnation, 0);
+	/* On a small machine the workers would take the CPU and the memory
+	 * bandwidth the snapshot copy needs, and the caller waits longer. */
+	ctx->overlap = cfg->snapshot_overlap >= 0 ? cfg->snapshot_overlap
+	                                          : sysconf(_SC_NPROCESSORS_ONLN) > (long)cfg->workers + 1;
 	if ((err = ckpt__pipeline_start(ctx)) < 0)
 		goto fail;
 	*out = ctx;

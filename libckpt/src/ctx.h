@@ -127,6 +127,8 @@ struct ckpt_ctx {
 	ckpt_chunk_task *work_head, *work_tail;
 	uint32_t inflight;       /* data I/Os submitted, not completed */
 	int stopping;
+	int hold_work;           /* workers leave queued chunks alone (snapshot running) */
+	int overlap;             /* resolved snapshot_overlap */
 	pthread_t *workers;
 	uint32_t nworkers;
 	pthread_t io_thread;

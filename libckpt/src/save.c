@@ -101,7 +101,7 @@ static void *worker_main(void *arg)
 	uint8_t *scratch = ctx->cfg.compress ? malloc(ctx->cfg.chunk_bytes) : NULL;
 	for (;;) {
 		pthread_mutex_lock(&ctx->lock);
-		while (!ctx->work_head && !ctx->stopping)
+		while ((!ctx->work_head || ctx->hold_work) && !ctx->stopping)
 			pthread_cond_wait(&ctx->work_cv, &ctx->lock);
 		ckpt_chunk_task *t = ctx->work_head;
 		if (!t) {
@@ -653,6 +653,11 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 
 	/* The snapshot: the only part the caller waits for. */
 	uint64_t ci = 0;
+	if (!ctx->overlap) {
+		pthread_mutex_lock(&ctx->lock);
+		ctx->hold_work = 1;
+		pthread_mutex_unlock(&ctx->lock);
+	}
 	for (uint32_t i = 0; i < ctx->nregions; i++) {
 		const ckpt_region *rg = &ctx->regions[i];
 		unsigned elem = shuffle_elem(rg->dtype);
@@ -660,8 +665,14 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 			uint32_t len = (uint32_t)CKPT_MIN(cb, rg->bytes - off);
 			pthread_mutex_lock(&ctx->lock);
 			int slot;
-			while ((slot = ckpt__pool_get(&ctx->pool)) < 0)
+			while ((slot = ckpt__pool_get(&ctx->pool)) < 0) {
+				/* Only the pipeline frees slots: let it run from here on. */
+				if (ctx->hold_work) {
+					ctx->hold_work = 0;
+					pthread_cond_broadcast(&ctx->work_cv);
+				}
 				pthread_cond_wait(&ctx->space_cv, &ctx->lock);
+			}
 			pthread_mutex_unlock(&ctx->lock);
 			uint8_t *dst = ckpt__pool_slot(&ctx->pool, slot);
 			size_t padded = CKPT_ALIGN_UP(len, CKPT_ALIGN);
@@ -692,10 +703,15 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 			else
 				ctx->work_head = t;
 			ctx->work_tail = t;
-			pthread_cond_signal(&ctx->work_cv);
+			if (!ctx->hold_work)
+				pthread_cond_signal(&ctx->work_cv);
 			pthread_mutex_unlock(&ctx->lock);
 		}
 	}
+	pthread_mutex_lock(&ctx->lock);
+	ctx->hold_work = 0;
+	pthread_cond_broadcast(&ctx->work_cv);
+	pthread_mutex_unlock(&ctx->lock);
 	/* Eager: the caller may change its state once we return, so the device
 	 * copies must be done. Lazy: ckpt_fence waits for them. */
 	if (ctx->ndev_regions) {
