@@ -363,16 +363,17 @@ out:
 	return err;
 }
 
-struct stale_arg {
+struct select_arg {
 	uint64_t *v;
 	size_t n, cap;
+	uint32_t state;
 	uint64_t from;
 };
 
-static int collect_pending(void *arg, uint64_t version, const ckpt_idx_version *v)
+static int collect_state(void *arg, uint64_t version, const ckpt_idx_version *v)
 {
-	struct stale_arg *a = arg;
-	if (v->state != CKPT_STATE_PENDING || version < a->from)
+	struct select_arg *a = arg;
+	if (v->state != a->state || version < a->from)
 		return 0;
 	if (a->n == a->cap) {
 		size_t nc = a->cap ? a->cap * 2 : 16;
@@ -386,11 +387,26 @@ static int collect_pending(void *arg, uint64_t version, const ckpt_idx_version *
 	return 0;
 }
 
+int ckpt__index_select(ckpt_index *ix, const char *job, uint32_t state, uint64_t from,
+                       uint64_t **out, size_t *n)
+{
+	struct select_arg a = { NULL, 0, 0, state, from };
+	int err = ckpt__index_each_version(ix, job, collect_state, &a);
+	if (err < 0) {
+		free(a.v);
+		a.v = NULL;
+		a.n = 0;
+	}
+	*out = a.v;
+	*n = a.n;
+	return err;
+}
+
 int ckpt__index_drop_stale(ckpt_index *ix, const char *job, uint32_t rank, uint64_t from,
                            ckpt_idx_drop_fn before, void *arg)
 {
-	struct stale_arg a = { NULL, 0, 0, from };
-	int err = ckpt__index_each_version(ix, job, collect_pending, &a);
+	struct { uint64_t *v; size_t n; } a;
+	int err = ckpt__index_select(ix, job, CKPT_STATE_PENDING, from, &a.v, &a.n);
 	int dropped = 0;
 	for (size_t i = 0; err == 0 && i < a.n; i++) {
 		ckpt_idx_shard s;

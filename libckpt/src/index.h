@@ -53,6 +53,10 @@ int ckpt__index_begin(ckpt_index *ix, const char *job, uint64_t version, uint32_
  * far (left by a run that crashed) and starts the version afresh. */
 int ckpt__index_shard_done(ckpt_index *ix, const char *job, uint64_t version, uint32_t world_size,
                            uint32_t rank, const ckpt_idx_shard *s, int *committed);
+/* The versions of job in `state` from version `from` up, ascending, in a
+ * malloc'd array (*out, free it; NULL when *n is 0). */
+int ckpt__index_select(ckpt_index *ix, const char *job, uint32_t state, uint64_t from,
+                       uint64_t **out, size_t *n);
 /* Removes rank's shard records from PENDING versions >= from: a restarted
  * rank's shards of versions after the one it resumed from belong to its
  * previous run. Returns the number removed or a negative error; fn, if not

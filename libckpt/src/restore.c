@@ -121,28 +121,6 @@ out:
 	return err;
 }
 
-struct newest_arg {
-	uint64_t *v;
-	size_t n, cap;
-};
-
-static int collect_committed(void *arg, uint64_t version, const ckpt_idx_version *v)
-{
-	struct newest_arg *a = arg;
-	if (v->state != CKPT_STATE_COMMITTED)
-		return 0;
-	if (a->n == a->cap) {
-		size_t nc = a->cap ? a->cap * 2 : 16;
-		uint64_t *p = realloc(a->v, nc * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		a->v = p;
-		a->cap = nc;
-	}
-	a->v[a->n++] = version;
-	return 0;
-}
-
 /* This rank resumes from `base` (0: from scratch); its shards of pending
  * versions after that were written by its previous run and must not be
  * combined with the shards the other ranks write now. The file goes first:
@@ -183,12 +161,10 @@ int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *rest
 		}
 		return err;
 	}
-	struct newest_arg a = { NULL, 0, 0 };
-	int err = ckpt__index_each_version(ctx->index, ctx->job, collect_committed, &a);
-	if (err < 0) {
-		free(a.v);
+	struct { uint64_t *v; size_t n; } a;
+	int err = ckpt__index_select(ctx->index, ctx->job, CKPT_STATE_COMMITTED, 0, &a.v, &a.n);
+	if (err < 0)
 		return err;
-	}
 	int first_err = -CKPT_ENOVERSION;
 	for (size_t i = a.n; i-- > 0;) {
 		err = restore_one(ctx, a.v[i]);
