@@ -14,8 +14,13 @@ for f in include/ckpt.h lib/libckpt.so lib/libckpt.a lib/pkgconfig/ckpt.pc bin/c
 	[ -e "$tmp/prefix/$f" ] || { echo "FAIL: $f not installed"; exit 1; }
 done
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
+# A sanitized library needs the sanitizer runtime in the program too.
+san=()
+if ldd "$tmp/prefix/lib/libckpt.so" | grep -q libasan; then
+	san=(-fsanitize=address,undefined)
+fi
 # shellcheck disable=SC2046
-cc "$src/tools/example/ckpt-example.c" $(pkg-config --cflags --libs ckpt) \
+cc "${san[@]}" "$src/tools/example/ckpt-example.c" $(pkg-config --cflags --libs ckpt) \
 	-Wl,-rpath,"$tmp/prefix/lib" -o "$tmp/example"
 out=$("$tmp/example" --root "$tmp/root" --job inst --rank 0 --world-size 1 --steps 6 --ckpt-every 3)
 echo "$out" | grep -q '^final-digest ' || { echo "FAIL: $out"; exit 1; }
