@@ -18,14 +18,15 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCKPT_SANITIZE=address,undefi
 cmake --build build-asan -j"$jobs" 2>&1 | { grep -E "warning|error" || true; }
 
 echo "== fuzzers"
-if [ -x tests/fuzz/run-fuzzers.sh ]; then
+for f in tests/fuzz/run-fuzzers.sh tests/ckptd/run-fuzzers.sh; do
+	[ -x "$f" ] || continue
 	set +e
-	tests/fuzz/run-fuzzers.sh "${CKPT_FUZZ_SECONDS:-30}"
+	"$f" "${CKPT_FUZZ_SECONDS:-30}"
 	rc=$?
 	set -e
-	if [ $rc -eq 77 ]; then echo "fuzzers skipped (no clang/libFuzzer)"; elif [ $rc -ne 0 ]; then
-		echo "FUZZER FOUND A PROBLEM" >&2; exit 1; fi
-fi
+	if [ $rc -eq 77 ]; then echo "$f: skipped (no clang/libFuzzer)"; elif [ $rc -ne 0 ]; then
+		echo "FUZZER FOUND A PROBLEM ($f)" >&2; exit 1; fi
+done
 
 echo "== tests under sanitizers"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -1,0 +1,892 @@
+/* The control protocol's codec: one table per message type says which
+ * fields it carries, and one generic encoder and decoder walk the tables.
+ * The layout is specified in docs/protocol.md. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+/* ---------------------------------------------------------------- bytes */
+
+static void put_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void put_le32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static void put_le64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint16_t get_le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t get_le32(const uint8_t *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+/* ---------------------------------------------------------------- schema */
+
+/* How a string field is checked. */
+enum { CK_NONE, CK_JOB, CK_NAME, CK_ADDR, CK_TEXT };
+
+typedef struct ckptd__schema ckptd__schema;
+
+typedef struct ckptd__field {
+	uint16_t tag;
+	uint8_t wire;
+	uint8_t required;
+	uint8_t check;      /* CK_*, strings only */
+	uint32_t max;       /* STR: max length; BYTES: exact length; LIST: max count */
+	size_t off;         /* of the member in the record struct */
+	size_t count_off;   /* LIST: of the uint32_t count member */
+	const ckptd__schema *item; /* LIST: schema of one entry */
+} ckptd__field;
+
+struct ckptd__schema {
+	const ckptd__field *f;
+	unsigned n;
+	size_t size; /* of the record struct (list entries) */
+	/* Checks relations between fields; returns a reason or NULL. */
+	const char *(*check)(const void *rec);
+};
+
+#define MEMBER_SIZE(st, m) sizeof(((st *)0)->m)
+#define F_U32(st, m, tag, req) { tag, CKPTD_WIRE_U32, req, CK_NONE, 0, offsetof(st, m), 0, NULL }
+#define F_U64(st, m, tag, req) { tag, CKPTD_WIRE_U64, req, CK_NONE, 0, offsetof(st, m), 0, NULL }
+#define F_STR(st, m, tag, req, ck) \
+	{ tag, CKPTD_WIRE_STR, req, ck, MEMBER_SIZE(st, m) - 1, offsetof(st, m), 0, NULL }
+#define F_BYTES(st, m, tag) { tag, CKPTD_WIRE_BYTES, 1, CK_NONE, MEMBER_SIZE(st, m), offsetof(st, m), 0, NULL }
+#define F_LIST(st, m, cnt, tag, sch) \
+	{ tag, CKPTD_WIRE_LIST, 0, CK_NONE, CKPTD_MAX_LIST, offsetof(st, m), offsetof(st, cnt), &sch }
+#define SCHEMA(st, fields, chk) { fields, sizeof(fields) / sizeof(fields[0]), sizeof(st), chk }
+#define REQ 1
+#define OPT 0
+
+static bool one_tier(uint32_t t) { return t && !(t & ~0xfu) && !(t & (t - 1)); }
+
+static const char *check_error(const void *r)
+{
+	const ckptd_error *e = r;
+	return e->code ? NULL : "ERROR code 0";
+}
+
+static const char *check_hello(const void *r)
+{
+	const ckptd_hello *h = r;
+	if (h->role < CKPTD_ROLE_RANK || h->role > CKPTD_ROLE_CLI)
+		return "unknown role";
+	if (h->role == CKPTD_ROLE_RANK && !h->job[0])
+		return "a rank must name its job";
+	if (h->role == CKPTD_ROLE_AGENT && h->job[0])
+		return "an agent speaks for the cluster, not a job";
+	return NULL;
+}
+
+static const char *check_register(const void *r)
+{
+	const ckptd_register_rank *m = r;
+	return m->world_size && m->rank < m->world_size ? NULL : "rank not below world size";
+}
+
+static const char *check_seg_request(const void *r)
+{
+	const ckptd_segment_request *m = r;
+	if (m->mode == CKPTD_SEG_WRITE)
+		return m->bytes ? NULL : "segment of 0 bytes";
+	if (m->mode == CKPTD_SEG_READ)
+		return m->bytes ? "a read request names no size" : NULL;
+	return "unknown segment mode";
+}
+
+static const char *check_seg_grant(const void *r)
+{
+	const ckptd_segment_grant *m = r;
+	if (!m->bytes)
+		return "segment of 0 bytes";
+	return m->offset > UINT64_MAX - m->bytes ? "segment offset + bytes overflows" : NULL;
+}
+
+static const char *check_shard_done(const void *r)
+{
+	const ckptd_shard_done *m = r;
+	if (!one_tier(m->tier))
+		return "tier is not one known tier";
+	return !m->world_size || m->rank < m->world_size ? NULL : "rank not below world size";
+}
+
+static const char *check_commit(const void *r)
+{
+	const ckptd_commit_notice *m = r;
+	return one_tier(m->tier) ? NULL : "tier is not one known tier";
+}
+
+static const char *check_version_info(const void *r)
+{
+	const ckptd_version_info *v = r;
+	if (v->state < CKPT_STATE_PENDING || v->state > CKPT_STATE_DELETING)
+		return "unknown version state";
+	if (!v->world_size || v->shards_done > v->world_size)
+		return "shards done not within world size";
+	return v->tiers & ~0xfu ? "unknown tier bits" : NULL;
+}
+
+static const char *check_versions(const void *r)
+{
+	const ckptd_versions *m = r;
+	return m->more > 1 ? "MORE is not 0 or 1" : NULL;
+}
+
+static const char *check_agent_info(const void *r)
+{
+	const ckptd_agent_info *a = r;
+	if (a->state != CKPTD_AGENT_UP && a->state != CKPTD_AGENT_DOWN)
+		return "unknown agent state";
+	return a->pool_used > a->pool_bytes ? "pool used exceeds pool size" : NULL;
+}
+
+static const char *check_status_reply(const void *r)
+{
+	const ckptd_status_reply *m = r;
+	if (!m->roles || (m->roles & ~(uint32_t)(CKPTD_SERVES_AGENT | CKPTD_SERVES_COORDINATOR)))
+		return "unknown daemon roles";
+	return m->pool_used > m->pool_bytes ? "pool used exceeds pool size" : NULL;
+}
+
+static const char *check_held(const void *r)
+{
+	const ckptd_held_shard *h = r;
+	if (!h->tiers || (h->tiers & ~0xfu) || (h->committed & ~0xfu))
+		return "unknown or no tier bits";
+	return !h->world_size || h->rank < h->world_size ? NULL : "rank not below world size";
+}
+
+static const char *check_inventory(const void *r)
+{
+	const ckptd_agent_inventory *m = r;
+	return m->final > 1 ? "FINAL is not 0 or 1" : NULL;
+}
+
+static const ckptd__field f_error[] = {
+	F_U32(ckptd_error, code, CKPTD_TAG_CODE, REQ),
+	F_STR(ckptd_error, text, CKPTD_TAG_TEXT, OPT, CK_TEXT),
+	F_U32(ckptd_error, peer_version, CKPTD_TAG_PEER_VERSION, OPT),
+	F_U32(ckptd_error, own_version, CKPTD_TAG_OWN_VERSION, OPT),
+};
+static const ckptd__field f_ok[] = {
+	F_U64(ckptd_ok, version, CKPTD_TAG_VERSION, OPT),
+};
+static const ckptd__field f_hello[] = {
+	F_U32(ckptd_hello, role, CKPTD_TAG_ROLE, REQ),
+	F_STR(ckptd_hello, job, CKPTD_TAG_JOB, OPT, CK_JOB),
+	F_BYTES(ckptd_hello, nonce, CKPTD_TAG_NONCE),
+};
+static const ckptd__field f_challenge[] = {
+	F_BYTES(ckptd_challenge, nonce, CKPTD_TAG_NONCE),
+};
+static const ckptd__field f_auth[] = {
+	F_BYTES(ckptd_auth_msg, mac, CKPTD_TAG_MAC),
+};
+static const ckptd__field f_auth_ok[] = {
+	F_BYTES(ckptd_auth_ok, mac, CKPTD_TAG_MAC),
+};
+static const ckptd__field f_register[] = {
+	F_STR(ckptd_register_rank, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U32(ckptd_register_rank, rank, CKPTD_TAG_RANK, REQ),
+	F_U32(ckptd_register_rank, world_size, CKPTD_TAG_WORLD_SIZE, REQ),
+	F_U32(ckptd_register_rank, pid, CKPTD_TAG_PID, REQ),
+	F_U64(ckptd_register_rank, lineage, CKPTD_TAG_LINEAGE, OPT),
+};
+static const ckptd__field f_seg_request[] = {
+	F_STR(ckptd_segment_request, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_segment_request, version, CKPTD_TAG_VERSION, REQ),
+	F_U32(ckptd_segment_request, rank, CKPTD_TAG_RANK, REQ),
+	F_U32(ckptd_segment_request, mode, CKPTD_TAG_MODE, REQ),
+	F_U64(ckptd_segment_request, bytes, CKPTD_TAG_BYTES, OPT),
+};
+static const ckptd__field f_seg_grant[] = {
+	F_U64(ckptd_segment_grant, segment_id, CKPTD_TAG_SEGMENT_ID, REQ),
+	F_U64(ckptd_segment_grant, offset, CKPTD_TAG_OFFSET, REQ),
+	F_U64(ckptd_segment_grant, bytes, CKPTD_TAG_BYTES, REQ),
+};
+static const ckptd__field f_shard_done[] = {
+	F_STR(ckptd_shard_done, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_shard_done, version, CKPTD_TAG_VERSION, REQ),
+	F_U32(ckptd_shard_done, rank, CKPTD_TAG_RANK, REQ),
+	F_U32(ckptd_shard_done, world_size, CKPTD_TAG_WORLD_SIZE, OPT),
+	F_U32(ckptd_shard_done, tier, CKPTD_TAG_TIER, REQ),
+	F_U64(ckptd_shard_done, bytes, CKPTD_TAG_BYTES, REQ),
+	F_U64(ckptd_shard_done, checksum, CKPTD_TAG_CHECKSUM, REQ),
+	F_U64(ckptd_shard_done, lineage, CKPTD_TAG_LINEAGE, REQ),
+};
+static const ckptd__field f_commit[] = {
+	F_STR(ckptd_commit_notice, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_commit_notice, version, CKPTD_TAG_VERSION, REQ),
+	F_U32(ckptd_commit_notice, tier, CKPTD_TAG_TIER, REQ),
+};
+static const ckptd__field f_step[] = {
+	F_STR(ckptd_step_report, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U32(ckptd_step_report, rank, CKPTD_TAG_RANK, REQ),
+	F_U64(ckptd_step_report, step, CKPTD_TAG_STEP, REQ),
+	F_U64(ckptd_step_report, step_ns, CKPTD_TAG_STEP_NS, REQ),
+};
+static const ckptd__field f_list_versions[] = {
+	F_STR(ckptd_list_versions, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_list_versions, start, CKPTD_TAG_START, OPT),
+	F_U32(ckptd_list_versions, limit, CKPTD_TAG_LIMIT, OPT),
+};
+static const ckptd__field f_version_info[] = {
+	F_U64(ckptd_version_info, version, CKPTD_TAG_VERSION, REQ),
+	F_U32(ckptd_version_info, state, CKPTD_TAG_STATE, REQ),
+	F_U32(ckptd_version_info, world_size, CKPTD_TAG_WORLD_SIZE, REQ),
+	F_U32(ckptd_version_info, shards_done, CKPTD_TAG_SHARDS_DONE, REQ),
+	F_U64(ckptd_version_info, bytes, CKPTD_TAG_BYTES, REQ),
+	F_U32(ckptd_version_info, tiers, CKPTD_TAG_TIERS, REQ),
+};
+static const ckptd__schema s_version_info = SCHEMA(ckptd_version_info, f_version_info, check_version_info);
+static const ckptd__field f_versions[] = {
+	F_STR(ckptd_versions, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U32(ckptd_versions, more, CKPTD_TAG_MORE, OPT),
+	F_LIST(ckptd_versions, entries, count, CKPTD_TAG_ENTRIES, s_version_info),
+};
+static const ckptd__field f_delete[] = {
+	F_STR(ckptd_delete_version, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_delete_version, version, CKPTD_TAG_VERSION, REQ),
+};
+static const ckptd__field f_status[] = {
+	F_STR(ckptd_status, job, CKPTD_TAG_JOB, OPT, CK_JOB),
+};
+static const ckptd__field f_agent_info[] = {
+	F_STR(ckptd_agent_info, node, CKPTD_TAG_NODE, REQ, CK_NAME),
+	F_STR(ckptd_agent_info, address, CKPTD_TAG_ADDRESS, REQ, CK_ADDR),
+	F_STR(ckptd_agent_info, domain, CKPTD_TAG_DOMAIN, OPT, CK_NAME),
+	F_U64(ckptd_agent_info, pool_bytes, CKPTD_TAG_POOL_BYTES, REQ),
+	F_U64(ckptd_agent_info, pool_used, CKPTD_TAG_POOL_USED, REQ),
+	F_U32(ckptd_agent_info, state, CKPTD_TAG_STATE, REQ),
+};
+static const ckptd__schema s_agent_info = SCHEMA(ckptd_agent_info, f_agent_info, check_agent_info);
+static const ckptd__field f_status_reply[] = {
+	F_STR(ckptd_status_reply, node, CKPTD_TAG_NODE, REQ, CK_NAME),
+	F_U32(ckptd_status_reply, roles, CKPTD_TAG_ROLES, REQ),
+	F_U64(ckptd_status_reply, pool_bytes, CKPTD_TAG_POOL_BYTES, OPT),
+	F_U64(ckptd_status_reply, pool_used, CKPTD_TAG_POOL_USED, OPT),
+	F_U32(ckptd_status_reply, jobs, CKPTD_TAG_JOBS, OPT),
+	F_U32(ckptd_status_reply, versions, CKPTD_TAG_VERSIONS, OPT),
+	F_LIST(ckptd_status_reply, entries, count, CKPTD_TAG_ENTRIES, s_agent_info),
+};
+static const ckptd__field f_agent_hello[] = {
+	F_STR(ckptd_agent_hello, node, CKPTD_TAG_NODE, REQ, CK_NAME),
+	F_STR(ckptd_agent_hello, address, CKPTD_TAG_ADDRESS, REQ, CK_ADDR),
+	F_STR(ckptd_agent_hello, domain, CKPTD_TAG_DOMAIN, OPT, CK_NAME),
+	F_U64(ckptd_agent_hello, pool_bytes, CKPTD_TAG_POOL_BYTES, REQ),
+};
+static const ckptd__field f_held[] = {
+	F_STR(ckptd_held_shard, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_held_shard, version, CKPTD_TAG_VERSION, REQ),
+	F_U32(ckptd_held_shard, rank, CKPTD_TAG_RANK, REQ),
+	F_U32(ckptd_held_shard, world_size, CKPTD_TAG_WORLD_SIZE, OPT),
+	F_U32(ckptd_held_shard, tiers, CKPTD_TAG_TIERS, REQ),
+	F_U32(ckptd_held_shard, committed, CKPTD_TAG_COMMITTED, OPT),
+	F_U64(ckptd_held_shard, bytes, CKPTD_TAG_BYTES, REQ),
+	F_U64(ckptd_held_shard, checksum, CKPTD_TAG_CHECKSUM, REQ),
+	F_U64(ckptd_held_shard, lineage, CKPTD_TAG_LINEAGE, OPT),
+};
+static const ckptd__schema s_held = SCHEMA(ckptd_held_shard, f_held, check_held);
+static const ckptd__field f_inventory[] = {
+	F_STR(ckptd_agent_inventory, node, CKPTD_TAG_NODE, REQ, CK_NAME),
+	F_U32(ckptd_agent_inventory, seq, CKPTD_TAG_SEQ, REQ),
+	F_U32(ckptd_agent_inventory, final, CKPTD_TAG_FINAL, OPT),
+	F_LIST(ckptd_agent_inventory, entries, count, CKPTD_TAG_ENTRIES, s_held),
+};
+
+typedef struct ckptd__msgdef {
+	uint16_t type;
+	const char *name;
+	ckptd__schema s;
+} ckptd__msgdef;
+
+static const ckptd__msgdef msgdefs[] = {
+	{ CKPTD_MSG_ERROR, "ERROR", SCHEMA(ckptd_error, f_error, check_error) },
+	{ CKPTD_MSG_OK, "OK", SCHEMA(ckptd_ok, f_ok, NULL) },
+	{ CKPTD_MSG_HELLO, "HELLO", SCHEMA(ckptd_hello, f_hello, check_hello) },
+	{ CKPTD_MSG_CHALLENGE, "CHALLENGE", SCHEMA(ckptd_challenge, f_challenge, NULL) },
+	{ CKPTD_MSG_AUTH, "AUTH", SCHEMA(ckptd_auth_msg, f_auth, NULL) },
+	{ CKPTD_MSG_AUTH_OK, "AUTH_OK", SCHEMA(ckptd_auth_ok, f_auth_ok, NULL) },
+	{ CKPTD_MSG_REGISTER_RANK, "REGISTER_RANK", SCHEMA(ckptd_register_rank, f_register, check_register) },
+	{ CKPTD_MSG_SEGMENT_REQUEST, "SEGMENT_REQUEST",
+	  SCHEMA(ckptd_segment_request, f_seg_request, check_seg_request) },
+	{ CKPTD_MSG_SEGMENT_GRANT, "SEGMENT_GRANT", SCHEMA(ckptd_segment_grant, f_seg_grant, check_seg_grant) },
+	{ CKPTD_MSG_SHARD_DONE, "SHARD_DONE", SCHEMA(ckptd_shard_done, f_shard_done, check_shard_done) },
+	{ CKPTD_MSG_COMMIT_NOTICE, "COMMIT_NOTICE", SCHEMA(ckptd_commit_notice, f_commit, check_commit) },
+	{ CKPTD_MSG_STEP_REPORT, "STEP_REPORT", SCHEMA(ckptd_step_report, f_step, NULL) },
+	{ CKPTD_MSG_LIST_VERSIONS, "LIST_VERSIONS", SCHEMA(ckptd_list_versions, f_list_versions, NULL) },
+	{ CKPTD_MSG_VERSIONS, "VERSIONS", SCHEMA(ckptd_versions, f_versions, check_versions) },
+	{ CKPTD_MSG_DELETE_VERSION, "DELETE_VERSION", SCHEMA(ckptd_delete_version, f_delete, NULL) },
+	{ CKPTD_MSG_STATUS, "STATUS", SCHEMA(ckptd_status, f_status, NULL) },
+	{ CKPTD_MSG_STATUS_REPLY, "STATUS_REPLY", SCHEMA(ckptd_status_reply, f_status_reply, check_status_reply) },
+	{ CKPTD_MSG_AGENT_HELLO, "AGENT_HELLO", SCHEMA(ckptd_agent_hello, f_agent_hello, NULL) },
+	{ CKPTD_MSG_AGENT_INVENTORY, "AGENT_INVENTORY",
+	  SCHEMA(ckptd_agent_inventory, f_inventory, check_inventory) },
+};
+
+static const ckptd__msgdef *find_msg(uint16_t type)
+{
+	for (size_t i = 0; i < sizeof(msgdefs) / sizeof(msgdefs[0]); i++)
+		if (msgdefs[i].type == type)
+			return &msgdefs[i];
+	return NULL;
+}
+
+const char *ckptd_msg_name(uint16_t type)
+{
+	const ckptd__msgdef *d = find_msg(type);
+	return d ? d->name : NULL;
+}
+
+/* ---------------------------------------------------------------- strings */
+
+static bool name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '.' || c == '_' || c == '-';
+}
+
+/* s: len bytes, no NUL guaranteed. Returns a reason or NULL. */
+static const char *check_str(int ck, const char *str, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	switch (ck) {
+	case CK_JOB:
+	case CK_NAME:
+		/* Job ids name directories; node names end up in them too. */
+		if (len == 0)
+			return "empty name";
+		if (s[0] == '.')
+			return "name starts with '.'";
+		for (size_t i = 0; i < len; i++)
+			if (!name_char((char)s[i]))
+				return "name holds a character outside [A-Za-z0-9._-]";
+		return NULL;
+	case CK_ADDR:
+		if (len == 0)
+			return "empty address";
+		for (size_t i = 0; i < len; i++)
+			if (s[i] < 0x21 || s[i] > 0x7e)
+				return "address holds a space or a non-printable byte";
+		return NULL;
+	case CK_TEXT:
+		/* Printable only: text ends up in log lines, one per event. */
+		for (size_t i = 0; i < len; i++)
+			if (s[i] < 0x20 || s[i] > 0x7e)
+				return "text holds a non-printable byte";
+		return NULL;
+	}
+	return NULL;
+}
+
+int ckptd_job_valid(const char *s)
+{
+	if (!s)
+		return -CKPT_ENAME;
+	size_t n = strnlen(s, CKPTD_JOB_MAX + 1);
+	if (n > CKPTD_JOB_MAX || check_str(CK_JOB, s, n))
+		return -CKPT_ENAME;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- header */
+
+void ckptd_header_encode(uint8_t *buf, const ckptd_frame_header *h)
+{
+	put_le32(buf, CKPTD_MAGIC);
+	buf[4] = h->major;
+	buf[5] = h->minor;
+	put_le16(buf + 6, h->type);
+	put_le32(buf + 8, h->flags);
+	put_le32(buf + 12, h->length);
+}
+
+int ckptd_header_decode(const uint8_t *buf, size_t len, ckptd_frame_header *h, const char **why)
+{
+	const char *dummy;
+	if (!why)
+		why = &dummy;
+	if (len < CKPTD_HEADER_LEN) {
+		*why = "short header";
+		return -EINVAL;
+	}
+	if (get_le32(buf) != CKPTD_MAGIC) {
+		*why = "bad magic";
+		return -CKPT_ECORRUPT;
+	}
+	h->major = buf[4];
+	h->minor = buf[5];
+	h->type = get_le16(buf + 6);
+	h->flags = get_le32(buf + 8);
+	h->length = get_le32(buf + 12);
+	if (h->length > CKPTD_MAX_PAYLOAD) {
+		*why = "frame larger than the protocol allows";
+		return -EMSGSIZE;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- access */
+
+static uint32_t rd_u32(const void *base, size_t off)
+{
+	uint32_t v;
+	memcpy(&v, (const char *)base + off, sizeof(v));
+	return v;
+}
+static uint64_t rd_u64(const void *base, size_t off)
+{
+	uint64_t v;
+	memcpy(&v, (const char *)base + off, sizeof(v));
+	return v;
+}
+static void *rd_ptr(const void *base, size_t off)
+{
+	void *v;
+	memcpy(&v, (const char *)base + off, sizeof(v));
+	return v;
+}
+static void wr_u32(void *base, size_t off, uint32_t v) { memcpy((char *)base + off, &v, sizeof(v)); }
+static void wr_u64(void *base, size_t off, uint64_t v) { memcpy((char *)base + off, &v, sizeof(v)); }
+static void wr_ptr(void *base, size_t off, void *v) { memcpy((char *)base + off, &v, sizeof(v)); }
+
+/* ---------------------------------------------------------------- encoder */
+
+/* Whether the field is sent: required ones always, optional ones when not
+ * at their default. */
+static bool field_sent(const ckptd__field *f, const void *rec)
+{
+	if (f->required)
+		return true;
+	switch (f->wire) {
+	case CKPTD_WIRE_U32: return rd_u32(rec, f->off) != 0;
+	case CKPTD_WIRE_U64: return rd_u64(rec, f->off) != 0;
+	case CKPTD_WIRE_STR: return ((const char *)rec + f->off)[0] != '\0';
+	case CKPTD_WIRE_LIST: return rd_u32(rec, f->count_off) != 0;
+	}
+	return true;
+}
+
+/* Checks a record as the decoder will, and adds its encoded size to *size.
+ * Returns 0, -EINVAL or -EMSGSIZE. */
+static int rec_size(const ckptd__schema *s, const void *rec, uint64_t *size)
+{
+	for (unsigned i = 0; i < s->n; i++) {
+		const ckptd__field *f = &s->f[i];
+		if (!field_sent(f, rec))
+			continue;
+		*size += CKPTD_FIELD_HEADER_LEN;
+		switch (f->wire) {
+		case CKPTD_WIRE_U32: *size += 4; break;
+		case CKPTD_WIRE_U64: *size += 8; break;
+		case CKPTD_WIRE_BYTES: *size += f->max; break;
+		case CKPTD_WIRE_STR: {
+			const char *str = (const char *)rec + f->off;
+			size_t n = strnlen(str, f->max + 1);
+			if (n > f->max || check_str(f->check, str, n))
+				return -EINVAL;
+			*size += n;
+			break;
+		}
+		case CKPTD_WIRE_LIST: {
+			uint32_t count = rd_u32(rec, f->count_off);
+			const uint8_t *items = rd_ptr(rec, f->off);
+			if (count > f->max || !items)
+				return -EINVAL;
+			*size += 4;
+			for (uint32_t k = 0; k < count; k++) {
+				*size += 4;
+				int r = rec_size(f->item, items + (size_t)k * f->item->size, size);
+				if (r < 0)
+					return r;
+				if (*size > CKPTD_MAX_MESSAGE - CKPTD_HEADER_LEN)
+					return -EMSGSIZE;
+			}
+			break;
+		}
+		}
+	}
+	if (s->check && s->check(rec))
+		return -EINVAL;
+	return *size > CKPTD_MAX_MESSAGE - CKPTD_HEADER_LEN ? -EMSGSIZE : 0;
+}
+
+static uint8_t *put_field_header(uint8_t *p, const ckptd__field *f, uint32_t len)
+{
+	put_le16(p, f->tag);
+	p[2] = f->wire;
+	p[3] = 0;
+	put_le32(p + 4, len);
+	return p + CKPTD_FIELD_HEADER_LEN;
+}
+
+/* Writes a record already checked by rec_size(). */
+static uint8_t *rec_write(const ckptd__schema *s, const void *rec, uint8_t *p)
+{
+	for (unsigned i = 0; i < s->n; i++) {
+		const ckptd__field *f = &s->f[i];
+		if (!field_sent(f, rec))
+			continue;
+		switch (f->wire) {
+		case CKPTD_WIRE_U32:
+			p = put_field_header(p, f, 4);
+			put_le32(p, rd_u32(rec, f->off));
+			p += 4;
+			break;
+		case CKPTD_WIRE_U64:
+			p = put_field_header(p, f, 8);
+			put_le64(p, rd_u64(rec, f->off));
+			p += 8;
+			break;
+		case CKPTD_WIRE_BYTES:
+			p = put_field_header(p, f, f->max);
+			memcpy(p, (const char *)rec + f->off, f->max);
+			p += f->max;
+			break;
+		case CKPTD_WIRE_STR: {
+			const char *str = (const char *)rec + f->off;
+			size_t n = strlen(str);
+			p = put_field_header(p, f, (uint32_t)n);
+			memcpy(p, str, n);
+			p += n;
+			break;
+		}
+		case CKPTD_WIRE_LIST: {
+			uint32_t count = rd_u32(rec, f->count_off);
+			const uint8_t *items = rd_ptr(rec, f->off);
+			uint8_t *start = p;
+			p = put_field_header(p, f, 0);
+			put_le32(p, count);
+			p += 4;
+			for (uint32_t k = 0; k < count; k++) {
+				uint8_t *item = p;
+				p = rec_write(f->item, items + (size_t)k * f->item->size, p + 4);
+				put_le32(item, (uint32_t)(p - item - 4));
+			}
+			/* The list's length is known once its items are written. */
+			put_le32(start + 4, (uint32_t)(p - start - CKPTD_FIELD_HEADER_LEN));
+			break;
+		}
+		}
+	}
+	return p;
+}
+
+long ckptd_msg_encoded_size(const ckptd_msg *m)
+{
+	if (!m)
+		return -EINVAL;
+	const ckptd__msgdef *d = find_msg(m->type);
+	if (!d)
+		return -EINVAL;
+	uint64_t size = 0;
+	int r = rec_size(&d->s, &m->u, &size);
+	if (r < 0)
+		return r;
+	return (long)(size + CKPTD_HEADER_LEN);
+}
+
+int ckptd_msg_encode(const ckptd_msg *m, uint8_t *buf, size_t cap, size_t *len)
+{
+	long total = ckptd_msg_encoded_size(m);
+	if (total < 0)
+		return (int)total;
+	if (!buf || (size_t)total > cap)
+		return -ENOBUFS;
+	const ckptd__msgdef *d = find_msg(m->type);
+	ckptd_frame_header h = { .major = CKPTD_PROTO_MAJOR, .minor = CKPTD_PROTO_MINOR, .type = m->type,
+	                         .flags = 0, .length = (uint32_t)(total - CKPTD_HEADER_LEN) };
+	ckptd_header_encode(buf, &h);
+	uint8_t *end = rec_write(&d->s, &m->u, buf + CKPTD_HEADER_LEN);
+	if (end != buf + total)
+		return -EINVAL; /* cannot happen: size and writer walk the same table */
+	if (len)
+		*len = (size_t)total;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- decoder */
+
+static void rec_free(const ckptd__schema *s, void *rec)
+{
+	for (unsigned i = 0; i < s->n; i++) {
+		const ckptd__field *f = &s->f[i];
+		if (f->wire == CKPTD_WIRE_LIST) {
+			free(rd_ptr(rec, f->off));
+			wr_ptr(rec, f->off, NULL);
+			wr_u32(rec, f->count_off, 0);
+		}
+	}
+}
+
+/* Fewest bytes one entry of schema s can take on the wire: its length
+ * prefix and its required fields at their shortest. Bounds the entries a
+ * list of given bytes can claim, so that a small frame cannot make the
+ * decoder allocate much. */
+static uint64_t min_entry_bytes(const ckptd__schema *s)
+{
+	uint64_t n = 4;
+	for (unsigned i = 0; i < s->n; i++) {
+		const ckptd__field *f = &s->f[i];
+		if (!f->required)
+			continue;
+		n += CKPTD_FIELD_HEADER_LEN;
+		switch (f->wire) {
+		case CKPTD_WIRE_U32: n += 4; break;
+		case CKPTD_WIRE_U64: n += 8; break;
+		case CKPTD_WIRE_BYTES: n += f->max; break;
+		case CKPTD_WIRE_STR: n += f->check == CK_TEXT || f->check == CK_NONE ? 0 : 1; break;
+		case CKPTD_WIRE_LIST: n += 4; break;
+		}
+	}
+	return n;
+}
+
+#define BAD(reason) do { *why = (reason); return -CKPT_ECORRUPT; } while (0)
+
+static int rec_decode(const ckptd__schema *s, const uint8_t *p, const uint8_t *end, void *rec, int depth,
+                      const char **why);
+
+static int list_decode(const ckptd__field *f, const uint8_t *v, uint32_t vlen, void *rec, int depth,
+                       const char **why)
+{
+	/* Entries hold scalars and strings only: lists nest one level deep. */
+	if (depth > 0)
+		BAD("list inside a list entry");
+	if (vlen < 4)
+		BAD("list shorter than its count");
+	uint32_t count = get_le32(v);
+	if (count > f->max)
+		BAD("list has more entries than allowed");
+	if ((uint64_t)count * min_entry_bytes(f->item) > vlen - 4)
+		BAD("list count larger than its bytes can hold");
+	uint8_t *items = calloc(count ? count : 1, f->item->size);
+	if (!items) {
+		*why = "out of memory";
+		return -ENOMEM;
+	}
+	wr_ptr(rec, f->off, items); /* owned from here: freed with the message */
+	wr_u32(rec, f->count_off, count);
+	const uint8_t *q = v + 4, *vend = v + vlen;
+	for (uint32_t k = 0; k < count; k++) {
+		if (vend - q < 4)
+			BAD("list entry length truncated");
+		uint32_t ilen = get_le32(q);
+		q += 4;
+		if (ilen > (size_t)(vend - q))
+			BAD("list entry longer than its list");
+		int r = rec_decode(f->item, q, q + ilen, items + (size_t)k * f->item->size, depth + 1, why);
+		if (r < 0)
+			return r;
+		q += ilen;
+	}
+	if (q != vend)
+		BAD("bytes after the last list entry");
+	return 0;
+}
+
+static int rec_decode(const ckptd__schema *s, const uint8_t *p, const uint8_t *end, void *rec, int depth,
+                      const char **why)
+{
+	uint64_t seen = 0;
+	while (p < end) {
+		if (end - p < (ptrdiff_t)CKPTD_FIELD_HEADER_LEN)
+			BAD("field header truncated");
+		uint16_t tag = get_le16(p);
+		uint8_t wire = p[2];
+		uint32_t flen = get_le32(p + 4);
+		if (p[3])
+			BAD("field reserved byte not zero");
+		if (wire < CKPTD_WIRE_U32 || wire > CKPTD_WIRE_LIST)
+			BAD("unknown field wire type");
+		p += CKPTD_FIELD_HEADER_LEN;
+		if (flen > (size_t)(end - p))
+			BAD("field longer than what holds it");
+		const uint8_t *v = p;
+		p += flen;
+		unsigned i;
+		for (i = 0; i < s->n && s->f[i].tag != tag; i++)
+			;
+		if (i == s->n)
+			continue; /* a field of a newer minor version */
+		const ckptd__field *f = &s->f[i];
+		if (f->wire != wire)
+			BAD("field has the wrong wire type");
+		if (seen & (1ull << i))
+			BAD("field appears twice");
+		seen |= 1ull << i;
+		switch (wire) {
+		case CKPTD_WIRE_U32:
+			if (flen != 4)
+				BAD("u32 field not 4 bytes");
+			wr_u32(rec, f->off, get_le32(v));
+			break;
+		case CKPTD_WIRE_U64:
+			if (flen != 8)
+				BAD("u64 field not 8 bytes");
+			wr_u64(rec, f->off, get_le64(v));
+			break;
+		case CKPTD_WIRE_BYTES:
+			if (flen != f->max)
+				BAD("bytes field of the wrong length");
+			memcpy((char *)rec + f->off, v, flen);
+			break;
+		case CKPTD_WIRE_STR: {
+			if (flen > f->max)
+				BAD("string longer than its limit");
+			if (memchr(v, 0, flen))
+				BAD("string holds a NUL byte");
+			const char *reason = check_str(f->check, (const char *)v, flen);
+			if (reason)
+				BAD(reason);
+			memcpy((char *)rec + f->off, v, flen);
+			((char *)rec + f->off)[flen] = '\0';
+			break;
+		}
+		case CKPTD_WIRE_LIST: {
+			int r = list_decode(f, v, flen, rec, depth, why);
+			if (r < 0)
+				return r;
+			break;
+		}
+		}
+	}
+	for (unsigned i = 0; i < s->n; i++)
+		if (s->f[i].required && !(seen & (1ull << i)))
+			BAD("required field missing");
+	if (s->check) {
+		const char *reason = s->check(rec);
+		if (reason)
+			BAD(reason);
+	}
+	return 0;
+}
+
+int ckptd_msg_decode(const uint8_t *buf, size_t len, ckptd_msg *m, const char **why)
+{
+	const char *dummy;
+	if (!why)
+		why = &dummy;
+	*why = NULL;
+	memset(m, 0, sizeof(*m));
+	if (!buf || len < CKPTD_HEADER_LEN)
+		BAD("frame shorter than its header");
+	ckptd_frame_header h;
+	int r = ckptd_header_decode(buf, len, &h, why);
+	if (r < 0)
+		return r;
+	m->major = h.major;
+	m->minor = h.minor;
+	m->type = h.type;
+	if (CKPTD_HEADER_LEN + (uint64_t)h.length > CKPTD_MAX_MESSAGE) {
+		*why = "message larger than the protocol allows";
+		return -EMSGSIZE;
+	}
+	if (h.major != CKPTD_PROTO_MAJOR && h.type != CKPTD_MSG_ERROR) {
+		*why = "protocol major version not supported";
+		return -CKPT_EFORMAT;
+	}
+	if (h.flags & CKPTD_FLAG_SEALED)
+		BAD("sealed frame not opened");
+	if (h.flags)
+		BAD("unknown frame flags");
+	if (len - CKPTD_HEADER_LEN < h.length)
+		BAD("frame truncated");
+	if (len - CKPTD_HEADER_LEN > h.length)
+		BAD("bytes after the frame");
+	const ckptd__msgdef *d = find_msg(h.type);
+	if (!d) {
+		*why = "unknown message type";
+		return -EOPNOTSUPP;
+	}
+	m->owned = 1;
+	const uint8_t *p = buf + CKPTD_HEADER_LEN;
+	r = rec_decode(&d->s, p, p + h.length, &m->u, 0, why);
+	if (r < 0) {
+		ckptd_msg_free(m);
+		m->major = h.major;
+		m->minor = h.minor;
+		m->type = h.type;
+		return r;
+	}
+	return 0;
+}
+
+void ckptd_msg_free(ckptd_msg *m)
+{
+	if (!m)
+		return;
+	const ckptd__msgdef *d = find_msg(m->type);
+	if (m->owned && d)
+		rec_free(&d->s, &m->u);
+	memset(m, 0, sizeof(*m));
+}
+
+/* ---------------------------------------------------------------- compare */
+
+static int rec_equal(const ckptd__schema *s, const void *a, const void *b)
+{
+	for (unsigned i = 0; i < s->n; i++) {
+		const ckptd__field *f = &s->f[i];
+		switch (f->wire) {
+		case CKPTD_WIRE_U32:
+			if (rd_u32(a, f->off) != rd_u32(b, f->off))
+				return 0;
+			break;
+		case CKPTD_WIRE_U64:
+			if (rd_u64(a, f->off) != rd_u64(b, f->off))
+				return 0;
+			break;
+		case CKPTD_WIRE_BYTES:
+			if (memcmp((const char *)a + f->off, (const char *)b + f->off, f->max))
+				return 0;
+			break;
+		case CKPTD_WIRE_STR:
+			if (strncmp((const char *)a + f->off, (const char *)b + f->off, f->max + 1))
+				return 0;
+			break;
+		case CKPTD_WIRE_LIST: {
+			uint32_t n = rd_u32(a, f->count_off);
+			if (n != rd_u32(b, f->count_off))
+				return 0;
+			const uint8_t *ia = rd_ptr(a, f->off), *ib = rd_ptr(b, f->off);
+			for (uint32_t k = 0; k < n; k++)
+				if (!rec_equal(f->item, ia + (size_t)k * f->item->size, ib + (size_t)k * f->item->size))
+					return 0;
+			break;
+		}
+		}
+	}
+	return 1;
+}
+
+int ckptd_msg_equal(const ckptd_msg *a, const ckptd_msg *b)
+{
+	if (a->type != b->type)
+		return 0;
+	const ckptd__msgdef *d = find_msg(a->type);
+	return d ? rec_equal(&d->s, &a->u, &b->u) : 0;
+}
+
+void ckptd_msg_version_error(ckptd_msg *m, uint32_t peer_version)
+{
+	memset(m, 0, sizeof(*m));
+	m->type = CKPTD_MSG_ERROR;
+	m->u.error.code = CKPTD_ERR_VERSION;
+	m->u.error.peer_version = peer_version;
+	m->u.error.own_version = CKPTD_PROTO_VERSION;
+	snprintf(m->u.error.text, sizeof(m->u.error.text),
+	         "protocol version %u.%u not supported: this peer speaks %u.%u",
+	         CKPTD_VERSION_MAJOR_OF(peer_version), CKPTD_VERSION_MINOR_OF(peer_version),
+	         CKPTD_PROTO_MAJOR, CKPTD_PROTO_MINOR);
+}

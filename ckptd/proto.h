@@ -1,0 +1,410 @@
+/*
+ * proto.h — the wire format of ckptd's control protocol (docs/protocol.md).
+ *
+ * A message is a frame: a fixed 16-byte header (magic, protocol version,
+ * message type, flags, payload length), then a payload of typed fields
+ * (tag, wire type, length, value), all little-endian. Every frame is bounded
+ * by CKPTD_MAX_FRAME and every field by its own limit.
+ *
+ * The encoder writes a message into a buffer the caller owns, with its
+ * capacity. The decoder validates everything it reads (never trusting a
+ * length), fills a ckptd_msg, and says why it refused a frame.
+ *
+ * Caveats
+ *  - No global state: every function works on its arguments only, and is
+ *    thread-safe on distinct messages.
+ *  - A decoded message may own list arrays: free it with ckptd_msg_free().
+ *    A message the caller builds points at the caller's arrays; the encoder
+ *    only reads them.
+ *  - Errors are 0 or a negative code: -errno, or -CKPT_E* from ckpt.h.
+ */
+#ifndef CKPTD_PROTO_H
+#define CKPTD_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- limits */
+
+#define CKPTD_PROTO_MAJOR 1
+#define CKPTD_PROTO_MINOR 0
+/* A version as one number, for fields and the auth transcript. */
+#define CKPTD_VERSION_PACK(major, minor) (((uint32_t)(major) << 16) | (uint32_t)(minor))
+#define CKPTD_VERSION_MAJOR_OF(v) ((uint32_t)(v) >> 16)
+#define CKPTD_VERSION_MINOR_OF(v) ((uint32_t)(v) & 0xffffu)
+#define CKPTD_PROTO_VERSION CKPTD_VERSION_PACK(CKPTD_PROTO_MAJOR, CKPTD_PROTO_MINOR)
+
+#define CKPTD_MAGIC 0x44504b43u /* "CKPD" as bytes on the wire */
+#define CKPTD_HEADER_LEN 16u
+#define CKPTD_MAX_FRAME (1u << 20) /* header + payload (+ seal), bytes */
+#define CKPTD_MAX_PAYLOAD (CKPTD_MAX_FRAME - CKPTD_HEADER_LEN)
+#define CKPTD_SEAL_LEN 32 /* MAC trailer of a sealed frame (auth.h) */
+/* Largest frame the encoder makes: room is left for the seal, so that every
+ * message can be sent sealed within CKPTD_MAX_FRAME. */
+#define CKPTD_MAX_MESSAGE (CKPTD_MAX_FRAME - CKPTD_SEAL_LEN)
+#define CKPTD_FIELD_HEADER_LEN 8u
+
+#define CKPTD_JOB_MAX 64    /* same rule as libckpt's job ids */
+#define CKPTD_NAME_MAX 64   /* node and failure-domain names */
+#define CKPTD_ADDR_MAX 255  /* "host:port" or "unix:/path" */
+#define CKPTD_TEXT_MAX 1024 /* error text */
+#define CKPTD_NONCE_LEN 32
+#define CKPTD_MAC_LEN 32
+#define CKPTD_MAX_LIST 4096 /* entries in one list; longer answers are paged */
+
+/* Frame flags. Unknown flags are refused: a flag may only be sent once the
+ * handshake agreed on a minor version that defines it. */
+#define CKPTD_FLAG_SEALED 0x1u /* payload ends in a MAC trailer (auth.h) */
+
+/* ---------------------------------------------------------------- enums */
+
+/* Message types. Numbers are never reused. */
+typedef enum ckptd_msg_type {
+	CKPTD_MSG_ERROR = 1, /* frozen across major versions */
+	CKPTD_MSG_OK = 2,
+	CKPTD_MSG_HELLO = 16,
+	CKPTD_MSG_CHALLENGE = 17,
+	CKPTD_MSG_AUTH = 18,
+	CKPTD_MSG_AUTH_OK = 19,
+	CKPTD_MSG_REGISTER_RANK = 32,
+	CKPTD_MSG_SEGMENT_REQUEST = 33,
+	CKPTD_MSG_SEGMENT_GRANT = 34,
+	CKPTD_MSG_SHARD_DONE = 35,
+	CKPTD_MSG_COMMIT_NOTICE = 36,
+	CKPTD_MSG_STEP_REPORT = 37,
+	CKPTD_MSG_LIST_VERSIONS = 48,
+	CKPTD_MSG_VERSIONS = 49,
+	CKPTD_MSG_DELETE_VERSION = 50,
+	CKPTD_MSG_STATUS = 51,
+	CKPTD_MSG_STATUS_REPLY = 52,
+	CKPTD_MSG_AGENT_HELLO = 64,
+	CKPTD_MSG_AGENT_INVENTORY = 65,
+} ckptd_msg_type;
+
+/* Field wire types. */
+enum {
+	CKPTD_WIRE_U32 = 1,
+	CKPTD_WIRE_U64 = 2,
+	CKPTD_WIRE_STR = 3,
+	CKPTD_WIRE_BYTES = 4,
+	CKPTD_WIRE_LIST = 5,
+};
+
+/* Field tags: one global registry, a tag means the same in every message. */
+enum {
+	CKPTD_TAG_CODE = 1, CKPTD_TAG_TEXT, CKPTD_TAG_PEER_VERSION, CKPTD_TAG_OWN_VERSION,
+	CKPTD_TAG_ROLE, CKPTD_TAG_JOB, CKPTD_TAG_NONCE, CKPTD_TAG_MAC,
+	CKPTD_TAG_RANK, CKPTD_TAG_WORLD_SIZE, CKPTD_TAG_PID, CKPTD_TAG_LINEAGE,
+	CKPTD_TAG_VERSION, CKPTD_TAG_MODE, CKPTD_TAG_BYTES, CKPTD_TAG_SEGMENT_ID,
+	CKPTD_TAG_OFFSET, CKPTD_TAG_TIER, CKPTD_TAG_TIERS, CKPTD_TAG_CHECKSUM,
+	CKPTD_TAG_START, CKPTD_TAG_LIMIT, CKPTD_TAG_MORE, CKPTD_TAG_ENTRIES,
+	CKPTD_TAG_STATE, CKPTD_TAG_SHARDS_DONE, CKPTD_TAG_NODE, CKPTD_TAG_ADDRESS,
+	CKPTD_TAG_DOMAIN, CKPTD_TAG_POOL_BYTES, CKPTD_TAG_POOL_USED, CKPTD_TAG_ROLES,
+	CKPTD_TAG_JOBS, CKPTD_TAG_VERSIONS, CKPTD_TAG_SEQ, CKPTD_TAG_FINAL,
+	CKPTD_TAG_COMMITTED, CKPTD_TAG_STEP, CKPTD_TAG_STEP_NS,
+};
+
+/* Who opens a connection (HELLO.role). */
+enum {
+	CKPTD_ROLE_RANK = 1,  /* a training rank to its node's agent; job required */
+	CKPTD_ROLE_AGENT = 2, /* an agent to the coordinator; cluster scope, no job */
+	CKPTD_ROLE_CLI = 3,   /* the ckpt tool; a job, or cluster scope */
+};
+
+/* What a daemon process is (STATUS_REPLY.roles, a mask). */
+enum { CKPTD_SERVES_AGENT = 1u << 0, CKPTD_SERVES_COORDINATOR = 1u << 1 };
+
+/* SEGMENT_REQUEST.mode */
+enum {
+	CKPTD_SEG_WRITE = 1, /* a new segment for a shard about to be saved */
+	CKPTD_SEG_READ = 2,  /* the segment holding a saved shard, for restore */
+};
+
+/* Agent state in STATUS_REPLY entries. */
+enum { CKPTD_AGENT_UP = 1, CKPTD_AGENT_DOWN = 2 };
+
+/* ERROR.code. Numbers are never reused. */
+enum {
+	CKPTD_ERR_MALFORMED = 1,   /* the frame could not be decoded */
+	CKPTD_ERR_VERSION = 2,     /* protocol major version not supported */
+	CKPTD_ERR_AUTH = 3,        /* handshake failed */
+	CKPTD_ERR_DENIED = 4,      /* authenticated, but not for this job/operation */
+	CKPTD_ERR_NOT_FOUND = 5,   /* no such job, version or segment */
+	CKPTD_ERR_NO_SPACE = 6,    /* pool full after eviction */
+	CKPTD_ERR_TOO_BIG = 7,     /* frame over the size limit */
+	CKPTD_ERR_TIMEOUT = 8,     /* a frame or the handshake took too long */
+	CKPTD_ERR_UNSUPPORTED = 9, /* message type unknown to the receiver */
+	CKPTD_ERR_STATE = 10,      /* message not valid at this point */
+	CKPTD_ERR_INTERNAL = 11,   /* the daemon failed (details in its log) */
+	CKPTD_ERR_BUSY = 12,       /* try again later */
+};
+
+/* ---------------------------------------------------------------- messages */
+
+/* Strings are NUL-terminated in fixed arrays; on the wire they carry no NUL.
+ * Optional fields are 0 / "" when absent, and are not sent when 0 / "". */
+
+typedef struct ckptd_error {
+	uint32_t code;                   /* CKPTD_ERR_* */
+	char text[CKPTD_TEXT_MAX + 1];   /* printable ASCII, for humans; optional */
+	uint32_t peer_version;           /* optional: the version the peer sent */
+	uint32_t own_version;            /* optional: the sender's version */
+} ckptd_error;
+
+typedef struct ckptd_ok {
+	uint64_t version; /* optional: the checkpoint version acknowledged */
+} ckptd_ok;
+
+typedef struct ckptd_hello {
+	uint32_t role;                   /* CKPTD_ROLE_* */
+	char job[CKPTD_JOB_MAX + 1];     /* "" = cluster scope */
+	uint8_t nonce[CKPTD_NONCE_LEN];  /* client nonce */
+} ckptd_hello;
+
+typedef struct ckptd_challenge {
+	uint8_t nonce[CKPTD_NONCE_LEN]; /* server nonce */
+} ckptd_challenge;
+
+typedef struct ckptd_auth_msg {
+	uint8_t mac[CKPTD_MAC_LEN]; /* client's proof */
+} ckptd_auth_msg;
+
+typedef struct ckptd_auth_ok {
+	uint8_t mac[CKPTD_MAC_LEN]; /* server's proof */
+} ckptd_auth_ok;
+
+typedef struct ckptd_register_rank {
+	char job[CKPTD_JOB_MAX + 1];
+	uint32_t rank;
+	uint32_t world_size; /* >= 1, > rank */
+	uint32_t pid;
+	uint64_t lineage;    /* optional: the run this process belongs to */
+} ckptd_register_rank;
+
+typedef struct ckptd_segment_request {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+	uint32_t rank;
+	uint32_t mode;  /* CKPTD_SEG_* */
+	uint64_t bytes; /* WRITE: > 0, the size wanted; READ: 0 */
+} ckptd_segment_request;
+
+typedef struct ckptd_segment_grant {
+	uint64_t segment_id; /* names the memfd that comes with this frame */
+	uint64_t offset;     /* where the shard starts in it */
+	uint64_t bytes;      /* > 0; offset + bytes does not overflow */
+} ckptd_segment_grant;
+
+typedef struct ckptd_shard_done {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+	uint32_t rank;
+	uint32_t world_size; /* optional; when sent, > rank */
+	uint32_t tier;       /* one ckpt_tier bit */
+	uint64_t bytes;
+	uint64_t checksum;   /* the shard's footer checksum */
+	uint64_t lineage;
+} ckptd_shard_done;
+
+typedef struct ckptd_commit_notice {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+	uint32_t tier; /* one ckpt_tier bit */
+} ckptd_commit_notice;
+
+typedef struct ckptd_step_report {
+	char job[CKPTD_JOB_MAX + 1];
+	uint32_t rank;
+	uint64_t step;
+	uint64_t step_ns; /* wall time of that step */
+} ckptd_step_report;
+
+typedef struct ckptd_list_versions {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t start; /* optional: list versions >= start */
+	uint32_t limit; /* optional: at most this many (0: the server's page size) */
+} ckptd_list_versions;
+
+typedef struct ckptd_version_info {
+	uint64_t version;
+	uint32_t state;       /* CKPT_STATE_PENDING..DELETING */
+	uint32_t world_size;  /* >= 1 */
+	uint32_t shards_done; /* <= world_size */
+	uint64_t bytes;
+	uint32_t tiers;       /* ckpt_tier mask committed at */
+} ckptd_version_info;
+
+typedef struct ckptd_versions {
+	char job[CKPTD_JOB_MAX + 1];
+	uint32_t more;  /* 1: ask again with start = last version + 1 */
+	uint32_t count; /* <= CKPTD_MAX_LIST */
+	ckptd_version_info *entries;
+} ckptd_versions;
+
+typedef struct ckptd_delete_version {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+} ckptd_delete_version;
+
+typedef struct ckptd_status {
+	char job[CKPTD_JOB_MAX + 1]; /* optional: "" = everything the session may see */
+} ckptd_status;
+
+typedef struct ckptd_agent_info {
+	char node[CKPTD_NAME_MAX + 1];
+	char address[CKPTD_ADDR_MAX + 1];
+	char domain[CKPTD_NAME_MAX + 1]; /* optional: failure domain (rack) */
+	uint64_t pool_bytes;
+	uint64_t pool_used; /* <= pool_bytes */
+	uint32_t state;     /* CKPTD_AGENT_* */
+} ckptd_agent_info;
+
+typedef struct ckptd_status_reply {
+	char node[CKPTD_NAME_MAX + 1];
+	uint32_t roles;      /* CKPTD_SERVES_* mask, not 0 */
+	uint64_t pool_bytes; /* optional: this node's pool */
+	uint64_t pool_used;  /* optional, <= pool_bytes */
+	uint32_t jobs;       /* optional */
+	uint32_t versions;   /* optional */
+	uint32_t count;      /* agents known (coordinator), <= CKPTD_MAX_LIST */
+	ckptd_agent_info *entries;
+} ckptd_status_reply;
+
+typedef struct ckptd_agent_hello {
+	char node[CKPTD_NAME_MAX + 1];
+	char address[CKPTD_ADDR_MAX + 1]; /* where partners and the CLI reach it */
+	char domain[CKPTD_NAME_MAX + 1];  /* optional failure domain */
+	uint64_t pool_bytes;
+} ckptd_agent_hello;
+
+typedef struct ckptd_held_shard {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+	uint32_t rank;
+	uint32_t world_size; /* optional; when sent, > rank */
+	uint32_t tiers;      /* ckpt_tier mask this agent holds it in, not 0 */
+	uint32_t committed;  /* optional: tiers the version was announced committed at */
+	uint64_t bytes;
+	uint64_t checksum;   /* footer checksum */
+	uint64_t lineage;    /* optional */
+} ckptd_held_shard;
+
+typedef struct ckptd_agent_inventory {
+	char node[CKPTD_NAME_MAX + 1];
+	uint32_t seq;   /* batch number, from 0 */
+	uint32_t final; /* 1 on the last batch */
+	uint32_t count; /* <= CKPTD_MAX_LIST */
+	ckptd_held_shard *entries;
+} ckptd_agent_inventory;
+
+/* One message. `type` says which member of `u` is valid. */
+typedef struct ckptd_msg {
+	uint16_t type;  /* ckptd_msg_type */
+	uint8_t major;  /* decoded: from the header; encoder: ignored */
+	uint8_t minor;  /* decoded: from the header; encoder: ignored */
+	uint8_t owned;  /* set by the decoder: list arrays belong to the message */
+	union {
+		ckptd_error error;
+		ckptd_ok ok;
+		ckptd_hello hello;
+		ckptd_challenge challenge;
+		ckptd_auth_msg auth;
+		ckptd_auth_ok auth_ok;
+		ckptd_register_rank register_rank;
+		ckptd_segment_request segment_request;
+		ckptd_segment_grant segment_grant;
+		ckptd_shard_done shard_done;
+		ckptd_commit_notice commit_notice;
+		ckptd_step_report step_report;
+		ckptd_list_versions list_versions;
+		ckptd_versions versions;
+		ckptd_delete_version delete_version;
+		ckptd_status status;
+		ckptd_status_reply status_reply;
+		ckptd_agent_hello agent_hello;
+		ckptd_agent_inventory agent_inventory;
+	} u;
+} ckptd_msg;
+
+/* The fixed frame header. */
+typedef struct ckptd_frame_header {
+	uint8_t major;
+	uint8_t minor;
+	uint16_t type;
+	uint32_t flags;
+	uint32_t length; /* payload bytes after the header */
+} ckptd_frame_header;
+
+/* ---------------------------------------------------------------- functions */
+
+/* Name of a message type ("SHARD_DONE"), or NULL if the type is unknown. */
+const char *ckptd_msg_name(uint16_t type);
+
+/* Decodes a frame header from the first CKPTD_HEADER_LEN bytes of buf.
+ * Checks only what the header alone tells: the magic and the size bound,
+ * so that a reader can refuse a frame before its body arrives.
+ * [in] buf, len: len >= CKPTD_HEADER_LEN  [out] h  [out] why: reason (static
+ * string) on failure, may be NULL.
+ * Returns 0; -EINVAL if len is short; -CKPT_ECORRUPT for a wrong magic;
+ * -EMSGSIZE if header + payload exceeds CKPTD_MAX_FRAME. */
+int ckptd_header_decode(const uint8_t *buf, size_t len, ckptd_frame_header *h, const char **why);
+
+/* Writes a frame header into buf[0..CKPTD_HEADER_LEN). */
+void ckptd_header_encode(uint8_t *buf, const ckptd_frame_header *h);
+
+/* Size the encoding of m takes, header included, or a negative error as
+ * ckptd_msg_encode would return it. */
+long ckptd_msg_encoded_size(const ckptd_msg *m);
+
+/* Encodes m as one frame with this build's protocol version.
+ * [in] m  [out] buf, cap: where to write  [out] len: bytes written.
+ * Every field is checked as the decoder would check it, so that a peer never
+ * receives what it must refuse.
+ * Returns 0; -EINVAL if a field is invalid (bad job id, string too long or
+ * not printable, list too long, inconsistent values, unknown type);
+ * -EMSGSIZE if the frame would exceed CKPTD_MAX_MESSAGE; -ENOBUFS if cap is
+ * smaller than the frame (ckptd_msg_encoded_size() tells how much). */
+int ckptd_msg_encode(const ckptd_msg *m, uint8_t *buf, size_t cap, size_t *len);
+
+/* Decodes exactly one frame of len bytes (header and payload, no seal).
+ * [out] m: filled on success (free with ckptd_msg_free); zeroed otherwise
+ * except major/minor/type when the header could be read.
+ * [out] why: reason (static string) on failure, may be NULL.
+ * Fields with tags unknown to this build are skipped (newer minor versions
+ * add fields). ERROR frames decode whatever their major version (their form
+ * is frozen), so that a refusal is always readable.
+ * Returns 0; -CKPT_ECORRUPT for anything malformed (bad magic or flags,
+ * truncated, trailing bytes, bad field, missing required field, invalid
+ * value); -CKPT_EFORMAT if the major version differs from this build's (see
+ * m->major, m->minor); -EMSGSIZE if the header declares a message over
+ * CKPTD_MAX_MESSAGE; -EOPNOTSUPP for a message type unknown to this build;
+ * -ENOMEM. */
+int ckptd_msg_decode(const uint8_t *buf, size_t len, ckptd_msg *m, const char **why);
+
+/* Frees the lists a decoded message owns; does nothing to a message the
+ * caller built. Leaves m empty. NULL is accepted. */
+void ckptd_msg_free(ckptd_msg *m);
+
+/* 1 if a and b carry the same type and field values (lists by content),
+ * else 0. For tests and fuzz invariants. */
+int ckptd_msg_equal(const ckptd_msg *a, const ckptd_msg *b);
+
+/* Fills m as an ERROR refusing a peer that speaks peer_version (packed),
+ * text naming both versions. */
+void ckptd_msg_version_error(ckptd_msg *m, uint32_t peer_version);
+
+/* 0 if s is a valid job id (1..64 of [A-Za-z0-9._-], not starting with '.'),
+ * else -CKPT_ENAME. */
+int ckptd_job_valid(const char *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

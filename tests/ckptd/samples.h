@@ -1,0 +1,189 @@
+/* Sample messages of every type, for the unit tests, the fuzz target's
+ * mutations and the seed corpus. Variant 0 fills every field (strings at
+ * their longest, lists with entries); variant 1 only what is required. */
+#ifndef CKPTD_TEST_SAMPLES_H
+#define CKPTD_TEST_SAMPLES_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "proto.h"
+
+static const uint16_t t_types[] = {
+	CKPTD_MSG_ERROR, CKPTD_MSG_OK, CKPTD_MSG_HELLO, CKPTD_MSG_CHALLENGE, CKPTD_MSG_AUTH,
+	CKPTD_MSG_AUTH_OK, CKPTD_MSG_REGISTER_RANK, CKPTD_MSG_SEGMENT_REQUEST, CKPTD_MSG_SEGMENT_GRANT,
+	CKPTD_MSG_SHARD_DONE, CKPTD_MSG_COMMIT_NOTICE, CKPTD_MSG_STEP_REPORT, CKPTD_MSG_LIST_VERSIONS,
+	CKPTD_MSG_VERSIONS, CKPTD_MSG_DELETE_VERSION, CKPTD_MSG_STATUS, CKPTD_MSG_STATUS_REPLY,
+	CKPTD_MSG_AGENT_HELLO, CKPTD_MSG_AGENT_INVENTORY,
+};
+#define T_NTYPES (sizeof(t_types) / sizeof(t_types[0]))
+
+/* Storage for the lists of a sample message. */
+typedef struct t_store {
+	ckptd_version_info v[5];
+	ckptd_agent_info a[3];
+	ckptd_held_shard h[5];
+} t_store;
+
+/* A string of n characters c (n < cap). */
+static inline void t_str(char *dst, size_t n, char c)
+{
+	memset(dst, c, n);
+	dst[n] = '\0';
+}
+
+static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int variant)
+{
+	memset(m, 0, sizeof(*m));
+	memset(st, 0, sizeof(*st));
+	m->type = type;
+	int full = variant == 0;
+	const char *job = full ? "llama-70B_run.7" : "j";
+	switch (type) {
+	case CKPTD_MSG_ERROR:
+		m->u.error.code = full ? CKPTD_ERR_DENIED : CKPTD_ERR_INTERNAL;
+		if (full) {
+			t_str(m->u.error.text, CKPTD_TEXT_MAX, 'e');
+			memcpy(m->u.error.text, "job B: not yours ", 17);
+			m->u.error.peer_version = CKPTD_VERSION_PACK(2, 3);
+			m->u.error.own_version = CKPTD_PROTO_VERSION;
+		}
+		break;
+	case CKPTD_MSG_OK:
+		m->u.ok.version = full ? 0xfedcba9876543210ull : 0;
+		break;
+	case CKPTD_MSG_HELLO:
+		m->u.hello.role = full ? CKPTD_ROLE_RANK : CKPTD_ROLE_AGENT;
+		if (full)
+			t_str(m->u.hello.job, CKPTD_JOB_MAX, 'J');
+		for (int i = 0; i < CKPTD_NONCE_LEN; i++)
+			m->u.hello.nonce[i] = (uint8_t)(i * 7 + variant);
+		break;
+	case CKPTD_MSG_CHALLENGE:
+		for (int i = 0; i < CKPTD_NONCE_LEN; i++)
+			m->u.challenge.nonce[i] = (uint8_t)(255 - i);
+		break;
+	case CKPTD_MSG_AUTH:
+		for (int i = 0; i < CKPTD_MAC_LEN; i++)
+			m->u.auth.mac[i] = (uint8_t)(i ^ 0x5a);
+		break;
+	case CKPTD_MSG_AUTH_OK:
+		for (int i = 0; i < CKPTD_MAC_LEN; i++)
+			m->u.auth_ok.mac[i] = (uint8_t)(i ^ 0xa5);
+		break;
+	case CKPTD_MSG_REGISTER_RANK:
+		snprintf(m->u.register_rank.job, sizeof(m->u.register_rank.job), "%s", job);
+		m->u.register_rank.rank = full ? 16383 : 0;
+		m->u.register_rank.world_size = full ? 16384 : 1;
+		m->u.register_rank.pid = full ? 4194303 : 1;
+		m->u.register_rank.lineage = full ? 0x0102030405060708ull : 0;
+		break;
+	case CKPTD_MSG_SEGMENT_REQUEST:
+		snprintf(m->u.segment_request.job, sizeof(m->u.segment_request.job), "%s", job);
+		m->u.segment_request.version = full ? UINT64_MAX : 0;
+		m->u.segment_request.rank = full ? 7 : 0;
+		m->u.segment_request.mode = full ? CKPTD_SEG_WRITE : CKPTD_SEG_READ;
+		m->u.segment_request.bytes = full ? (3ull << 30) : 0;
+		break;
+	case CKPTD_MSG_SEGMENT_GRANT:
+		m->u.segment_grant.segment_id = full ? 42 : 0;
+		m->u.segment_grant.offset = full ? (1ull << 40) : 0;
+		m->u.segment_grant.bytes = full ? (3ull << 30) : 1;
+		break;
+	case CKPTD_MSG_SHARD_DONE:
+		snprintf(m->u.shard_done.job, sizeof(m->u.shard_done.job), "%s", job);
+		m->u.shard_done.version = full ? 1000 : 0;
+		m->u.shard_done.rank = full ? 5 : 0;
+		m->u.shard_done.world_size = full ? 6 : 0;
+		m->u.shard_done.tier = full ? CKPT_TIER_SHARED : CKPT_TIER_LOCAL_MEM;
+		m->u.shard_done.bytes = full ? 123456789 : 0;
+		m->u.shard_done.checksum = full ? 0xdeadbeefcafef00dull : 0;
+		m->u.shard_done.lineage = full ? 99 : 0;
+		break;
+	case CKPTD_MSG_COMMIT_NOTICE:
+		snprintf(m->u.commit_notice.job, sizeof(m->u.commit_notice.job), "%s", job);
+		m->u.commit_notice.version = full ? 1000 : 0;
+		m->u.commit_notice.tier = full ? CKPT_TIER_LOCAL_DISK : CKPT_TIER_PEER_MEM;
+		break;
+	case CKPTD_MSG_STEP_REPORT:
+		snprintf(m->u.step_report.job, sizeof(m->u.step_report.job), "%s", job);
+		m->u.step_report.rank = full ? 3 : 0;
+		m->u.step_report.step = full ? 123456 : 0;
+		m->u.step_report.step_ns = full ? 987654321 : 0;
+		break;
+	case CKPTD_MSG_LIST_VERSIONS:
+		snprintf(m->u.list_versions.job, sizeof(m->u.list_versions.job), "%s", job);
+		m->u.list_versions.start = full ? 500 : 0;
+		m->u.list_versions.limit = full ? 100 : 0;
+		break;
+	case CKPTD_MSG_VERSIONS:
+		snprintf(m->u.versions.job, sizeof(m->u.versions.job), "%s", job);
+		m->u.versions.more = full ? 1 : 0;
+		m->u.versions.count = full ? 5 : 0;
+		m->u.versions.entries = st->v;
+		for (int i = 0; i < 5; i++)
+			st->v[i] = (ckptd_version_info){ .version = 100u * (unsigned)i + 1, .state = 1 + i % 3,
+			                                 .world_size = 6, .shards_done = (uint32_t)(i % 7),
+			                                 .bytes = (uint64_t)i << 33, .tiers = (uint32_t)(i * 3) & 0xf };
+		st->v[4].shards_done = 6;
+		break;
+	case CKPTD_MSG_DELETE_VERSION:
+		snprintf(m->u.delete_version.job, sizeof(m->u.delete_version.job), "%s", job);
+		m->u.delete_version.version = full ? 77 : 0;
+		break;
+	case CKPTD_MSG_STATUS:
+		if (full)
+			snprintf(m->u.status.job, sizeof(m->u.status.job), "%s", job);
+		break;
+	case CKPTD_MSG_STATUS_REPLY:
+		t_str(m->u.status_reply.node, full ? CKPTD_NAME_MAX : 1, 'n');
+		m->u.status_reply.roles = full ? (CKPTD_SERVES_AGENT | CKPTD_SERVES_COORDINATOR) : CKPTD_SERVES_AGENT;
+		m->u.status_reply.pool_bytes = full ? (64ull << 30) : 0;
+		m->u.status_reply.pool_used = full ? (12ull << 30) : 0;
+		m->u.status_reply.jobs = full ? 3 : 0;
+		m->u.status_reply.versions = full ? 40 : 0;
+		m->u.status_reply.count = full ? 3 : 0;
+		m->u.status_reply.entries = st->a;
+		for (int i = 0; i < 3; i++) {
+			snprintf(st->a[i].node, sizeof(st->a[i].node), "node-%02d", i);
+			snprintf(st->a[i].address, sizeof(st->a[i].address), "10.0.0.%d:7070", i + 1);
+			if (i)
+				snprintf(st->a[i].domain, sizeof(st->a[i].domain), "rack%d", i);
+			st->a[i].pool_bytes = 1ull << 34;
+			st->a[i].pool_used = (uint64_t)i << 30;
+			st->a[i].state = i == 2 ? CKPTD_AGENT_DOWN : CKPTD_AGENT_UP;
+		}
+		t_str(st->a[0].address, CKPTD_ADDR_MAX, 'a');
+		memcpy(st->a[0].address, "unix:/", 6);
+		break;
+	case CKPTD_MSG_AGENT_HELLO:
+		t_str(m->u.agent_hello.node, full ? CKPTD_NAME_MAX : 1, 'h');
+		snprintf(m->u.agent_hello.address, sizeof(m->u.agent_hello.address), "%s",
+		         full ? "[fe80::1]:7070" : "x");
+		if (full)
+			snprintf(m->u.agent_hello.domain, sizeof(m->u.agent_hello.domain), "rack-12.row_3");
+		m->u.agent_hello.pool_bytes = full ? (256ull << 30) : 0;
+		break;
+	case CKPTD_MSG_AGENT_INVENTORY:
+		snprintf(m->u.agent_inventory.node, sizeof(m->u.agent_inventory.node), "%s", full ? "gpu-node-0042" : "n");
+		m->u.agent_inventory.seq = full ? 9 : 0;
+		m->u.agent_inventory.final = full ? 1 : 0;
+		m->u.agent_inventory.count = full ? 5 : 0;
+		m->u.agent_inventory.entries = st->h;
+		for (int i = 0; i < 5; i++) {
+			ckptd_held_shard *h = &st->h[i];
+			snprintf(h->job, sizeof(h->job), "job-%d", i % 2);
+			h->version = 1000 + (uint64_t)i;
+			h->rank = (uint32_t)i;
+			h->world_size = i % 2 ? 8 : 0;
+			h->tiers = 1u + (uint32_t)i % 15;
+			h->committed = (uint32_t)i & 0x5;
+			h->bytes = (uint64_t)i * 4096;
+			h->checksum = 0x1111111111111111ull * (uint64_t)i;
+			h->lineage = i % 3 ? 7 : 0;
+		}
+		break;
+	}
+}
+
+#endif
