@@ -123,6 +123,10 @@ int main(void)
 	T_ASSERT(strstr(ckpt_strerror(-CKPT_ECORRUPT), "corrupt"));
 	T_ASSERT(strstr(ckpt_strerror(-ENOENT), "No such file"));
 	T_ASSERT(ckpt_strerror(-99999) != NULL);
+	/* Every library code has its own text. */
+	for (int e = CKPT_ERRNO_OFFSET + 1; e < CKPT_ELAST; e++)
+		T_ASSERT(strcmp(ckpt_strerror(-e), "unknown error") != 0);
+	T_ASSERT(strstr(ckpt_strerror(-CKPT_ECONTRACT), "ckpt_fence"));
 	T_ASSERT(ckpt_version_number() == CKPT_VERSION_NUMBER);
 	char v[32];
 	snprintf(v, sizeof(v), "%d.%d.%d", CKPT_VERSION_MAJOR, CKPT_VERSION_MINOR, CKPT_VERSION_PATCH);

@@ -24,7 +24,13 @@ static const char *const own_errors[] = {
 	[CKPT_ETOOBIG - CKPT_ERRNO_OFFSET] = "save larger than the staging pool",
 	[CKPT_ESTATE - CKPT_ERRNO_OFFSET] = "operation not valid in the current state",
 	[CKPT_EFAULT_INJECTED - CKPT_ERRNO_OFFSET] = "injected fault (test)",
+	[CKPT_EDEVICE - CKPT_ERRNO_OFFSET] = "CUDA call failed",
+	[CKPT_ECONTRACT - CKPT_ERRNO_OFFSET] =
+		"device state changed before ckpt_fence, or corrupted between device and host",
 };
+/* Every code has its text: a new code without one fails to compile. */
+_Static_assert(sizeof(own_errors) / sizeof(own_errors[0]) == CKPT_ELAST - CKPT_ERRNO_OFFSET,
+               "ckpt_strerror: a CKPT_E* code has no message");
 
 const char *ckpt_strerror(int err)
 {
@@ -32,7 +38,7 @@ const char *ckpt_strerror(int err)
 		err = -err;
 	if (err == 0)
 		return "success";
-	if (err > CKPT_ERRNO_OFFSET && err < CKPT_ELAST)
+	if (err > CKPT_ERRNO_OFFSET && err < CKPT_ELAST && own_errors[err - CKPT_ERRNO_OFFSET])
 		return own_errors[err - CKPT_ERRNO_OFFSET];
 	if (err < CKPT_ERRNO_OFFSET) {
 		/* strerrordesc_np is thread-safe and static (glibc >= 2.32). */
