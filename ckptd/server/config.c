@@ -1,0 +1,420 @@
+/* Every ckptd setting in one typed table; defaults, the config file, the
+ * CKPT_* environment, flags and --help are all generated from it. */
+#include "config.h"
+
+#include "addr.h"
+#include "log.h"
+#include "proto.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum cfg_type { T_PATH, T_NAME, T_TCP_ADDR, T_SOCKET, T_ROLE, T_SIZE, T_COUNT, T_DURATION, T_LOGLEVEL };
+
+typedef struct cfg_entry {
+	const char *name; /* flag without "--", and config-file key */
+	enum cfg_type type;
+	size_t offset;
+	const char *def;  /* NULL: unset */
+	const char *env;
+	const char *help;
+} cfg_entry;
+
+#define F(field) offsetof(ckptd_config, field)
+
+static const cfg_entry table[] = {
+	{ "config", T_PATH, F(config), NULL, "CKPT_CONFIG", "config file of `name = value` lines (flags and environment override it)" },
+	{ "role", T_ROLE, F(roles), "both", "CKPT_ROLE", "agent, coordinator, or both (a single node in one process)" },
+	{ "root", T_PATH, F(root), NULL, "CKPT_ROOT", "directory for this daemon's LMDB index and disk tier" },
+	{ "listen", T_TCP_ADDR, F(listen), NULL, "CKPT_LISTEN", "TCP host:port for agents and the CLI; only this address is bound (unset: no TCP)" },
+	{ "socket", T_SOCKET, F(socket), NULL, "CKPT_SOCKET", "Unix socket path for local ranks, created 0600 (unset: none)" },
+	{ "pool-size", T_SIZE, F(pool_size), "1G", "CKPT_POOL_SIZE", "node DRAM pool, bytes (K, M, G, T suffixes)" },
+	{ "coordinator", T_TCP_ADDR, F(coordinator), NULL, "CKPT_COORDINATOR", "coordinator host:port (for agents)" },
+	{ "token-file", T_PATH, F(token_file), NULL, "CKPT_TOKEN_FILE", "file holding the cluster secret, mode 0600 (unset: the CKPT_TOKEN variable)" },
+	{ "node", T_NAME, F(node), NULL, "CKPT_NODE", "this node's name (unset: the host name)" },
+	{ "max-conns", T_COUNT, F(max_conns), "1024", "CKPT_MAX_CONNS", "connections served at once; more are refused with BUSY" },
+	{ "idle-timeout", T_DURATION, F(idle_timeout_ms), "0", "CKPT_IDLE_TIMEOUT", "drop a session silent this long (0: never; ranks stay connected for a whole run)" },
+	{ "frame-timeout", T_DURATION, F(frame_timeout_ms), "10s", "CKPT_FRAME_TIMEOUT", "a frame must be complete this long after its first byte (slow clients are dropped)" },
+	{ "handshake-timeout", T_DURATION, F(handshake_timeout_ms), "5s", "CKPT_HANDSHAKE_TIMEOUT", "a connection must authenticate within this" },
+	{ "shutdown-grace", T_DURATION, F(shutdown_grace_ms), "5s", "CKPT_SHUTDOWN_GRACE", "on SIGTERM/SIGINT, time left to flush replies in flight" },
+	{ "out-queue", T_SIZE, F(out_queue), "4M", "CKPT_OUT_QUEUE", "bytes queued to one peer before its requests stop being read" },
+	{ "log-level", T_LOGLEVEL, F(log_level), "info", "CKPT_LOG_LEVEL", "error, warn, info, debug or trace" },
+};
+
+#define NENTRIES (sizeof(table) / sizeof(table[0]))
+_Static_assert(NENTRIES <= sizeof(((ckptd_config *)0)->source), "source[] too small");
+
+static void errf(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void errf(char *err, size_t cap, const char *fmt, ...)
+{
+	if (!err || !cap)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, cap, fmt, ap);
+	va_end(ap);
+}
+
+int ckptd_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	uint64_t mul = 1;
+	switch (toupper((unsigned char)*end)) {
+	case 0: break;
+	case 'K': mul = 1ull << 10; end++; break;
+	case 'M': mul = 1ull << 20; end++; break;
+	case 'G': mul = 1ull << 30; end++; break;
+	case 'T': mul = 1ull << 40; end++; break;
+	default: return -EINVAL;
+	}
+	if (mul > 1 && (*end == 'B' || *end == 'b'))
+		end++;
+	if (*end || v > UINT64_MAX / mul)
+		return -EINVAL;
+	*out = v * mul;
+	return 0;
+}
+
+int ckptd_parse_duration_ms(const char *s, uint64_t *out)
+{
+	char *end;
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	uint64_t mul;
+	if (!*end || !strcmp(end, "s"))
+		mul = 1000;
+	else if (!strcmp(end, "ms"))
+		mul = 1;
+	else if (!strcmp(end, "m"))
+		mul = 60000;
+	else if (!strcmp(end, "h"))
+		mul = 3600000;
+	else
+		return -EINVAL;
+	/* A day is plenty; a bound keeps deadline arithmetic far from overflow. */
+	if (v > 86400000ull / mul)
+		return -EINVAL;
+	*out = v * mul;
+	return 0;
+}
+
+static int set_str(char **slot, const char *v)
+{
+	char *c = NULL;
+	if (v && *v && !(c = strdup(v)))
+		return -ENOMEM;
+	free(*slot);
+	*slot = c;
+	return 0;
+}
+
+/* Sets one entry from text; on failure *expect says what was wanted. */
+static int set_field(ckptd_config *cfg, const cfg_entry *e, const char *v, const char **expect)
+{
+	char *base = (char *)cfg + e->offset;
+	const char *why = NULL;
+	ckptd_addr a;
+	uint64_t u;
+	switch (e->type) {
+	case T_PATH:
+		*expect = "a path";
+		if (strlen(v) > 4000)
+			return -EINVAL;
+		return set_str((char **)base, v);
+	case T_NAME:
+		*expect = "a name of letters, digits, '.', '_', '-' (at most 64)";
+		if (*v && ckptd_job_valid(v) < 0)
+			return -EINVAL;
+		return set_str((char **)base, v);
+	case T_TCP_ADDR:
+		*expect = "host:port (or [v6]:port)";
+		if (*v && ckptd_addr_parse(v, CKPTD_ADDR_TCP, &a, &why) < 0)
+			return -EINVAL;
+		return set_str((char **)base, v);
+	case T_SOCKET:
+		*expect = "an absolute socket path (or unix:/path)";
+		if (!*v)
+			return set_str((char **)base, NULL);
+		if (ckptd_addr_parse(v, CKPTD_ADDR_UNIX, &a, &why) < 0)
+			return -EINVAL;
+		return set_str((char **)base, a.path);
+	case T_ROLE:
+		*expect = "agent, coordinator or both";
+		if (!strcmp(v, "agent"))
+			*(uint32_t *)base = CKPTD_SERVES_AGENT;
+		else if (!strcmp(v, "coordinator"))
+			*(uint32_t *)base = CKPTD_SERVES_COORDINATOR;
+		else if (!strcmp(v, "both"))
+			*(uint32_t *)base = CKPTD_SERVES_AGENT | CKPTD_SERVES_COORDINATOR;
+		else
+			return -EINVAL;
+		return 0;
+	case T_SIZE:
+		*expect = "a size in bytes, > 0 (suffixes K, M, G, T)";
+		if (ckptd_parse_size(v, &u) < 0 || u == 0)
+			return -EINVAL;
+		*(uint64_t *)base = u;
+		return 0;
+	case T_COUNT:
+		*expect = "a whole number from 1 to 1000000";
+		if (ckptd_parse_size(v, &u) < 0 || !isdigit((unsigned char)v[strlen(v) - 1]) || u < 1 || u > 1000000)
+			return -EINVAL;
+		*(uint32_t *)base = (uint32_t)u;
+		return 0;
+	case T_DURATION:
+		*expect = "a duration: 10s, 250ms, 5m, 1h (bare numbers are seconds, at most a day)";
+		if (ckptd_parse_duration_ms(v, &u) < 0)
+			return -EINVAL;
+		*(uint64_t *)base = u;
+		return 0;
+	case T_LOGLEVEL:
+		*expect = "error, warn, info, debug or trace";
+		if (ckptd_log_level_parse(v) < 0)
+			return -EINVAL;
+		*(int *)base = ckptd_log_level_parse(v);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static const cfg_entry *find(const char *name, size_t n)
+{
+	for (size_t i = 0; i < NENTRIES; i++)
+		if (strlen(table[i].name) == n && !strncmp(table[i].name, name, n))
+			return &table[i];
+	/* Config files may spell names with underscores. */
+	for (size_t i = 0; i < NENTRIES; i++) {
+		if (strlen(table[i].name) != n)
+			continue;
+		size_t k;
+		for (k = 0; k < n; k++)
+			if (table[i].name[k] != (name[k] == '_' ? '-' : name[k]))
+				break;
+		if (k == n)
+			return &table[i];
+	}
+	return NULL;
+}
+
+static int apply(ckptd_config *cfg, const cfg_entry *e, const char *v, int src, const char *where, char *err,
+                 size_t errcap)
+{
+	const char *expect = "";
+	int r = set_field(cfg, e, v, &expect);
+	if (r == -ENOMEM) {
+		errf(err, errcap, "out of memory");
+		return r;
+	}
+	if (r < 0) {
+		errf(err, errcap, "invalid value '%s' for --%s (from %s): expected %s", v, e->name, where, expect);
+		return -EINVAL;
+	}
+	cfg->source[e - table] = (uint8_t)src;
+	return 0;
+}
+
+static int load_file(ckptd_config *cfg, const char *path, char *err, size_t errcap)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		int e = errno;
+		errf(err, errcap, "cannot open config file %s (--config): %s", path, strerror(e));
+		return -e;
+	}
+	char line[4200], where[300];
+	int lineno = 0, r = 0;
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		char *s = line, *hash = strchr(s, '#');
+		if (hash)
+			*hash = 0;
+		while (isspace((unsigned char)*s))
+			s++;
+		if (!*s)
+			continue;
+		char *eq = strchr(s, '=');
+		if (!eq) {
+			errf(err, errcap, "%s:%d: expected `name = value`", path, lineno);
+			r = -EINVAL;
+			break;
+		}
+		char *ke = eq, *v = eq + 1;
+		while (ke > s && isspace((unsigned char)ke[-1]))
+			ke--;
+		while (isspace((unsigned char)*v))
+			v++;
+		char *ve = v + strlen(v);
+		while (ve > v && isspace((unsigned char)ve[-1]))
+			*--ve = 0;
+		const cfg_entry *e = find(s, (size_t)(ke - s));
+		*ke = 0;
+		if (!e || !strcmp(e->name, "config")) {
+			errf(err, errcap, "%s:%d: unknown setting '%s'", path, lineno, s);
+			r = -EINVAL;
+			break;
+		}
+		snprintf(where, sizeof(where), "%s:%d", path, lineno);
+		if ((r = apply(cfg, e, v, CKPTD_SRC_FILE, where, err, errcap)) < 0)
+			break;
+	}
+	fclose(f);
+	return r;
+}
+
+/* A secret on the command line would be readable by every local user. */
+static int is_secret_flag(const char *name, size_t n)
+{
+	return (n == 5 && !strncmp(name, "token", 5)) || (n == 6 && !strncmp(name, "secret", 6));
+}
+
+int ckptd_config_parse(ckptd_config *cfg, int argc, char **argv, char *err, size_t errcap)
+{
+	const char *expect;
+	int r, action = CKPTD_CFG_RUN;
+	memset(cfg, 0, sizeof(*cfg));
+	for (size_t i = 0; i < NENTRIES; i++)
+		if (table[i].def && set_field(cfg, &table[i], table[i].def, &expect) < 0)
+			return -ENOMEM;
+
+	/* The file comes first in precedence order but is named by a flag or
+	 * the environment: find its name before anything else. */
+	const char *cfile = getenv("CKPT_CONFIG");
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--config") && i + 1 < argc)
+			cfile = argv[i + 1];
+		else if (!strncmp(argv[i], "--config=", 9))
+			cfile = argv[i] + 9;
+	}
+	if (cfile && *cfile && (r = load_file(cfg, cfile, err, errcap)) < 0)
+		return r;
+
+	for (size_t i = 0; i < NENTRIES; i++) {
+		const char *v = getenv(table[i].env);
+		if (!v)
+			continue;
+		if ((r = apply(cfg, &table[i], v, CKPTD_SRC_ENV, table[i].env, err, errcap)) < 0)
+			return r;
+	}
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			action = CKPTD_CFG_HELP;
+			continue;
+		}
+		if (!strcmp(a, "--print-config")) {
+			action = CKPTD_CFG_PRINT;
+			continue;
+		}
+		if (!strcmp(a, "--version")) {
+			action = CKPTD_CFG_VERSION;
+			continue;
+		}
+		if (strncmp(a, "--", 2) != 0) {
+			errf(err, errcap, "unexpected argument '%s' (settings are --name value)", a);
+			return -EINVAL;
+		}
+		const char *name = a + 2, *eq = strchr(name, '=');
+		size_t n = eq ? (size_t)(eq - name) : strlen(name);
+		if (is_secret_flag(name, n)) {
+			/* Not echoing the value: it is the secret. */
+			errf(err, errcap, "--%.*s: secrets are not accepted on the command line (visible in ps); use --token-file FILE or the CKPT_TOKEN variable",
+			     (int)n, name);
+			return -EINVAL;
+		}
+		const cfg_entry *e = find(name, n);
+		if (!e) {
+			errf(err, errcap, "unknown setting --%.*s (see ckptd --help)", (int)n, name);
+			return -EINVAL;
+		}
+		const char *v;
+		if (eq)
+			v = eq + 1;
+		else if (i + 1 < argc)
+			v = argv[++i];
+		else {
+			errf(err, errcap, "--%s needs a value", e->name);
+			return -EINVAL;
+		}
+		if ((r = apply(cfg, e, v, CKPTD_SRC_FLAG, "command line", err, errcap)) < 0)
+			return r;
+	}
+	return action;
+}
+
+void ckptd_config_free(ckptd_config *cfg)
+{
+	if (!cfg)
+		return;
+	for (size_t i = 0; i < NENTRIES; i++) {
+		enum cfg_type t = table[i].type;
+		if (t == T_PATH || t == T_NAME || t == T_TCP_ADDR || t == T_SOCKET)
+			free(*(char **)((char *)cfg + table[i].offset));
+	}
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+void ckptd_config_help(FILE *out)
+{
+	fprintf(out, "usage: ckptd [--name value | --name=value]...\n\n"
+	             "The checkpoint daemon: a node agent, a coordinator, or both (docs/protocol.md).\n"
+	             "Precedence: flags > environment > config file > defaults.\n\n");
+	fprintf(out, "  %-22s %-24s %-8s %s\n", "flag", "environment", "default", "meaning");
+	for (size_t i = 0; i < NENTRIES; i++) {
+		char flag[64];
+		snprintf(flag, sizeof(flag), "--%s", table[i].name);
+		fprintf(out, "  %-22s %-24s %-8s %s\n", flag, table[i].env, table[i].def ? table[i].def : "-",
+		        table[i].help);
+	}
+	fprintf(out, "\n  %-22s %-24s %-8s %s\n", "", "CKPT_TOKEN", "-",
+	        "the cluster secret itself, when no --token-file is set");
+	fprintf(out, "\nOther flags: --help, --version, --print-config (show the effective settings and exit).\n"
+	             "Secrets are never accepted on the command line.\n"
+	             "Signals: SIGTERM or SIGINT stop accepting, flush replies, remove the socket, exit 0.\n"
+	             "Exit status: 0 clean stop, 1 runtime failure, 2 bad settings.\n");
+}
+
+void ckptd_config_print(const ckptd_config *cfg, FILE *out)
+{
+	static const char *const src[] = { "default", "file", "env", "flag" };
+	for (size_t i = 0; i < NENTRIES; i++) {
+		const char *base = (const char *)cfg + table[i].offset;
+		char v[4200];
+		switch (table[i].type) {
+		case T_ROLE: {
+			uint32_t m = *(const uint32_t *)base;
+			snprintf(v, sizeof(v), "%s", m == CKPTD_SERVES_AGENT ? "agent" : m == CKPTD_SERVES_COORDINATOR ? "coordinator" : "both");
+			break;
+		}
+		case T_SIZE:
+		case T_DURATION:
+			snprintf(v, sizeof(v), "%llu%s", (unsigned long long)*(const uint64_t *)base,
+			         table[i].type == T_DURATION ? "ms" : "");
+			break;
+		case T_COUNT:
+			snprintf(v, sizeof(v), "%u", *(const uint32_t *)base);
+			break;
+		case T_LOGLEVEL:
+			snprintf(v, sizeof(v), "%s", ckptd_log_level_name(*(const int *)base));
+			break;
+		default: {
+			const char *s = *(char *const *)base;
+			snprintf(v, sizeof(v), "%s", s ? s : "");
+		}
+		}
+		fprintf(out, "%s = %s  # %s\n", table[i].name, v, src[cfg->source[i]]);
+	}
+}

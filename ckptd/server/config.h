@@ -1,0 +1,80 @@
+/*
+ * config.h — ckptd's settings, from one typed table (config.c) that
+ * generates the defaults, config-file parsing, CKPT_* environment parsing,
+ * flag parsing and `ckptd --help`.
+ *
+ * Precedence: flags > environment > config file > defaults. The config file
+ * is named by --config or CKPT_CONFIG; lines are `name = value`, `#` starts
+ * a comment, names as the flags without the dashes.
+ *
+ * The secret itself is never a setting: only the path of a file holding it
+ * (--token-file) or the CKPT_TOKEN variable. A command line is visible to
+ * every user of the machine (ps), so `--token` is refused.
+ */
+#ifndef CKPTD_SERVER_CONFIG_H
+#define CKPTD_SERVER_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ckptd_config {
+	char *config;            /* the config file read, or NULL */
+	uint32_t roles;          /* CKPTD_SERVES_* mask */
+	char *root;              /* index and disk tier; NULL: not set */
+	char *listen;            /* "host:port" for TCP, NULL: no TCP listener */
+	char *socket;            /* Unix socket path (no "unix:"), NULL: none */
+	uint64_t pool_size;      /* node DRAM pool, bytes */
+	char *coordinator;       /* "host:port", NULL: none */
+	char *token_file;        /* NULL: CKPT_TOKEN */
+	char *node;              /* this daemon's node name; NULL: host name */
+	uint32_t max_conns;      /* connections served at once */
+	uint64_t idle_timeout_ms;      /* 0: never */
+	uint64_t frame_timeout_ms;     /* a frame must complete within this */
+	uint64_t handshake_timeout_ms; /* the handshake must complete within this */
+	uint64_t shutdown_grace_ms;    /* SIGTERM: time left to flush replies */
+	uint64_t out_queue;      /* bytes queued to one peer before it is throttled */
+	int log_level;           /* CKPTD_LOG_* */
+	uint8_t source[32];      /* per table entry: where its value came from */
+} ckptd_config;
+
+enum { CKPTD_SRC_DEFAULT = 0, CKPTD_SRC_FILE, CKPTD_SRC_ENV, CKPTD_SRC_FLAG };
+
+/* What ckptd_config_parse asks the caller to do. */
+enum { CKPTD_CFG_RUN = 0, CKPTD_CFG_HELP = 1, CKPTD_CFG_PRINT = 2, CKPTD_CFG_VERSION = 3 };
+
+/* Fills cfg from defaults, the config file, the environment and argv, in
+ * rising precedence. Flags: `--name value`, `--name=value`, plus --config,
+ * --help, --print-config and --version.
+ * [out] err, errcap: on failure, one line naming the setting at fault.
+ * Returns CKPTD_CFG_* (>= 0), or -EINVAL (bad value, unknown flag), -ENOENT
+ * (config file missing), -ENOMEM. Free with ckptd_config_free either way. */
+int ckptd_config_parse(ckptd_config *cfg, int argc, char **argv, char *err, size_t errcap);
+
+/* Frees the strings; leaves cfg zeroed. NULL is accepted. */
+void ckptd_config_free(ckptd_config *cfg);
+
+/* Writes the help text: every setting with its flag, variable, default and
+ * meaning. */
+void ckptd_config_help(FILE *out);
+
+/* Writes the effective settings as a config file would hold them, each with
+ * where it came from (for operators and tests). Never a secret. */
+void ckptd_config_print(const ckptd_config *cfg, FILE *out);
+
+/* Parses "10", "10s", "250ms", "5m", "1h" (bare numbers are seconds) into
+ * milliseconds. Returns 0 or -EINVAL. */
+int ckptd_parse_duration_ms(const char *s, uint64_t *out);
+
+/* Parses "4096", "64K", "2M", "1G", "1T" (KiB units) into bytes. */
+int ckptd_parse_size(const char *s, uint64_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
