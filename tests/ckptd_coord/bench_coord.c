@@ -1,0 +1,130 @@
+/* ckptd-coord-bench: the coordinator's figures (docs/benchmarks.md).
+ *
+ *   ckptd-coord-bench [DIR]
+ *
+ * 1. Commit latency of one version for 1,024 and 16,384 simulated ranks
+ *    (8 ranks per node): time from the first SHARD_DONE applied to the one
+ *    that commits, with every report its own transaction (1,024 only), one
+ *    batch per agent, and batches of 4,096 (a full AGENT list).
+ * 2. Listing the versions of a job over an index of 10^6 shard records
+ *    (1,000 versions x 1,000 ranks), and a LATEST restore plan. */
+#include "coord_test.h"
+
+#include <time.h>
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static char (*node_names(uint32_t nodes))[16]
+{
+	char (*n)[16] = calloc(nodes, sizeof(*n));
+	T_ASSERT(n);
+	for (uint32_t i = 0; i < nodes; i++)
+		snprintf(n[i], sizeof(n[i]), "node%05u", i);
+	return n;
+}
+
+/* Returns seconds from the first report to the commit; batch 0: one
+ * transaction per report. */
+static double commit_once(const char *dir, uint32_t world, uint32_t batch)
+{
+	ckptd_coord *co;
+	T_OK(ckptd_coord_open(dir, 0, &co));
+	uint32_t nodes = (world + 7) / 8;
+	char (*names)[16] = node_names(nodes);
+	ckptd_coord_shard *s = calloc(world, sizeof(*s));
+	ckptd_coord_result *res = calloc(world, sizeof(*res));
+	T_ASSERT(s && res);
+	for (uint32_t r = 0; r < world; r++)
+		s[r] = (ckptd_coord_shard){ "bench", 1, r, world, CKPT_TIER_LOCAL_MEM, names[r / 8],
+		                            1u << 20, r * 2654435761u, 77 };
+	uint32_t committed = 0;
+	double t0 = now_s();
+	if (batch == 0) {
+		for (uint32_t r = 0; r < world; r++) {
+			uint32_t c;
+			T_OK(ckptd_coord_shard_done(co, s[r].job, 1, r, world, s[r].tier, s[r].node,
+			                            s[r].bytes, s[r].checksum, s[r].lineage, &c));
+			committed |= c;
+		}
+	} else {
+		for (uint32_t r = 0; r < world; r += batch) {
+			uint32_t k = world - r < batch ? world - r : batch;
+			T_OK(ckptd_coord_shard_done_batch(co, s + r, k, res + r));
+			committed |= res[r + k - 1].committed;
+		}
+	}
+	double dt = now_s() - t0;
+	T_ASSERT(committed == CKPT_TIER_LOCAL_MEM);
+	ckptd_coord_close(co);
+	t_rm_db(dir);
+	free(s);
+	free(res);
+	free(names);
+	return dt;
+}
+
+static int count_fn(void *arg, const ckptd_coord_version *v)
+{
+	size_t *n = arg;
+	*n += v->restorable;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	char *base = argc > 1 ? argv[1] : t_tmpdir("coord-bench");
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s/db", base);
+	const uint32_t worlds[] = { 1024, 16384 };
+	for (int i = 0; i < 2; i++) {
+		uint32_t w = worlds[i];
+		if (w <= 1024)
+			printf("commit %5u ranks, one txn per SHARD_DONE: %8.1f ms\n", w,
+			       1e3 * commit_once(dir, w, 0));
+		printf("commit %5u ranks, one batch per agent (8): %8.1f ms\n", w,
+		       1e3 * commit_once(dir, w, 8));
+		printf("commit %5u ranks, batches of 4096:         %8.1f ms\n", w,
+		       1e3 * commit_once(dir, w, 4096));
+	}
+
+	/* 10^6 shard records: 1,000 versions of 1,000 ranks. */
+	ckptd_coord *co;
+	T_OK(ckptd_coord_open(dir, 0, &co));
+	enum { VERSIONS = 1000, RANKS = 1000 };
+	char (*names)[16] = node_names(RANKS / 8 + 1);
+	ckptd_coord_shard *s = calloc(RANKS, sizeof(*s));
+	T_ASSERT(s);
+	double t0 = now_s();
+	for (uint64_t v = 1; v <= VERSIONS; v++) {
+		for (uint32_t r = 0; r < RANKS; r++)
+			s[r] = (ckptd_coord_shard){ "big", v * 100, r, RANKS, CKPT_TIER_LOCAL_DISK,
+			                            names[r / 8], 1u << 20, r, 5 };
+		T_OK(ckptd_coord_shard_done_batch(co, s, RANKS, NULL));
+	}
+	printf("build: %d shard records in %.1f s\n", VERSIONS * RANKS, now_s() - t0);
+	ckptd_coord_close(co);
+	T_OK(ckptd_coord_open(dir, 0, &co)); /* cold handle, warm page cache */
+	size_t n = 0;
+	t0 = now_s();
+	T_OK(ckptd_coord_list(co, "big", 0, count_fn, &n));
+	double dt = now_s() - t0;
+	T_ASSERT(n == VERSIONS);
+	printf("list: %zu versions over %d shard records: %.2f ms\n", n, VERSIONS * RANKS, 1e3 * dt);
+	ckptd_coord_plan p;
+	t0 = now_s();
+	T_OK(ckptd_coord_restore_plan(co, "big", CKPT_LATEST, 999, NULL, &p));
+	printf("restore plan (LATEST, one rank): %.3f ms\n", 1e3 * (now_s() - t0));
+	ckptd_coord_close(co);
+	free(s);
+	free(names);
+	if (argc <= 1)
+		t_rmrf(base);
+	else
+		t_rm_db(dir);
+	return 0;
+}
