@@ -135,6 +135,8 @@ int ckptd__arec_decode(const uint8_t *b, size_t len, ckptd_arec *a)
 	if (dl > CKPTD_NAME_MAX || 28 + al + dl > len)
 		return -CKPT_ECORRUPT;
 	memcpy(a->domain, b + 28 + al, dl);
+	if (memchr(a->address, 0, al) || memchr(a->domain, 0, dl))
+		return -CKPT_ECORRUPT;
 	if (a->state != CKPTD_AGENT_REC_UP && a->state != CKPTD_AGENT_REC_DOWN)
 		return -CKPT_ECORRUPT;
 	return 0;
@@ -220,6 +222,10 @@ int ckptd__copy_key_decode(const uint8_t *k, size_t len, char job[CKPTD_JOB_MAX 
 			return -CKPT_ECORRUPT;
 		memcpy(node, k + base + 2, nl);
 		node[nl] = 0;
+		/* The same rule as when the name was stored: a NUL or a space
+		 * inside would name another node than the key does. */
+		if (memchr(k + base + 2, 0, nl) || ckptd__node_valid(node) < 0)
+			return -CKPT_ECORRUPT;
 	} else if (len != base + 1) {
 		return -CKPT_ECORRUPT;
 	}
