@@ -28,7 +28,13 @@ code() { set +e; "$@" >/dev/null 2>&1; echo $?; set -e; }
 [ "$(code "$BIN/ckpt" ls --root "$tmp/none")" = 4 ]
 # Damage inside a.bin's data (padding between chunks carries no data and no checksum).
 shard=$(ls "$r"/jobs/j/v*/r000000.ckpt)
-off=$(python3 -c 'import sys; d=open(sys.argv[1],"rb").read(); print(d.index(open(sys.argv[2],"rb").read()[1000:1064]))' "$shard" "$tmp/a.bin")
-printf '\x5a' | dd of="$shard" bs=1 seek="$off" conv=notrunc status=none
+python3 - "$shard" "$tmp/a.bin" <<'PY'
+import sys
+shard, orig = sys.argv[1], sys.argv[2]
+d = bytearray(open(shard, "rb").read())
+off = bytes(d).index(open(orig, "rb").read()[1000:1064])
+d[off] ^= 0xFF
+open(shard, "r+b").write(d)
+PY
 [ "$(code "$BIN/ckpt" verify --root "$r" --job j)" = 3 ]
 echo "cli json: ok"
