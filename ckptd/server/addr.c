@@ -127,7 +127,17 @@ static int connect_one(int family, const struct sockaddr *sa, socklen_t sl, int 
 	if (fd < 0)
 		return -errno;
 	int r = 0;
-	if (connect(fd, sa, sl) < 0) {
+	/* A Unix socket whose backlog is full answers EAGAIN: nothing is in
+	 * progress (the fd would poll writable, unconnected), so try again
+	 * until the deadline; ranks starting together meet this. */
+	for (int waited = 0; family == AF_UNIX && connect(fd, sa, sl) < 0; waited += 5) {
+		if (errno != EAGAIN || waited >= timeout_ms) {
+			r = errno == EAGAIN ? -ETIMEDOUT : -errno;
+			break;
+		}
+		poll(NULL, 0, 5);
+	}
+	if (family != AF_UNIX && connect(fd, sa, sl) < 0) {
 		if (errno == EINPROGRESS || errno == EAGAIN)
 			r = wait_connected(fd, timeout_ms);
 		else

@@ -305,6 +305,17 @@ int ckptd_client_recv(ckptd_client *c, ckptd_msg *m)
 	return recv_msg(c, m, 1, now_ms() + (uint64_t)c->timeout_ms);
 }
 
+int ckptd_client_poll(ckptd_client *c, ckptd_msg *m)
+{
+	/* A deadline already past: read only what has arrived, never wait. */
+	int r = recv_msg(c, m, 1, now_ms());
+	if (r == -ETIMEDOUT) {
+		memset(m, 0, sizeof(*m));
+		return 0;
+	}
+	return r < 0 ? r : 1;
+}
+
 int ckptd_client_call(ckptd_client *c, const ckptd_msg *req, ckptd_msg *reply)
 {
 	uint64_t deadline = now_ms() + (uint64_t)c->timeout_ms;

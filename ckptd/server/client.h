@@ -59,6 +59,13 @@ int ckptd_client_call(ckptd_client *c, const ckptd_msg *req, ckptd_msg *reply);
 int ckptd_client_send(ckptd_client *c, const ckptd_msg *m);
 int ckptd_client_recv(ckptd_client *c, ckptd_msg *m);
 
+/* Like recv, without waiting: returns 1 and fills m when a whole frame has
+ * arrived (buffered or readable now), 0 when none has yet (a partial frame
+ * stays buffered), or recv's errors. For callers driven by poll/epoll on
+ * ckptd_client_fd: call it until it returns 0 after each wake-up, since
+ * frames already buffered do not wake poll. */
+int ckptd_client_poll(ckptd_client *c, ckptd_msg *m);
+
 /* Called with each COMMIT_NOTICE that call() passes over. */
 void ckptd_client_on_notice(ckptd_client *c, void (*fn)(const ckptd_msg *m, void *arg), void *arg);
 

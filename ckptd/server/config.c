@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum cfg_type { T_PATH, T_NAME, T_TCP_ADDR, T_SOCKET, T_ROLE, T_SIZE, T_COUNT, T_DURATION, T_LOGLEVEL };
+enum cfg_type { T_PATH, T_NAME, T_TCP_ADDR, T_SOCKET, T_ROLE, T_SIZE, T_COUNT, T_DURATION, T_LOGLEVEL, T_UINT };
 
 typedef struct cfg_entry {
 	const char *name; /* flag without "--", and config-file key */
@@ -42,6 +42,12 @@ static const cfg_entry table[] = {
 	{ "shutdown-grace", T_DURATION, F(shutdown_grace_ms), "5s", "CKPT_SHUTDOWN_GRACE", "on SIGTERM/SIGINT, time left to flush replies in flight" },
 	{ "out-queue", T_SIZE, F(out_queue), "4M", "CKPT_OUT_QUEUE", "bytes queued to one peer before its requests stop being read" },
 	{ "log-level", T_LOGLEVEL, F(log_level), "info", "CKPT_LOG_LEVEL", "error, warn, info, debug or trace" },
+	{ "domain", T_NAME, F(domain), NULL, "CKPT_DOMAIN", "agent: this node's failure domain (rack), for partner placement" },
+	{ "agent-grace", T_DURATION, F(agent_grace_ms), "30s", "CKPT_AGENT_GRACE", "coordinator: a disconnected agent's copies are dropped after this" },
+	{ "retention-interval", T_DURATION, F(retention_interval_ms), "60s", "CKPT_RETENTION_INTERVAL", "coordinator: how often retention runs (0: never)" },
+	{ "keep-dram", T_UINT, F(keep_dram), "0", "CKPT_KEEP_DRAM", "retention: DRAM copies of the newest K versions (0 with keep-disk and keep-every 0: each job's own policy)" },
+	{ "keep-disk", T_UINT, F(keep_disk), "0", "CKPT_KEEP_DISK", "retention: disk copies of the newest M versions" },
+	{ "keep-every", T_UINT, F(keep_every), "0", "CKPT_KEEP_EVERY", "retention: disk copies of every N-th version kept forever (0: none)" },
 };
 
 #define NENTRIES (sizeof(table) / sizeof(table[0]))
@@ -179,6 +185,12 @@ static int set_field(ckptd_config *cfg, const cfg_entry *e, const char *v, const
 		if (ckptd_parse_duration_ms(v, &u) < 0)
 			return -EINVAL;
 		*(uint64_t *)base = u;
+		return 0;
+	case T_UINT:
+		*expect = "a whole number from 0 to 1000000000";
+		if (!isdigit((unsigned char)v[strlen(v) - 1]) || ckptd_parse_size(v, &u) < 0 || u > 1000000000)
+			return -EINVAL;
+		*(uint32_t *)base = (uint32_t)u;
 		return 0;
 	case T_LOGLEVEL:
 		*expect = "error, warn, info, debug or trace";
@@ -405,6 +417,7 @@ void ckptd_config_print(const ckptd_config *cfg, FILE *out)
 			         table[i].type == T_DURATION ? "ms" : "");
 			break;
 		case T_COUNT:
+		case T_UINT:
 			snprintf(v, sizeof(v), "%u", *(const uint32_t *)base);
 			break;
 		case T_LOGLEVEL:

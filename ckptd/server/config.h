@@ -39,6 +39,12 @@ typedef struct ckptd_config {
 	uint64_t shutdown_grace_ms;    /* SIGTERM: time left to flush replies */
 	uint64_t out_queue;      /* bytes queued to one peer before it is throttled */
 	int log_level;           /* CKPTD_LOG_* */
+	char *domain;            /* failure domain (rack) an agent reports; NULL: none */
+	uint64_t agent_grace_ms; /* coordinator: a disconnected agent is lost after this */
+	uint64_t retention_interval_ms; /* coordinator: retention timer; 0: off */
+	uint32_t keep_dram;      /* retention default: DRAM copies of the newest K versions (0: the job's policy) */
+	uint32_t keep_disk;      /* ... disk copies of the newest M */
+	uint32_t keep_every;     /* ... disk copies of every N-th version forever */
 	uint8_t source[32];      /* per table entry: where its value came from */
 } ckptd_config;
 

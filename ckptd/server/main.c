@@ -3,6 +3,7 @@
  * 2 on bad settings. */
 #include "config.h"
 #include "log.h"
+#include "roles.h"
 #include "server.h"
 
 #include <errno.h>
@@ -15,6 +16,7 @@ int main(int argc, char **argv)
 	ckptd_config cfg;
 	ckptd_secret *secret = NULL;
 	ckptd_server *srv = NULL;
+	ckptd_roles *roles = NULL;
 	char err[1200] = "";
 	int rc = 2;
 	int action = ckptd_config_parse(&cfg, argc, argv, err, sizeof(err));
@@ -61,10 +63,24 @@ int main(int argc, char **argv)
 		rc = (r == -EINVAL) ? 2 : 1;
 		goto out;
 	}
-	/* Roles register here: ckptd_server_on(srv, CKPTD_MSG_..., handler, role_ctx). */
+	/* Without a root the roles have nowhere to keep their indexes: the core
+	 * alone (handshake, STATUS) still runs, as before the roles existed. */
+	if (!cfg.root) {
+		CKPTD_WARN(&log, NULL, NULL, "--root not set: serving the handshake and STATUS only (no agent or coordinator)");
+		rc = ckptd_server_run(srv) == 0 ? 0 : 1;
+		goto out;
+	}
+	r = ckptd_roles_start(srv, &cfg, secret, &log, &roles, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "ckptd: %s\n", err[0] ? err : strerror(-r));
+		rc = (r == -EINVAL) ? 2 : 1;
+		goto out;
+	}
 	rc = ckptd_server_run(srv) == 0 ? 0 : 1;
 out:
+	/* Sessions first: their destructors still reach into the roles. */
 	ckptd_server_free(srv);
+	ckptd_roles_free(roles);
 	ckptd_secret_free(secret);
 	ckptd_config_free(&cfg);
 	return rc;

@@ -25,6 +25,9 @@
 #define MAX_HANDLERS 64
 #define CLOSE_LINGER_NS (1000000000ull) /* time to flush a last ERROR */
 #define READS_PER_EVENT 16              /* fairness: one peer cannot hog the loop */
+#define MAX_WATCHES 8                   /* role fds (an agent's coordinator link) */
+#define MAX_TIMERS 8
+#define MAX_AFTER 4
 
 enum { S_HELLO = 1, S_AUTH, S_READY };
 
@@ -84,6 +87,24 @@ struct ckptd_server {
 	size_t nhandlers;
 	ckptd_job_filter_fn filter;
 	void *filter_arg;
+	/* Role hooks: fds of their own, periodic timers, and calls after each
+	 * batch of events (where a coordinator commits what the batch brought). */
+	struct watch {
+		int fd; /* -1: free slot */
+		ckptd_watch_fn fn;
+		void *arg;
+	} watches[MAX_WATCHES];
+	struct {
+		uint64_t period_ns, due_ns;
+		ckptd_hook_fn fn;
+		void *arg;
+	} timers[MAX_TIMERS];
+	size_t ntimers;
+	struct {
+		ckptd_hook_fn fn;
+		void *arg;
+	} after[MAX_AFTER];
+	size_t nafter;
 	int stop;
 	uint64_t started_ns;
 	char node[CKPTD_NAME_MAX + 1];
@@ -611,6 +632,9 @@ static void check_deadlines(ckptd_server *srv, uint64_t t)
 static int next_timeout_ms(ckptd_server *srv, uint64_t t, uint64_t extra)
 {
 	uint64_t d = extra;
+	for (size_t i = 0; i < srv->ntimers; i++)
+		if (srv->timers[i].due_ns < d)
+			d = srv->timers[i].due_ns;
 	for (ckptd_session *s = srv->live; s; s = s->next) {
 		uint64_t sd = session_deadline(s);
 		if (sd < d)
@@ -738,7 +762,7 @@ static int listen_tcp(ckptd_server *srv, const char *spec, char *err, size_t err
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (res->ai_family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-	if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+	if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0) {
 		r = -errno;
 		errf(err, errcap, "--listen %s: %s", spec, strerror(errno));
 		close(fd);
@@ -796,7 +820,7 @@ static int listen_unix(ckptd_server *srv, const char *path, char *err, size_t er
 	int b = bind(fd, (struct sockaddr *)&sun, sizeof(sun));
 	int e = errno;
 	umask(old);
-	if (b < 0 || chmod(path, 0600) < 0 || listen(fd, 128) < 0 || stat(path, &st) < 0) {
+	if (b < 0 || chmod(path, 0600) < 0 || listen(fd, SOMAXCONN) < 0 || stat(path, &st) < 0) {
 		if (b == 0) {
 			e = errno;
 			unlink(path);
@@ -884,6 +908,8 @@ int ckptd_server_new(const ckptd_config *cfg, const ckptd_secret *cluster, const
 	srv->cfg = cfg;
 	srv->log = log;
 	srv->epfd = srv->sigfd = srv->tcp_fd = srv->unix_fd = -1;
+	for (size_t i = 0; i < MAX_WATCHES; i++)
+		srv->watches[i].fd = -1;
 	srv->started_ns = now_ns();
 	if (cfg->node)
 		snprintf(srv->node, sizeof(srv->node), "%s", cfg->node);
@@ -1033,6 +1059,84 @@ int ckptd_session_peer_cred(const ckptd_session *s, pid_t *pid, uid_t *uid, gid_
 	return 0;
 }
 
+/* ---------------------------------------------------------------- role hooks */
+
+int ckptd_server_watch(ckptd_server *srv, int fd, ckptd_watch_fn fn, void *arg)
+{
+	for (size_t i = 0; i < MAX_WATCHES; i++) {
+		struct watch *w = &srv->watches[i];
+		if (w->fd >= 0)
+			continue;
+		struct epoll_event ev = { .events = EPOLLIN };
+		ev.data.ptr = w;
+		if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+			return -errno;
+		w->fd = fd;
+		w->fn = fn;
+		w->arg = arg;
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+void ckptd_server_unwatch(ckptd_server *srv, int fd)
+{
+	for (size_t i = 0; i < MAX_WATCHES; i++) {
+		if (srv->watches[i].fd != fd || fd < 0)
+			continue;
+		epoll_ctl(srv->epfd, EPOLL_CTL_DEL, fd, NULL);
+		srv->watches[i].fd = -1;
+	}
+}
+
+int ckptd_server_every(ckptd_server *srv, uint64_t period_ms, ckptd_hook_fn fn, void *arg)
+{
+	if (!period_ms || !fn)
+		return -EINVAL;
+	if (srv->ntimers == MAX_TIMERS)
+		return -ENOSPC;
+	srv->timers[srv->ntimers].period_ns = ms_to_ns(period_ms);
+	srv->timers[srv->ntimers].due_ns = now_ns() + ms_to_ns(period_ms);
+	srv->timers[srv->ntimers].fn = fn;
+	srv->timers[srv->ntimers].arg = arg;
+	srv->ntimers++;
+	return 0;
+}
+
+int ckptd_server_after_events(ckptd_server *srv, ckptd_hook_fn fn, void *arg)
+{
+	if (!fn)
+		return -EINVAL;
+	if (srv->nafter == MAX_AFTER)
+		return -ENOSPC;
+	srv->after[srv->nafter].fn = fn;
+	srv->after[srv->nafter].arg = arg;
+	srv->nafter++;
+	return 0;
+}
+
+/* After a batch of events: the roles' hooks, then whatever they queued goes
+ * out (handlers' replies are flushed by on_readable; hooks' are not). */
+static void run_hooks(ckptd_server *srv)
+{
+	for (size_t i = 0; i < srv->nafter; i++)
+		srv->after[i].fn(srv, srv->after[i].arg);
+	uint64_t t = now_ns();
+	for (size_t i = 0; i < srv->ntimers; i++) {
+		if (srv->timers[i].due_ns > t)
+			continue;
+		srv->timers[i].due_ns = t + srv->timers[i].period_ns;
+		srv->timers[i].fn(srv, srv->timers[i].arg);
+	}
+	if (!srv->nafter && !srv->ntimers)
+		return;
+	for (ckptd_session *s = srv->live, *n; s; s = n) {
+		n = s->next;
+		if (s->fd >= 0 && s->out_head)
+			flush(s);
+	}
+}
+
 /* ---------------------------------------------------------------- loop */
 
 static void begin_stop(ckptd_server *srv, const char *why)
@@ -1097,6 +1201,10 @@ int ckptd_server_run(ckptd_server *srv)
 			} else if (p == &srv->unix_fd) {
 				if (srv->unix_fd >= 0)
 					on_accept(srv, srv->unix_fd, CKPTD_TRANSPORT_UNIX);
+			} else if ((char *)p >= (char *)srv->watches && (char *)p < (char *)(srv->watches + MAX_WATCHES)) {
+				struct watch *w = p;
+				if (w->fd >= 0)
+					w->fn(srv, w->fd, evs[i].events, w->arg);
 			} else {
 				ckptd_session *s = p;
 				if (s->fd < 0)
@@ -1109,6 +1217,7 @@ int ckptd_server_run(ckptd_server *srv)
 					session_close(s);
 			}
 		}
+		run_hooks(srv);
 		check_deadlines(srv, now_ns());
 		reap(srv);
 	}

@@ -90,6 +90,29 @@ const ckptd_log *ckptd_server_log(const ckptd_server *srv);
 /* Node name: cfg->node or the host name. */
 const char *ckptd_server_node(const ckptd_server *srv);
 
+/* ---------------------------------------------------------------- role hooks */
+
+/* Called in the loop's thread when fd is readable (or has hung up). */
+typedef void (*ckptd_watch_fn)(ckptd_server *srv, int fd, uint32_t events, void *arg);
+/* Called in the loop's thread (timers, after-events). */
+typedef void (*ckptd_hook_fn)(ckptd_server *srv, void *arg);
+
+/* Watches a role's own fd (e.g. an agent's link to its coordinator) for
+ * input. The fd stays the caller's; unwatch it before closing it.
+ * Returns 0, -ENOSPC (8 at most), or the error of epoll_ctl. */
+int ckptd_server_watch(ckptd_server *srv, int fd, ckptd_watch_fn fn, void *arg);
+void ckptd_server_unwatch(ckptd_server *srv, int fd);
+
+/* Calls fn every period_ms (> 0), first one period from now.
+ * Returns 0, -EINVAL, -ENOSPC (8 at most). */
+int ckptd_server_every(ckptd_server *srv, uint64_t period_ms, ckptd_hook_fn fn, void *arg);
+
+/* Calls fn after each batch of events the loop handled (and after each
+ * timeout): what a batch of requests brought can be acted on at once, e.g.
+ * every SHARD_DONE of the batch committed in one transaction. Replies that
+ * hooks queue are flushed right after. Returns 0, -EINVAL, -ENOSPC (4). */
+int ckptd_server_after_events(ckptd_server *srv, ckptd_hook_fn fn, void *arg);
+
 /* ---------------------------------------------------------------- sessions */
 
 enum { CKPTD_TRANSPORT_TCP = 1, CKPTD_TRANSPORT_UNIX = 2 };

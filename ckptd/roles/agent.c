@@ -1,0 +1,662 @@
+/* The agent role: the node-DRAM pool behind the Unix socket, the agent's own
+ * index of what it holds, and its link to the coordinator.
+ *
+ * Order of a save: SEGMENT_REQUEST(WRITE) -> grant with the pool fd; the rank
+ * copies its shard in; SHARD_DONE -> segment HELD, record in the index (one
+ * transaction for every report of a loop turn), OK to the rank, SHARD_DONE
+ * to the coordinator; COMMIT_NOTICE back -> pool version COMMITTED, index
+ * marked, notice to the job's ranks on this node. The index is written before
+ * the coordinator hears, so a restarted coordinator learns everything from
+ * the inventory. */
+#include "roles_int.h"
+
+#include "client.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LINK_TICK_MS 100
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 2000
+#define CONNECT_TIMEOUT_MS 1000
+#define INVENTORY_BATCH 2048
+
+/* What a rank's session holds. */
+typedef struct rank_sess {
+	struct rank_sess *prev, *next;
+	ckptd_agent *a;
+	ckptd_session *s;
+	uint64_t serial;
+	int registered;
+	char job[CKPTD_JOB_MAX + 1];
+	uint32_t rank, world_size;
+	uint64_t lineage;
+	uint64_t *writing, *pinned; /* segment ids: freed / unpinned when it goes */
+	size_t nwriting, npinned, capwriting, cappinned;
+} rank_sess;
+
+/* A request on the link waiting for its answer (the coordinator answers in order). */
+enum { FWD_IGNORE = 1, FWD_LIST };
+typedef struct fwd {
+	int kind;
+	uint64_t serial; /* FWD_LIST: the asking rank's session */
+} fwd;
+
+typedef struct done_item {
+	rank_sess *rs;
+	ckptd_shard_done d;
+} done_item;
+
+struct ckptd_agent {
+	ckptd_server *srv;
+	const ckptd_config *cfg;
+	const ckptd_secret *cluster;
+	const ckptd_log *log;
+	const char *node;
+	char address[CKPTD_ADDR_MAX + 1];
+	ckptd_pool *pool;
+	ckptd_aidx *idx;
+	rank_sess *ranks;
+	uint64_t next_serial;
+	/* the coordinator link */
+	ckptd_coordinator *local; /* --role both */
+	ckptd_client *link;
+	uint64_t next_try_ns, backoff_ms;
+	uint64_t rng; /* jitter of the backoff */
+	fwd *fifo;
+	size_t fhead, flen, fcap;
+	int inventory_due;
+	/* reports of this loop turn */
+	done_item *done;
+	size_t ndone, capdone;
+};
+
+static int push_id(uint64_t **v, size_t *n, size_t *cap, uint64_t id)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 4;
+		void *p = realloc(*v, nc * sizeof(**v));
+		if (!p)
+			return -ENOMEM;
+		*v = p;
+		*cap = nc;
+	}
+	(*v)[(*n)++] = id;
+	return 0;
+}
+
+static int drop_id(uint64_t *v, size_t *n, uint64_t id)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (v[i] == id) {
+			v[i] = v[--*n];
+			return 1;
+		}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- link */
+
+static int fifo_push(ckptd_agent *a, int kind, uint64_t serial)
+{
+	if (a->flen == a->fcap) {
+		size_t nc = a->fcap ? a->fcap * 2 : 64;
+		fwd *f = malloc(nc * sizeof(*f));
+		if (!f)
+			return -ENOMEM;
+		for (size_t i = 0; i < a->flen; i++)
+			f[i] = a->fifo[(a->fhead + i) % a->fcap];
+		free(a->fifo);
+		a->fifo = f;
+		a->fhead = 0;
+		a->fcap = nc;
+	}
+	a->fifo[(a->fhead + a->flen++) % a->fcap] = (fwd){ kind, serial };
+	return 0;
+}
+
+static rank_sess *rank_by_serial(ckptd_agent *a, uint64_t serial)
+{
+	for (rank_sess *r = a->ranks; r; r = r->next)
+		if (r->serial == serial)
+			return r;
+	return NULL;
+}
+
+static void link_down(ckptd_agent *a, const char *why)
+{
+	if (!a->link)
+		return;
+	CKPTD_WARN(a->log, a->cfg->coordinator, NULL, "coordinator link down: %s; reconnecting", why);
+	ckptd_server_unwatch(a->srv, ckptd_client_fd(a->link));
+	ckptd_client_close(a->link);
+	a->link = NULL;
+	/* Ranks waiting for a forwarded answer hear that it will not come. */
+	for (; a->flen; a->flen--, a->fhead = (a->fhead + 1) % a->fcap) {
+		fwd *f = &a->fifo[a->fhead];
+		rank_sess *r = f->kind == FWD_LIST ? rank_by_serial(a, f->serial) : NULL;
+		if (r)
+			ckptd_session_send_error(r->s, CKPTD_ERR_BUSY, "coordinator unreachable; try again");
+	}
+	a->backoff_ms = BACKOFF_MIN_MS;
+	a->next_try_ns = ckptd__now_ns() + a->backoff_ms * 1000000ull;
+}
+
+/* Sends to the coordinator; kind: what its answer is for. */
+static int link_send(ckptd_agent *a, const ckptd_msg *m, int kind, uint64_t serial)
+{
+	if (a->local)
+		return ckptd_coordinator_local_msg(a->local, a->node, m);
+	if (!a->link)
+		return -ENOTCONN;
+	int r = ckptd_client_send(a->link, m);
+	if (r < 0) {
+		link_down(a, strerror(-r));
+		return r;
+	}
+	if ((r = fifo_push(a, kind, serial)) < 0)
+		return r;
+	return 0;
+}
+
+typedef struct inv_acc {
+	ckptd_agent *a;
+	ckptd_held_shard *e;
+	uint32_t n, seq;
+	int err;
+} inv_acc;
+
+static int inv_flush(inv_acc *acc, int final)
+{
+	ckptd_msg m = { .type = CKPTD_MSG_AGENT_INVENTORY };
+	snprintf(m.u.agent_inventory.node, sizeof(m.u.agent_inventory.node), "%s", acc->a->node);
+	m.u.agent_inventory.seq = acc->seq++;
+	m.u.agent_inventory.final = (uint32_t)final;
+	m.u.agent_inventory.count = acc->n;
+	m.u.agent_inventory.entries = acc->e;
+	acc->n = 0;
+	return link_send(acc->a, &m, FWD_IGNORE, 0);
+}
+
+static int inv_cb(void *arg, const ckptd_aidx_rec *r)
+{
+	inv_acc *acc = arg;
+	ckptd_held_shard *last = acc->n ? &acc->e[acc->n - 1] : NULL;
+	if (last && last->version == r->version && last->rank == r->rank && !strcmp(last->job, r->job)) {
+		last->tiers |= r->tier;
+		last->committed |= r->committed;
+		return 0;
+	}
+	if (acc->n == INVENTORY_BATCH && (acc->err = inv_flush(acc, 0)) < 0)
+		return 1;
+	ckptd_held_shard *e = &acc->e[acc->n++];
+	memset(e, 0, sizeof(*e));
+	snprintf(e->job, sizeof(e->job), "%s", r->job);
+	e->version = r->version;
+	e->rank = r->rank;
+	e->world_size = r->world_size > r->rank ? r->world_size : 0;
+	e->tiers = r->tier;
+	e->committed = r->committed;
+	e->bytes = r->bytes;
+	e->checksum = r->checksum;
+	e->lineage = r->lineage;
+	return 0;
+}
+
+/* The agent is the source of truth: everything it holds, in batches. */
+static int send_inventory(ckptd_agent *a)
+{
+	inv_acc acc = { .a = a };
+	if (!(acc.e = calloc(INVENTORY_BATCH, sizeof(*acc.e))))
+		return -ENOMEM;
+	int r = ckptd_aidx_each(a->idx, inv_cb, &acc);
+	if (r == 1)
+		r = acc.err;
+	if (r == 0)
+		r = inv_flush(&acc, 1);
+	free(acc.e);
+	a->inventory_due = r < 0;
+	return r;
+}
+
+static int send_hello(ckptd_agent *a)
+{
+	ckptd_msg m = { .type = CKPTD_MSG_AGENT_HELLO };
+	snprintf(m.u.agent_hello.node, sizeof(m.u.agent_hello.node), "%s", a->node);
+	snprintf(m.u.agent_hello.address, sizeof(m.u.agent_hello.address), "%s", a->address);
+	snprintf(m.u.agent_hello.domain, sizeof(m.u.agent_hello.domain), "%s", a->cfg->domain ? a->cfg->domain : "");
+	m.u.agent_hello.pool_bytes = a->cfg->pool_size;
+	int r = link_send(a, &m, FWD_IGNORE, 0);
+	if (r == 0)
+		r = send_inventory(a);
+	return r;
+}
+
+static void on_notice(ckptd_agent *a, const ckptd_commit_notice *n);
+static void on_delete(ckptd_agent *a, const ckptd_delete_version *d);
+
+static void on_link(ckptd_server *srv, int fd, uint32_t events, void *arg)
+{
+	(void)srv, (void)fd, (void)events;
+	ckptd_agent *a = arg;
+	while (a->link) {
+		ckptd_msg m;
+		int r = ckptd_client_poll(a->link, &m);
+		if (r == 0)
+			return;
+		if (r < 0) {
+			link_down(a, r == -ECONNRESET ? "closed by the coordinator" : strerror(-r));
+			return;
+		}
+		if (m.type == CKPTD_MSG_COMMIT_NOTICE) {
+			on_notice(a, &m.u.commit_notice);
+		} else if (m.type == CKPTD_MSG_DELETE_VERSION) {
+			on_delete(a, &m.u.delete_version);
+		} else if (!a->flen) {
+			CKPTD_WARN(a->log, a->cfg->coordinator, NULL, "unexpected %s from the coordinator",
+			           ckptd_msg_name(m.type) ? ckptd_msg_name(m.type) : "message");
+		} else {
+			fwd f = a->fifo[a->fhead];
+			a->fhead = (a->fhead + 1) % a->fcap;
+			a->flen--;
+			rank_sess *rs = f.kind == FWD_LIST ? rank_by_serial(a, f.serial) : NULL;
+			if (rs)
+				ckptd_session_send(rs->s, &m, -1);
+			else if (m.type == CKPTD_MSG_ERROR)
+				CKPTD_WARN(a->log, a->cfg->coordinator, NULL, "coordinator refused a report: %s",
+				           m.u.error.text);
+		}
+		ckptd_msg_free(&m);
+	}
+}
+
+static uint64_t next_rand(ckptd_agent *a)
+{
+	a->rng ^= a->rng << 13;
+	a->rng ^= a->rng >> 7;
+	a->rng ^= a->rng << 17;
+	return a->rng;
+}
+
+static void link_tick(ckptd_server *srv, void *arg)
+{
+	(void)srv;
+	ckptd_agent *a = arg;
+	if (a->local || a->link || ckptd__now_ns() < a->next_try_ns)
+		return;
+	char err[300] = "";
+	ckptd_client *c = NULL;
+	int r = ckptd_client_connect(a->cfg->coordinator, NULL, CKPTD_ROLE_AGENT, a->cluster, CONNECT_TIMEOUT_MS, &c,
+	                             err, sizeof(err));
+	if (r < 0) {
+		CKPTD_DEBUG(a->log, a->cfg->coordinator, NULL, "coordinator not reachable: %s", err);
+		/* Doubling with jitter, so that agents restarted together spread out. */
+		a->backoff_ms = a->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : a->backoff_ms * 2;
+		a->next_try_ns = ckptd__now_ns() + (a->backoff_ms / 2 + next_rand(a) % (a->backoff_ms / 2 + 1)) * 1000000ull;
+		return;
+	}
+	ckptd_client_set_timeout(c, 5000);
+	if ((r = ckptd_server_watch(a->srv, ckptd_client_fd(c), on_link, a)) < 0) {
+		ckptd_client_close(c);
+		return;
+	}
+	a->link = c;
+	a->backoff_ms = BACKOFF_MIN_MS;
+	CKPTD_INFO(a->log, a->cfg->coordinator, NULL, "connected to the coordinator; sending hello and inventory");
+	send_hello(a);
+}
+
+/* ---------------------------------------------------------------- notices */
+
+static void on_notice(ckptd_agent *a, const ckptd_commit_notice *n)
+{
+	int r = ckptd_aidx_set_committed(a->idx, n->job, n->version, n->tier);
+	if (r < 0)
+		CKPTD_WARN(a->log, NULL, n->job, "index: marking version %llu committed failed: %s",
+		           (unsigned long long)n->version, strerror(-r));
+	ckptd_pool_version_set(a->pool, n->job, n->version, CKPTD_VER_COMMITTED);
+	if (r == 0)
+		return; /* nothing new to this node: a re-announcement after a reconnect */
+	ckptd_msg m = { .type = CKPTD_MSG_COMMIT_NOTICE, .u.commit_notice = *n };
+	int k = 0;
+	for (rank_sess *rs = a->ranks; rs; rs = rs->next)
+		if (rs->registered && !strcmp(rs->job, n->job) && ckptd_session_send(rs->s, &m, -1) == 0)
+			k++;
+	CKPTD_DEBUG(a->log, NULL, n->job, "version %llu committed at tier %u: told %d ranks",
+	            (unsigned long long)n->version, n->tier, k);
+}
+
+static void local_from_coord(void *arg, const ckptd_msg *m)
+{
+	ckptd_agent *a = arg;
+	if (m->type == CKPTD_MSG_COMMIT_NOTICE)
+		on_notice(a, &m->u.commit_notice);
+	else if (m->type == CKPTD_MSG_DELETE_VERSION)
+		on_delete(a, &m->u.delete_version);
+}
+
+static void on_delete(ckptd_agent *a, const ckptd_delete_version *d)
+{
+	int r = ckptd_pool_version_drop(a->pool, d->job, d->version);
+	int k = ckptd_aidx_del_version(a->idx, d->job, d->version, CKPT_TIER_LOCAL_MEM);
+	CKPTD_INFO(a->log, NULL, d->job, "version %llu: DRAM copies dropped on the coordinator's word (%d segments, %d records)",
+	           (unsigned long long)d->version, r, k);
+}
+
+/* The pool evicted a segment to make room: the copy is gone. */
+static void on_evict(void *arg, const ckptd_seg_info *si)
+{
+	ckptd_agent *a = arg;
+	ckptd_aidx_del(a->idx, si->job, si->version, si->rank, CKPT_TIER_LOCAL_MEM);
+	/* The protocol has no message for one lost copy: a fresh inventory
+	 * tells the coordinator (its final batch drops what is not listed). */
+	a->inventory_due = 1;
+	CKPTD_INFO(a->log, NULL, si->job, "evicted version %llu rank %u from DRAM", (unsigned long long)si->version,
+	           si->rank);
+}
+
+/* ---------------------------------------------------------------- reports */
+
+static void after_events(ckptd_server *srv, void *arg)
+{
+	(void)srv;
+	ckptd_agent *a = arg;
+	if (a->ndone) {
+		ckptd_aidx_rec *recs = calloc(a->ndone, sizeof(*recs));
+		int r = recs ? 0 : -ENOMEM;
+		for (size_t i = 0; recs && i < a->ndone; i++) {
+			const ckptd_shard_done *d = &a->done[i].d;
+			snprintf(recs[i].job, sizeof(recs[i].job), "%s", d->job);
+			recs[i].version = d->version;
+			recs[i].rank = d->rank;
+			recs[i].tier = d->tier;
+			recs[i].world_size = d->world_size;
+			recs[i].bytes = d->bytes;
+			recs[i].checksum = d->checksum;
+			recs[i].lineage = d->lineage;
+		}
+		if (recs)
+			r = ckptd_aidx_put(a->idx, recs, a->ndone);
+		free(recs);
+		for (size_t i = 0; i < a->ndone; i++) {
+			done_item *e = &a->done[i];
+			if (r < 0) {
+				if (e->rs)
+					ckptd_session_send_error(e->rs->s, CKPTD_ERR_INTERNAL, "agent index write failed");
+				continue;
+			}
+			ckptd_msg ok = { .type = CKPTD_MSG_OK, .u.ok.version = e->d.version };
+			if (e->rs)
+				ckptd_session_send(e->rs->s, &ok, -1);
+			ckptd_msg fw = { .type = CKPTD_MSG_SHARD_DONE, .u.shard_done = e->d };
+			/* Down: the inventory on reconnect carries it. */
+			link_send(a, &fw, FWD_IGNORE, 0);
+		}
+		if (r < 0)
+			CKPTD_ERROR(a->log, NULL, NULL, "index write of %zu reports failed: %s", a->ndone, strerror(-r));
+		a->ndone = 0;
+	}
+	if (a->inventory_due && (a->link || a->local))
+		send_inventory(a);
+}
+
+/* ---------------------------------------------------------------- ranks */
+
+static void rank_sess_free(void *arg)
+{
+	rank_sess *rs = arg;
+	ckptd_agent *a = rs->a;
+	/* A rank gone before SHARD_DONE leaves a half-written segment. */
+	for (size_t i = 0; i < rs->nwriting; i++)
+		ckptd_pool_seg_free(a->pool, rs->writing[i]);
+	for (size_t i = 0; i < rs->npinned; i++)
+		ckptd_pool_seg_unpin(a->pool, rs->pinned[i]);
+	if (rs->nwriting)
+		CKPTD_INFO(a->log, NULL, rs->job, "rank %u left before SHARD_DONE: %zu segments freed", rs->rank, rs->nwriting);
+	/* Reports of this turn still name it. */
+	for (size_t i = 0; i < a->ndone; i++)
+		if (a->done[i].rs == rs)
+			a->done[i].rs = NULL;
+	if (rs->prev)
+		rs->prev->next = rs->next;
+	else
+		a->ranks = rs->next;
+	if (rs->next)
+		rs->next->prev = rs->prev;
+	free(rs->writing);
+	free(rs->pinned);
+	free(rs);
+}
+
+static rank_sess *rank_of(ckptd_agent *a, ckptd_session *s)
+{
+	rank_sess *rs = ckptd_session_data(s);
+	if (rs)
+		return rs;
+	if (!(rs = calloc(1, sizeof(*rs))))
+		return NULL;
+	rs->a = a;
+	rs->s = s;
+	rs->serial = ++a->next_serial;
+	rs->next = a->ranks;
+	if (a->ranks)
+		a->ranks->prev = rs;
+	a->ranks = rs;
+	ckptd_session_set_data(s, rs, rank_sess_free);
+	return rs;
+}
+
+static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_register_rank *m)
+{
+	pid_t pid;
+	if (strcmp(m->job, ckptd_session_job(s)) != 0)
+		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "job differs from the one this session authenticated for");
+	if (ckptd_session_peer_cred(s, &pid, NULL, NULL) < 0 || (uint32_t)pid != m->pid)
+		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "PID does not match the socket's peer credentials");
+	if (rs->registered && (rs->rank != m->rank || rs->world_size != m->world_size))
+		return ckptd_session_send_error(s, CKPTD_ERR_STATE, "this session is registered as another rank");
+	rs->registered = 1;
+	snprintf(rs->job, sizeof(rs->job), "%s", m->job);
+	rs->rank = m->rank;
+	rs->world_size = m->world_size;
+	rs->lineage = m->lineage;
+	CKPTD_DEBUG(a->log, ckptd_session_peer(s), rs->job, "rank %u/%u registered", rs->rank, rs->world_size);
+	ckptd_msg ok = { .type = CKPTD_MSG_OK };
+	return ckptd_session_send(s, &ok, -1);
+}
+
+static int on_segment(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_segment_request *m)
+{
+	ckptd_seg_info si;
+	ckptd_msg g = { .type = CKPTD_MSG_SEGMENT_GRANT };
+	int r;
+	if (m->mode == CKPTD_SEG_WRITE) {
+		if (m->rank != rs->rank)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "a rank writes its own shard only");
+		if (!m->bytes)
+			return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "WRITE needs BYTES");
+		r = ckptd_pool_alloc(a->pool, m->job, m->version, m->rank, m->bytes, &si);
+		if (r == -ENOSPC)
+			return ckptd_session_send_error(s, CKPTD_ERR_NO_SPACE, "node DRAM pool full; write this shard to disk");
+		if (r == -EEXIST)
+			return ckptd_session_send_error(s, CKPTD_ERR_STATE, "this rank already has a segment in that version");
+		if (r < 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "segment allocation failed");
+		if ((r = push_id(&rs->writing, &rs->nwriting, &rs->capwriting, si.id)) < 0) {
+			ckptd_pool_seg_free(a->pool, si.id);
+			return r;
+		}
+	} else if (m->mode == CKPTD_SEG_READ) {
+		if (m->rank >= rs->world_size)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "rank outside this job's world");
+		r = ckptd_pool_find(a->pool, m->job, m->version, m->rank, &si);
+		if (r < 0 || si.state != CKPTD_SEG_HELD)
+			return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no DRAM copy of that shard on this node");
+		if ((r = ckptd_pool_seg_pin(a->pool, si.id)) < 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "that shard is not readable now");
+		if ((r = push_id(&rs->pinned, &rs->npinned, &rs->cappinned, si.id)) < 0) {
+			ckptd_pool_seg_unpin(a->pool, si.id);
+			return r;
+		}
+	} else {
+		return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "unknown MODE");
+	}
+	g.u.segment_grant.segment_id = si.id;
+	g.u.segment_grant.offset = si.off;
+	g.u.segment_grant.bytes = si.len;
+	return ckptd_session_send(s, &g, ckptd_pool_fd(a->pool));
+}
+
+static int on_shard_done(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_shard_done *m)
+{
+	if (m->rank != rs->rank)
+		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "a rank reports its own shard only");
+	if (m->tier == CKPT_TIER_LOCAL_MEM) {
+		ckptd_seg_info si;
+		if (ckptd_pool_find(a->pool, m->job, m->version, m->rank, &si) < 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no DRAM segment of that shard here");
+		if (si.state == CKPTD_SEG_WRITING) {
+			if (!drop_id(rs->writing, &rs->nwriting, si.id))
+				return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "that segment was granted to another session");
+			ckptd_pool_seg_done(a->pool, si.id);
+		}
+	}
+	if (a->ndone == a->capdone) {
+		size_t nc = a->capdone ? a->capdone * 2 : 64;
+		void *p = realloc(a->done, nc * sizeof(*a->done));
+		if (!p)
+			return -ENOMEM;
+		a->done = p;
+		a->capdone = nc;
+	}
+	done_item *e = &a->done[a->ndone++];
+	e->rs = rs;
+	e->d = *m;
+	if (!e->d.world_size)
+		e->d.world_size = rs->world_size;
+	if (!e->d.lineage)
+		e->d.lineage = rs->lineage;
+	return 0;
+}
+
+int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
+{
+	if (ckptd_session_role(s) != CKPTD_ROLE_RANK || ckptd_session_transport(s) != CKPTD_TRANSPORT_UNIX)
+		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "ranks speak to their agent over its Unix socket");
+	rank_sess *rs = rank_of(a, s);
+	if (!rs)
+		return -ENOMEM;
+	if (m->type == CKPTD_MSG_REGISTER_RANK)
+		return on_register(a, s, rs, &m->u.register_rank);
+	if (!rs->registered)
+		return ckptd_session_send_error(s, CKPTD_ERR_STATE, "REGISTER_RANK first");
+	/* Every request names its job; a session speaks for its own only. */
+	const char *job = m->type == CKPTD_MSG_SEGMENT_REQUEST ? m->u.segment_request.job
+	                : m->type == CKPTD_MSG_SHARD_DONE      ? m->u.shard_done.job
+	                : m->type == CKPTD_MSG_LIST_VERSIONS   ? m->u.list_versions.job
+	                                                       : rs->job;
+	if (strcmp(job, rs->job) != 0)
+		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
+	switch (m->type) {
+	case CKPTD_MSG_SEGMENT_REQUEST:
+		return on_segment(a, s, rs, &m->u.segment_request);
+	case CKPTD_MSG_SHARD_DONE:
+		return on_shard_done(a, s, rs, &m->u.shard_done);
+	case CKPTD_MSG_LIST_VERSIONS: {
+		if (a->local) {
+			ckptd_msg rep = { .type = CKPTD_MSG_VERSIONS };
+			int r = ckptd_coordinator_list(a->local, &m->u.list_versions, &rep.u.versions);
+			r = r == 0 ? ckptd_session_send(s, &rep, -1)
+			           : ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "listing failed");
+			free(rep.u.versions.entries);
+			return r;
+		}
+		if (link_send(a, m, FWD_LIST, rs->serial) < 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "coordinator unreachable; try again");
+		return 0;
+	}
+	default:
+		return ckptd_session_send_error(s, CKPTD_ERR_UNSUPPORTED, "not handled by the agent");
+	}
+}
+
+void ckptd_agent_pool_stats(ckptd_agent *a, uint64_t *bytes, uint64_t *used)
+{
+	ckptd_pool_stats st;
+	ckptd_pool_stats_get(a->pool, &st);
+	*bytes = st.bytes;
+	*used = st.used;
+}
+
+int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secret *cluster,
+                    const ckptd_log *log, ckptd_coordinator *local, ckptd_agent **out, char *err,
+                    size_t errcap)
+{
+	char dir[4200];
+	size_t dropped = 0;
+	int r;
+	*out = NULL;
+	ckptd_agent *a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->srv = srv;
+	a->cfg = cfg;
+	a->cluster = cluster;
+	a->log = log;
+	a->local = local;
+	a->node = ckptd_server_node(srv);
+	if (cfg->listen)
+		snprintf(a->address, sizeof(a->address), "%s", cfg->listen);
+	else
+		snprintf(a->address, sizeof(a->address), "unix:%s", cfg->socket);
+	snprintf(dir, sizeof(dir), "%s/agent", cfg->root);
+	if ((r = ckptd_aidx_open(dir, &a->idx, &dropped)) < 0) {
+		snprintf(err, errcap, "--root: cannot open the agent index in %s: %s", dir, strerror(-r));
+		goto fail;
+	}
+	if (dropped)
+		CKPTD_INFO(log, NULL, NULL, "agent index: %zu DRAM records dropped (DRAM does not survive a restart)", dropped);
+	ckptd_pool_opts po = { .size = sizeof(po), .bytes = cfg->pool_size, .huge = CKPTD_POOL_HUGE_AUTO,
+	                       .name = "ckptd-pool", .on_evict = on_evict, .evict_arg = a };
+	if ((r = ckptd_pool_open(&a->pool, &po)) < 0) {
+		snprintf(err, errcap, "--pool-size: cannot open a %llu-byte DRAM pool: %s",
+		         (unsigned long long)cfg->pool_size, strerror(-r));
+		goto fail;
+	}
+	if ((r = ckptd_server_after_events(srv, after_events, a)) < 0) {
+		snprintf(err, errcap, "cannot install the agent's hooks: %s", strerror(-r));
+		goto fail;
+	}
+	if (local) {
+		if ((r = ckptd_coordinator_local_attach(local, a->node, local_from_coord, a)) < 0)
+			goto fail;
+		send_hello(a);
+	} else if ((r = ckptd_server_every(srv, LINK_TICK_MS, link_tick, a)) < 0) {
+		snprintf(err, errcap, "cannot install the agent's timers: %s", strerror(-r));
+		goto fail;
+	}
+	a->backoff_ms = BACKOFF_MIN_MS;
+	a->rng = ckptd__now_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
+	*out = a;
+	return 0;
+fail:
+	ckptd_agent_free(a);
+	return r;
+}
+
+void ckptd_agent_free(ckptd_agent *a)
+{
+	if (!a)
+		return;
+	/* Sessions are gone (the server is freed first); their records too. */
+	ckptd_client_close(a->link);
+	ckptd_pool_close(a->pool);
+	ckptd_aidx_close(a->idx);
+	free(a->fifo);
+	free(a->done);
+	free(a);
+}

@@ -1,0 +1,301 @@
+/* The agent's own index of the copies it holds (LMDB, one small
+ * environment). Keys sort by job, then version, then rank, then tier, so a
+ * version's records are one range and a shard's tiers are adjacent. */
+#include "roles_int.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define AIDX_REC_VERSION 1u
+#define AIDX_KEY_MAX (1 + CKPTD_JOB_MAX + 8 + 4 + 1)
+#define AIDX_VAL_LEN 40
+
+struct ckptd_aidx {
+	MDB_env *env;
+	MDB_dbi dbi;
+};
+
+static int lmdb_err(int rc)
+{
+	return rc > 0 ? -rc : rc == 0 ? 0 : -EIO;
+}
+
+static void put_be(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = n - 1; i >= 0; i--, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+static uint64_t get_be(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < n; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+	for (int i = n - 1; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* The job prefix (length byte first, so "a" never ranges into "ab"), then
+ * as much of version, rank, tier as `depth` asks: 1 version, 2 rank, 3 tier. */
+static size_t key_make(uint8_t *k, const char *job, uint64_t version, uint32_t rank, uint32_t tier, int depth)
+{
+	size_t n = strlen(job), o = 0;
+	k[o++] = (uint8_t)n;
+	memcpy(k + o, job, n);
+	o += n;
+	if (depth >= 1) {
+		put_be(k + o, version, 8);
+		o += 8;
+	}
+	if (depth >= 2) {
+		put_be(k + o, rank, 4);
+		o += 4;
+	}
+	if (depth >= 3)
+		k[o++] = (uint8_t)tier;
+	return o;
+}
+
+static int rec_decode(const MDB_val *k, const MDB_val *v, ckptd_aidx_rec *r)
+{
+	const uint8_t *p = k->mv_data;
+	if (k->mv_size < 1 || k->mv_size != (size_t)1 + p[0] + 13 || p[0] > CKPTD_JOB_MAX || v->mv_size < AIDX_VAL_LEN)
+		return -EINVAL;
+	const uint8_t *q = v->mv_data;
+	if (get_le(q, 4) != AIDX_REC_VERSION)
+		return -EINVAL;
+	memset(r, 0, sizeof(*r));
+	memcpy(r->job, p + 1, p[0]);
+	p += 1 + p[0];
+	r->version = get_be(p, 8);
+	r->rank = (uint32_t)get_be(p + 8, 4);
+	r->tier = p[12];
+	r->world_size = (uint32_t)get_le(q + 4, 4);
+	r->committed = (uint32_t)get_le(q + 8, 4);
+	r->bytes = get_le(q + 16, 8);
+	r->checksum = get_le(q + 24, 8);
+	r->lineage = get_le(q + 32, 8);
+	return 0;
+}
+
+static void val_make(uint8_t *q, const ckptd_aidx_rec *r)
+{
+	memset(q, 0, AIDX_VAL_LEN);
+	put_le(q, AIDX_REC_VERSION, 4);
+	put_le(q + 4, r->world_size, 4);
+	put_le(q + 8, r->committed, 4);
+	put_le(q + 16, r->bytes, 8);
+	put_le(q + 24, r->checksum, 8);
+	put_le(q + 32, r->lineage, 8);
+}
+
+int ckptd_aidx_open(const char *dir, ckptd_aidx **out, size_t *dropped)
+{
+	int rc;
+	MDB_txn *txn = NULL;
+	MDB_cursor *cur = NULL;
+	size_t ndrop = 0;
+	*out = NULL;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	ckptd_aidx *x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	if ((rc = mdb_env_create(&x->env)) || (rc = mdb_env_set_mapsize(x->env, 1ull << 30)) ||
+	    (rc = mdb_env_open(x->env, dir, MDB_NOTLS, 0600)))
+		goto fail;
+	if ((rc = mdb_txn_begin(x->env, NULL, 0, &txn)) || (rc = mdb_dbi_open(txn, NULL, 0, &x->dbi)) ||
+	    (rc = mdb_cursor_open(txn, x->dbi, &cur)))
+		goto fail;
+	/* DRAM does not survive the agent: what the old pool held is gone. */
+	MDB_val k, v;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		ckptd_aidx_rec r;
+		if (rec_decode(&k, &v, &r) < 0 || r.tier == CKPT_TIER_LOCAL_MEM) {
+			if ((rc = mdb_cursor_del(cur, 0)))
+				goto fail;
+			ndrop++;
+		}
+	}
+	if (rc != MDB_NOTFOUND)
+		goto fail;
+	mdb_cursor_close(cur);
+	cur = NULL;
+	rc = mdb_txn_commit(txn);
+	txn = NULL;
+	if (rc)
+		goto fail;
+	if (dropped)
+		*dropped = ndrop;
+	*out = x;
+	return 0;
+fail:
+	if (cur)
+		mdb_cursor_close(cur);
+	if (txn)
+		mdb_txn_abort(txn);
+	ckptd_aidx_close(x);
+	return lmdb_err(rc);
+}
+
+void ckptd_aidx_close(ckptd_aidx *x)
+{
+	if (!x)
+		return;
+	if (x->env)
+		mdb_env_close(x->env);
+	free(x);
+}
+
+int ckptd_aidx_put(ckptd_aidx *x, const ckptd_aidx_rec *r, size_t n)
+{
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(x->env, NULL, 0, &txn);
+	if (rc)
+		return lmdb_err(rc);
+	for (size_t i = 0; i < n && !rc; i++) {
+		uint8_t kb[AIDX_KEY_MAX], vb[AIDX_VAL_LEN];
+		MDB_val k = { key_make(kb, r[i].job, r[i].version, r[i].rank, r[i].tier, 3), kb };
+		MDB_val v = { AIDX_VAL_LEN, vb };
+		val_make(vb, &r[i]);
+		rc = mdb_put(txn, x->dbi, &k, &v, 0);
+	}
+	if (rc) {
+		mdb_txn_abort(txn);
+		return lmdb_err(rc);
+	}
+	return lmdb_err(mdb_txn_commit(txn));
+}
+
+int ckptd_aidx_del(ckptd_aidx *x, const char *job, uint64_t version, uint32_t rank, uint32_t tier)
+{
+	MDB_txn *txn;
+	uint8_t kb[AIDX_KEY_MAX];
+	MDB_val k = { key_make(kb, job, version, rank, tier, 3), kb };
+	int rc = mdb_txn_begin(x->env, NULL, 0, &txn);
+	if (rc)
+		return lmdb_err(rc);
+	rc = mdb_del(txn, x->dbi, &k, NULL);
+	if (rc && rc != MDB_NOTFOUND) {
+		mdb_txn_abort(txn);
+		return lmdb_err(rc);
+	}
+	return lmdb_err(mdb_txn_commit(txn));
+}
+
+/* Walks the records of (job, version): fn may rewrite or delete through cur. */
+static int each_of_version(ckptd_aidx *x, const char *job, uint64_t version,
+                           int (*fn)(void *arg, MDB_cursor *cur, const MDB_val *k, const MDB_val *v,
+                                     const ckptd_aidx_rec *r),
+                           void *arg)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	uint8_t kb[AIDX_KEY_MAX];
+	size_t plen = key_make(kb, job, version, 0, 0, 1);
+	MDB_val k = { plen, kb }, v;
+	int rc = mdb_txn_begin(x->env, NULL, 0, &txn), n = 0;
+	if (rc)
+		return lmdb_err(rc);
+	if ((rc = mdb_cursor_open(txn, x->dbi, &cur))) {
+		mdb_txn_abort(txn);
+		return lmdb_err(rc);
+	}
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size < plen || memcmp(k.mv_data, kb, plen) != 0)
+			break;
+		ckptd_aidx_rec r;
+		if (rec_decode(&k, &v, &r) < 0)
+			continue;
+		int f = fn(arg, cur, &k, &v, &r);
+		if (f < 0) {
+			rc = -f;
+			break;
+		}
+		n += f;
+	}
+	mdb_cursor_close(cur);
+	if (rc && rc != MDB_NOTFOUND) {
+		mdb_txn_abort(txn);
+		return lmdb_err(rc);
+	}
+	rc = mdb_txn_commit(txn);
+	return rc ? lmdb_err(rc) : n;
+}
+
+static int del_cb(void *arg, MDB_cursor *cur, const MDB_val *k, const MDB_val *v, const ckptd_aidx_rec *r)
+{
+	(void)k, (void)v;
+	if (!(r->tier & *(uint32_t *)arg))
+		return 0;
+	int rc = mdb_cursor_del(cur, 0);
+	return rc ? -rc : 1;
+}
+
+int ckptd_aidx_del_version(ckptd_aidx *x, const char *job, uint64_t version, uint32_t mask)
+{
+	return each_of_version(x, job, version, del_cb, &mask);
+}
+
+static int commit_cb(void *arg, MDB_cursor *cur, const MDB_val *k, const MDB_val *v, const ckptd_aidx_rec *r)
+{
+	uint32_t tier = *(uint32_t *)arg;
+	if (r->committed & tier)
+		return 0;
+	ckptd_aidx_rec n = *r;
+	n.committed |= tier;
+	uint8_t vb[AIDX_VAL_LEN];
+	val_make(vb, &n);
+	MDB_val nv = { AIDX_VAL_LEN, vb };
+	(void)v;
+	int rc = mdb_cursor_put(cur, (MDB_val *)k, &nv, MDB_CURRENT);
+	return rc ? -rc : 1;
+}
+
+int ckptd_aidx_set_committed(ckptd_aidx *x, const char *job, uint64_t version, uint32_t tier)
+{
+	int n = each_of_version(x, job, version, commit_cb, &tier);
+	return n < 0 ? n : n > 0;
+}
+
+int ckptd_aidx_each(ckptd_aidx *x, int (*fn)(void *arg, const ckptd_aidx_rec *r), void *arg)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc = mdb_txn_begin(x->env, NULL, MDB_RDONLY, &txn), r = 0;
+	if (rc)
+		return lmdb_err(rc);
+	if ((rc = mdb_cursor_open(txn, x->dbi, &cur))) {
+		mdb_txn_abort(txn);
+		return lmdb_err(rc);
+	}
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		ckptd_aidx_rec rec;
+		if (rec_decode(&k, &v, &rec) < 0)
+			continue;
+		if ((r = fn(arg, &rec)) != 0)
+			break;
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	if (r)
+		return r;
+	return rc == MDB_NOTFOUND ? 0 : lmdb_err(rc);
+}

@@ -1,0 +1,590 @@
+/* The coordinator role: the global commit (ckptd/coord) behind the server
+ * core. SHARD_DONEs are queued by the handler and committed together after
+ * each batch of events, in one transaction: a loop turn drains every report
+ * waiting on every agent's connection, which is what keeps a 16,384-rank
+ * commit to a handful of fsyncs. */
+#include "roles_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define LIST_PAGE 1024
+#define LIVENESS_MS 200
+
+/* An agent this coordinator has heard from. */
+typedef struct peer {
+	struct peer *next;
+	char node[CKPTD_NAME_MAX + 1];
+	char address[CKPTD_ADDR_MAX + 1];
+	char domain[CKPTD_NAME_MAX + 1];
+	uint64_t pool_bytes;
+	ckptd_session *s;           /* NULL while disconnected, or when local */
+	ckptd_local_agent_fn local; /* the in-process agent (--role both) */
+	void *local_arg;
+	int up;
+	uint64_t lost_at_ns;        /* disconnected: agent_lost after this; 0: none due */
+	char (*jobs)[CKPTD_JOB_MAX + 1]; /* jobs it holds shards of: who hears notices */
+	size_t njobs, capjobs;
+} peer;
+
+/* What a session of an agent points at: the peer, once AGENT_HELLO named it. */
+typedef struct agent_sess {
+	ckptd_coordinator *c;
+	peer *p;
+	ckptd_session *s;
+} agent_sess;
+
+typedef struct pending {
+	ckptd_session *s; /* who to answer; NULL for the in-process agent */
+	peer *p;
+	char job[CKPTD_JOB_MAX + 1];
+	ckptd_coord_shard sh;
+} pending;
+
+struct ckptd_coordinator {
+	ckptd_server *srv;
+	const ckptd_config *cfg;
+	const ckptd_log *log;
+	ckptd_coord *db;
+	peer *peers;
+	pending *q;
+	size_t nq, capq;
+	ckptd_coord_shard *batch;
+	ckptd_coord_result *res;
+	size_t capbatch;
+	char (*jobs)[CKPTD_JOB_MAX + 1]; /* every job seen: what retention walks */
+	size_t njobs, capjobs;
+};
+
+uint64_t ckptd__now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int job_add(char (**jobs)[CKPTD_JOB_MAX + 1], size_t *n, size_t *cap, const char *job)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (!strcmp((*jobs)[i], job))
+			return 0;
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 8;
+		void *p = realloc(*jobs, nc * sizeof(**jobs));
+		if (!p)
+			return -ENOMEM;
+		*jobs = p;
+		*cap = nc;
+	}
+	snprintf((*jobs)[(*n)++], CKPTD_JOB_MAX + 1, "%s", job);
+	return 1;
+}
+
+static int peer_has_job(const peer *p, const char *job)
+{
+	for (size_t i = 0; i < p->njobs; i++)
+		if (!strcmp(p->jobs[i], job))
+			return 1;
+	return 0;
+}
+
+static int note_job(ckptd_coordinator *c, peer *p, const char *job)
+{
+	int r = job_add(&p->jobs, &p->njobs, &p->capjobs, job);
+	if (r >= 0)
+		r = job_add(&c->jobs, &c->njobs, &c->capjobs, job);
+	return r < 0 ? r : 0;
+}
+
+static peer *peer_find(ckptd_coordinator *c, const char *node)
+{
+	for (peer *p = c->peers; p; p = p->next)
+		if (!strcmp(p->node, node))
+			return p;
+	return NULL;
+}
+
+static peer *peer_get(ckptd_coordinator *c, const char *node)
+{
+	peer *p = peer_find(c, node);
+	if (p)
+		return p;
+	if (!(p = calloc(1, sizeof(*p))))
+		return NULL;
+	snprintf(p->node, sizeof(p->node), "%s", node);
+	p->next = c->peers;
+	c->peers = p;
+	return p;
+}
+
+static void peer_send(ckptd_coordinator *c, peer *p, const ckptd_msg *m)
+{
+	if (p->local) {
+		p->local(p->local_arg, m);
+		return;
+	}
+	if (!p->s)
+		return; /* it learns on reconnect: the inventory answer re-announces */
+	int r = ckptd_session_send(p->s, m, -1);
+	if (r < 0 && r != -EPIPE)
+		CKPTD_WARN(c->log, ckptd_session_peer(p->s), m->u.commit_notice.job, "cannot queue %s to agent %s: %s",
+		           ckptd_msg_name(m->type), p->node, strerror(-r));
+}
+
+/* COMMIT_NOTICE for each tier in `tiers` to every agent that holds the job
+ * (only = NULL), or to one agent. */
+static void notify(ckptd_coordinator *c, peer *only, const char *job, uint64_t version, uint32_t tiers)
+{
+	for (uint32_t t = 1; t <= CKPT_TIER_SHARED; t <<= 1) {
+		if (!(tiers & t))
+			continue;
+		ckptd_msg m = { .type = CKPTD_MSG_COMMIT_NOTICE };
+		snprintf(m.u.commit_notice.job, sizeof(m.u.commit_notice.job), "%s", job);
+		m.u.commit_notice.version = version;
+		m.u.commit_notice.tier = t;
+		if (only) {
+			peer_send(c, only, &m);
+			continue;
+		}
+		for (peer *p = c->peers; p; p = p->next)
+			if (peer_has_job(p, job))
+				peer_send(c, p, &m);
+	}
+}
+
+static void on_change(void *arg, const ckptd_coord_change *ch)
+{
+	ckptd_coordinator *c = arg;
+	uint32_t gained = ch->committed_after & ~ch->committed_before;
+	uint32_t lost = ch->committed_before & ~ch->committed_after;
+	if (gained) {
+		CKPTD_INFO(c->log, NULL, ch->job, "version %llu committed at tiers 0x%x (recovery)",
+		           (unsigned long long)ch->version, gained);
+		notify(c, NULL, ch->job, ch->version, gained);
+	}
+	/* The protocol has no "no longer committed" notice: the log and
+	 * LIST_VERSIONS carry it. */
+	if (lost || (ch->restorable_before && !ch->restorable_after))
+		CKPTD_WARN(c->log, NULL, ch->job, "version %llu no longer committed at tiers 0x%x%s",
+		           (unsigned long long)ch->version, lost,
+		           ch->restorable_before && !ch->restorable_after ? "; no longer restorable" : "");
+}
+
+/* Commits every SHARD_DONE queued this loop turn in one transaction, then
+ * answers each report and announces what committed. */
+static void flush_batch(ckptd_coordinator *c)
+{
+	if (!c->nq)
+		return;
+	if (c->capbatch < c->nq) {
+		void *b = realloc(c->batch, c->nq * sizeof(*c->batch));
+		if (b)
+			c->batch = b;
+		void *r = realloc(c->res, c->nq * sizeof(*c->res));
+		if (r)
+			c->res = r;
+		if (!b || !r)
+			goto oom;
+		c->capbatch = c->nq;
+	}
+	for (size_t i = 0; i < c->nq; i++) {
+		c->batch[i] = c->q[i].sh;
+		c->batch[i].job = c->q[i].job;
+		c->batch[i].node = c->q[i].p->node;
+	}
+	uint64_t t0 = ckptd__now_ns();
+	int r = ckptd_coord_shard_done_batch(c->db, c->batch, c->nq, c->res);
+	CKPTD_DEBUG(c->log, NULL, NULL, "batch of %zu SHARD_DONE in %.3f ms: %d", c->nq,
+	            (double)(ckptd__now_ns() - t0) / 1e6, r);
+	for (size_t i = 0; i < c->nq; i++) {
+		pending *e = &c->q[i];
+		int st = r < 0 ? r : c->res[i].status;
+		if (e->s) {
+			ckptd_msg m = { .type = CKPTD_MSG_OK };
+			if (st == 0) {
+				m.u.ok.version = e->sh.version;
+				ckptd_session_send(e->s, &m, -1);
+			} else {
+				char t[160];
+				snprintf(t, sizeof(t), "SHARD_DONE version %llu rank %u refused: %s",
+				         (unsigned long long)e->sh.version, e->sh.rank, ckpt_strerror(st));
+				ckptd_session_send_error(e->s, r < 0 ? CKPTD_ERR_INTERNAL : CKPTD_ERR_STATE, t);
+			}
+		}
+		if (st < 0)
+			CKPTD_WARN(c->log, e->s ? ckptd_session_peer(e->s) : e->p->node, e->job,
+			           "SHARD_DONE version %llu rank %u tier %u refused: %s",
+			           (unsigned long long)e->sh.version, e->sh.rank, e->sh.tier, ckpt_strerror(st));
+		else if (r == 0 && c->res[i].committed) {
+			CKPTD_INFO(c->log, NULL, e->job, "version %llu committed at tiers 0x%x (%u ranks)",
+			           (unsigned long long)e->sh.version, c->res[i].committed, e->sh.world_size);
+			notify(c, NULL, e->job, e->sh.version, c->res[i].committed);
+		}
+	}
+	c->nq = 0;
+	return;
+oom:
+	CKPTD_ERROR(c->log, NULL, NULL, "out of memory committing %zu reports; agents will resend inventories", c->nq);
+	c->nq = 0;
+}
+
+static void after_events(ckptd_server *srv, void *arg)
+{
+	(void)srv;
+	flush_batch(arg);
+}
+
+static int enqueue(ckptd_coordinator *c, ckptd_session *s, peer *p, const ckptd_shard_done *d)
+{
+	if (c->nq == c->capq) {
+		size_t nc = c->capq ? c->capq * 2 : 256;
+		void *q = realloc(c->q, nc * sizeof(*c->q));
+		if (!q)
+			return -ENOMEM;
+		c->q = q;
+		c->capq = nc;
+	}
+	int r = note_job(c, p, d->job);
+	if (r < 0)
+		return r;
+	pending *e = &c->q[c->nq++];
+	e->s = s;
+	e->p = p;
+	snprintf(e->job, sizeof(e->job), "%s", d->job);
+	e->sh = (ckptd_coord_shard){ .version = d->version, .rank = d->rank, .world_size = d->world_size,
+	                             .tier = d->tier, .bytes = d->bytes, .checksum = d->checksum,
+	                             .lineage = d->lineage };
+	return 0;
+}
+
+static void hello(ckptd_coordinator *c, peer *p, const ckptd_agent_hello *h)
+{
+	snprintf(p->address, sizeof(p->address), "%s", h->address);
+	snprintf(p->domain, sizeof(p->domain), "%s", h->domain);
+	p->pool_bytes = h->pool_bytes;
+	p->up = 1;
+	p->lost_at_ns = 0;
+	int r = ckptd_coord_agent_hello(c->db, p->node, h->address, h->domain, ckptd__now_ns());
+	if (r < 0)
+		CKPTD_WARN(c->log, p->node, NULL, "recording agent failed: %s", ckpt_strerror(r));
+	CKPTD_INFO(c->log, p->node, NULL, "agent %s up at %s%s%s", p->node, h->address, h->domain[0] ? " domain " : "",
+	           h->domain);
+}
+
+/* After an agent's last inventory batch: announce again what is committed
+ * among its jobs (it may have missed notices while disconnected; agents
+ * pass on only what is new to them). */
+static int reannounce_cb(void *arg, const ckptd_coord_version *v)
+{
+	void **a = arg;
+	if (v->committed)
+		notify(a[0], a[1], a[2], v->version, v->committed);
+	return 0;
+}
+
+static int inventory(ckptd_coordinator *c, peer *p, const ckptd_agent_inventory *inv)
+{
+	for (uint32_t i = 0; i < inv->count; i++)
+		if (note_job(c, p, inv->entries[i].job) < 0)
+			return -ENOMEM;
+	int r = ckptd_coord_inventory(c->db, p->node, inv->entries, inv->count, inv->final, on_change, c);
+	if (r < 0)
+		return r;
+	if (r > 0)
+		CKPTD_WARN(c->log, p->node, NULL, "inventory: %d entries skipped (other lineage or unknown world size)", r);
+	if (inv->final) {
+		CKPTD_INFO(c->log, p->node, NULL, "inventory of %s complete (%u jobs)", p->node, (unsigned)p->njobs);
+		for (size_t j = 0; j < p->njobs; j++) {
+			void *a[3] = { c, p, p->jobs[j] };
+			ckptd_coord_list(c->db, p->jobs[j], 0, reannounce_cb, a);
+		}
+	}
+	return 0;
+}
+
+static void agent_sess_free(void *arg)
+{
+	agent_sess *as = arg;
+	if (as->p && as->p->s == as->s) {
+		as->p->s = NULL;
+		as->p->up = 0;
+		as->p->lost_at_ns = ckptd__now_ns() + as->c->cfg->agent_grace_ms * 1000000ull;
+		CKPTD_WARN(as->c->log, as->p->node, NULL, "agent %s disconnected; lost in %llu ms unless it returns",
+		           as->p->node, (unsigned long long)as->c->cfg->agent_grace_ms);
+	}
+	free(as);
+}
+
+static void liveness(ckptd_server *srv, void *arg)
+{
+	(void)srv;
+	ckptd_coordinator *c = arg;
+	uint64_t t = ckptd__now_ns();
+	for (peer *p = c->peers; p; p = p->next) {
+		if (p->up || !p->lost_at_ns || p->lost_at_ns > t)
+			continue;
+		p->lost_at_ns = 0;
+		flush_batch(c);
+		int r = ckptd_coord_agent_lost(c->db, p->node, on_change, c);
+		CKPTD_WARN(c->log, p->node, NULL, "agent %s lost after the grace period: %d copies dropped", p->node, r);
+	}
+}
+
+/* Retention: each job's policy (or the daemon's --keep-* settings), DRAM
+ * copies dropped by the agents that hold them (DELETE_VERSION). */
+static void retention(ckptd_server *srv, void *arg)
+{
+	(void)srv;
+	ckptd_coordinator *c = arg;
+	const ckptd_config *cfg = c->cfg;
+	ckptd_coord_policy pol = { .keep_dram = cfg->keep_dram, .keep_disk = cfg->keep_disk, .keep_every = cfg->keep_every };
+	int have = cfg->keep_dram || cfg->keep_disk || cfg->keep_every;
+	flush_batch(c);
+	for (size_t j = 0; j < c->njobs; j++) {
+		ckptd_coord_delete *d = NULL;
+		size_t n = 0;
+		int r = ckptd_coord_retention(c->db, c->jobs[j], have ? &pol : NULL, &d, &n);
+		if (r < 0) {
+			CKPTD_DEBUG(c->log, NULL, c->jobs[j], "retention: %s", ckpt_strerror(r));
+			continue;
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (!(d[i].tier & (CKPT_TIER_LOCAL_MEM | CKPT_TIER_PEER_MEM)))
+				continue; /* disk copies: deletion by the agent is not implemented yet */
+			peer *p = peer_find(c, d[i].node);
+			int dup = i > 0 && d[i - 1].version == d[i].version && !strcmp(d[i - 1].node, d[i].node);
+			if (p && !dup) {
+				ckptd_msg m = { .type = CKPTD_MSG_DELETE_VERSION };
+				snprintf(m.u.delete_version.job, sizeof(m.u.delete_version.job), "%s", c->jobs[j]);
+				m.u.delete_version.version = d[i].version;
+				peer_send(c, p, &m);
+			}
+			/* An agent that is down lost its DRAM anyway; one that is up
+			 * drops it on receipt. */
+			ckptd_coord_delete_done(c->db, c->jobs[j], d[i].version, d[i].rank, d[i].tier, d[i].node);
+		}
+		if (n)
+			CKPTD_INFO(c->log, NULL, c->jobs[j], "retention: %zu copies marked for deletion", n);
+		free(d);
+	}
+}
+
+/* ---------------------------------------------------------------- queries */
+
+typedef struct list_acc {
+	ckptd_versions *out;
+	uint32_t limit;
+} list_acc;
+
+static int list_cb(void *arg, const ckptd_coord_version *v)
+{
+	list_acc *a = arg;
+	if (a->out->count == a->limit) {
+		a->out->more = 1;
+		return 1;
+	}
+	ckptd_version_info *e = &a->out->entries[a->out->count++];
+	e->version = v->version;
+	e->state = v->state ? v->state : CKPT_STATE_PENDING;
+	e->world_size = v->world_size ? v->world_size : 1;
+	e->shards_done = v->ranks_any > e->world_size ? e->world_size : v->ranks_any;
+	e->bytes = v->bytes;
+	e->tiers = v->committed;
+	return 0;
+}
+
+int ckptd_coordinator_list(ckptd_coordinator *c, const ckptd_list_versions *req, ckptd_versions *out)
+{
+	flush_batch(c); /* a listing sees every report before it */
+	memset(out, 0, sizeof(*out));
+	snprintf(out->job, sizeof(out->job), "%s", req->job);
+	list_acc a = { out, req->limit && req->limit <= CKPTD_MAX_LIST ? req->limit : LIST_PAGE };
+	if (!(out->entries = calloc(a.limit, sizeof(*out->entries))))
+		return -ENOMEM;
+	int r = ckptd_coord_list(c->db, req->job, req->start, list_cb, &a);
+	return r < 0 ? r : 0;
+}
+
+int ckptd_coordinator_status(ckptd_coordinator *c, const char *job, ckptd_status_reply *out)
+{
+	size_t n = 0;
+	for (peer *p = c->peers; p; p = p->next)
+		if (!job || !job[0] || peer_has_job(p, job))
+			n++;
+	if (n > CKPTD_MAX_LIST)
+		n = CKPTD_MAX_LIST;
+	out->entries = n ? calloc(n, sizeof(*out->entries)) : NULL;
+	if (n && !out->entries)
+		return -ENOMEM;
+	out->count = 0;
+	for (peer *p = c->peers; p && out->count < n; p = p->next) {
+		if (job && job[0] && !peer_has_job(p, job))
+			continue;
+		ckptd_agent_info *e = &out->entries[out->count++];
+		snprintf(e->node, sizeof(e->node), "%s", p->node);
+		snprintf(e->address, sizeof(e->address), "%s", p->address[0] ? p->address : "unknown:0");
+		snprintf(e->domain, sizeof(e->domain), "%s", p->domain);
+		e->pool_bytes = p->pool_bytes;
+		e->state = p->up ? CKPTD_AGENT_UP : CKPTD_AGENT_DOWN;
+	}
+	out->jobs = (uint32_t)c->njobs;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- handlers */
+
+int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd_msg *m)
+{
+	agent_sess *as = ckptd_session_data(s);
+	uint32_t role = ckptd_session_role(s);
+	const char *sjob = ckptd_session_job(s);
+	switch (m->type) {
+	case CKPTD_MSG_AGENT_HELLO: {
+		if (role != CKPTD_ROLE_AGENT)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "AGENT_HELLO needs an agent session");
+		flush_batch(c);
+		peer *p = peer_get(c, m->u.agent_hello.node);
+		if (!p)
+			return -ENOMEM;
+		if (p->local)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "that node is this daemon's own agent");
+		if (!as) {
+			if (!(as = calloc(1, sizeof(*as))))
+				return -ENOMEM;
+			as->c = c;
+			as->s = s;
+			ckptd_session_set_data(s, as, agent_sess_free);
+		}
+		if (p->s && p->s != s) /* a reconnect that beat the old session's close */
+			CKPTD_INFO(c->log, p->node, NULL, "agent %s replaces its earlier connection", p->node);
+		as->p = p;
+		p->s = s;
+		hello(c, p, &m->u.agent_hello);
+		ckptd_msg ok = { .type = CKPTD_MSG_OK };
+		return ckptd_session_send(s, &ok, -1);
+	}
+	case CKPTD_MSG_AGENT_INVENTORY:
+	case CKPTD_MSG_SHARD_DONE:
+		if (role != CKPTD_ROLE_AGENT)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "agents report shards, through their agent");
+		if (!as || !as->p)
+			return ckptd_session_send_error(s, CKPTD_ERR_STATE, "AGENT_HELLO first");
+		if (m->type == CKPTD_MSG_SHARD_DONE)
+			return enqueue(c, s, as->p, &m->u.shard_done);
+		flush_batch(c); /* the round's stamps must see the reports before it */
+		if (strcmp(m->u.agent_inventory.node, as->p->node) != 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "inventory names another node");
+		{
+			int r = inventory(c, as->p, &m->u.agent_inventory);
+			if (r < 0)
+				return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "inventory not applied; see the coordinator's log");
+			ckptd_msg ok = { .type = CKPTD_MSG_OK };
+			return ckptd_session_send(s, &ok, -1);
+		}
+	case CKPTD_MSG_LIST_VERSIONS: {
+		if (sjob[0] && strcmp(sjob, m->u.list_versions.job) != 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
+		ckptd_msg rep = { .type = CKPTD_MSG_VERSIONS };
+		int r = ckptd_coordinator_list(c, &m->u.list_versions, &rep.u.versions);
+		if (r == 0)
+			r = ckptd_session_send(s, &rep, -1);
+		else
+			r = ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "listing failed; see the coordinator's log");
+		free(rep.u.versions.entries);
+		return r;
+	}
+	case CKPTD_MSG_DELETE_VERSION:
+		if (sjob[0] && strcmp(sjob, m->u.delete_version.job) != 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
+		/* ckptd/coord marks deletions only through retention. */
+		return ckptd_session_send_error(s, CKPTD_ERR_UNSUPPORTED,
+		                                "deleting one version is not available yet; retention policies delete");
+	default:
+		return ckptd_session_send_error(s, CKPTD_ERR_UNSUPPORTED, "not handled by the coordinator");
+	}
+}
+
+int ckptd_coordinator_local_attach(ckptd_coordinator *c, const char *node, ckptd_local_agent_fn fn, void *arg)
+{
+	peer *p = peer_get(c, node);
+	if (!p)
+		return -ENOMEM;
+	p->local = fn;
+	p->local_arg = arg;
+	return 0;
+}
+
+int ckptd_coordinator_local_msg(ckptd_coordinator *c, const char *node, const ckptd_msg *m)
+{
+	peer *p = peer_find(c, node);
+	if (!p || !p->local)
+		return -ENOENT;
+	switch (m->type) {
+	case CKPTD_MSG_AGENT_HELLO:
+		hello(c, p, &m->u.agent_hello);
+		return 0;
+	case CKPTD_MSG_AGENT_INVENTORY:
+		flush_batch(c);
+		return inventory(c, p, &m->u.agent_inventory);
+	case CKPTD_MSG_SHARD_DONE:
+		return enqueue(c, NULL, p, &m->u.shard_done);
+	default:
+		return -EINVAL;
+	}
+}
+
+int ckptd_coordinator_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_log *log,
+                          ckptd_coordinator **out, char *err, size_t errcap)
+{
+	char dir[4200];
+	int r;
+	*out = NULL;
+	ckptd_coordinator *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->srv = srv;
+	c->cfg = cfg;
+	c->log = log;
+	snprintf(dir, sizeof(dir), "%s/coord", cfg->root);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		r = -errno;
+		snprintf(err, errcap, "--root: cannot create %s: %s", dir, strerror(errno));
+		goto fail;
+	}
+	if ((r = ckptd_coord_open(dir, 0, &c->db)) < 0) {
+		snprintf(err, errcap, "--root: cannot open the coordinator index in %s: %s", dir, ckpt_strerror(r));
+		goto fail;
+	}
+	if ((r = ckptd_server_after_events(srv, after_events, c)) < 0 ||
+	    (r = ckptd_server_every(srv, LIVENESS_MS, liveness, c)) < 0 ||
+	    (cfg->retention_interval_ms && (r = ckptd_server_every(srv, cfg->retention_interval_ms, retention, c)) < 0)) {
+		snprintf(err, errcap, "cannot install the coordinator's timers: %s", strerror(-r));
+		goto fail;
+	}
+	*out = c;
+	return 0;
+fail:
+	ckptd_coordinator_free(c);
+	return r;
+}
+
+void ckptd_coordinator_free(ckptd_coordinator *c)
+{
+	if (!c)
+		return;
+	for (peer *p = c->peers, *n; p; p = n) {
+		n = p->next;
+		free(p->jobs);
+		free(p);
+	}
+	ckptd_coord_close(c->db);
+	free(c->q);
+	free(c->batch);
+	free(c->res);
+	free(c->jobs);
+	free(c);
+}

@@ -1,0 +1,76 @@
+/* Internals shared by the role files: the coordinator and agent objects,
+ * the agent's index, and the in-process link used by --role both. */
+#ifndef CKPTD_ROLES_INT_H
+#define CKPTD_ROLES_INT_H
+
+#include <stdint.h>
+
+#include "coord.h"
+#include "pool.h"
+#include "roles.h"
+
+typedef struct ckptd_coordinator ckptd_coordinator;
+typedef struct ckptd_agent ckptd_agent;
+
+uint64_t ckptd__now_ns(void);
+
+/* ---------------------------------------------------------------- coordinator */
+
+int ckptd_coordinator_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_log *log,
+                          ckptd_coordinator **out, char *err, size_t errcap);
+void ckptd_coordinator_free(ckptd_coordinator *c);
+/* Handlers (roles.c routes by session role). */
+int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd_msg *m);
+/* Fills the coordinator part of STATUS_REPLY (entries are the caller's to free). */
+int ckptd_coordinator_status(ckptd_coordinator *c, const char *job, ckptd_status_reply *out);
+/* Answers LIST_VERSIONS into out (entries malloc'd: free(out->entries)). */
+int ckptd_coordinator_list(ckptd_coordinator *c, const ckptd_list_versions *req, ckptd_versions *out);
+
+/* In-process agent (--role both): messages to it go through fn. */
+typedef void (*ckptd_local_agent_fn)(void *arg, const ckptd_msg *m);
+int ckptd_coordinator_local_attach(ckptd_coordinator *c, const char *node, ckptd_local_agent_fn fn, void *arg);
+/* A message from the in-process agent (AGENT_HELLO, AGENT_INVENTORY, SHARD_DONE). */
+int ckptd_coordinator_local_msg(ckptd_coordinator *c, const char *node, const ckptd_msg *m);
+
+/* ---------------------------------------------------------------- agent */
+
+int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secret *cluster,
+                    const ckptd_log *log, ckptd_coordinator *local, ckptd_agent **out, char *err,
+                    size_t errcap);
+void ckptd_agent_free(ckptd_agent *a);
+int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m);
+void ckptd_agent_pool_stats(ckptd_agent *a, uint64_t *bytes, uint64_t *used);
+
+/* ---------------------------------------------------------------- agent index */
+
+/* The agent's own LMDB index: one record per copy it holds,
+ * key (job, version, rank, tier). The source of truth for its inventory. */
+typedef struct ckptd_aidx ckptd_aidx;
+typedef struct ckptd_aidx_rec {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+	uint32_t rank;
+	uint32_t tier;       /* one tier bit */
+	uint32_t world_size;
+	uint32_t committed;  /* tiers the version was announced COMMITTED at */
+	uint64_t bytes;
+	uint64_t checksum;
+	uint64_t lineage;
+} ckptd_aidx_rec;
+
+/* Opens (creating) dir; drops LOCAL_MEM records (DRAM does not survive a
+ * restart). [out] dropped: how many (may be NULL). */
+int ckptd_aidx_open(const char *dir, ckptd_aidx **out, size_t *dropped);
+void ckptd_aidx_close(ckptd_aidx *x);
+/* Stores n records in one transaction (one fsync). */
+int ckptd_aidx_put(ckptd_aidx *x, const ckptd_aidx_rec *r, size_t n);
+int ckptd_aidx_del(ckptd_aidx *x, const char *job, uint64_t version, uint32_t rank, uint32_t tier);
+/* Removes the records of (job, version) at the tiers in mask; returns how many. */
+int ckptd_aidx_del_version(ckptd_aidx *x, const char *job, uint64_t version, uint32_t mask);
+/* Adds tier to the committed mask of every record of (job, version).
+ * Returns 1 if some record did not have it yet, 0 if none changed or none exist. */
+int ckptd_aidx_set_committed(ckptd_aidx *x, const char *job, uint64_t version, uint32_t tier);
+/* Calls fn for every record, in key order (a shard's tiers are adjacent). */
+int ckptd_aidx_each(ckptd_aidx *x, int (*fn)(void *arg, const ckptd_aidx_rec *r), void *arg);
+
+#endif

@@ -1,0 +1,361 @@
+/* Shared by the ckptd role tests: ckptd processes on 127.0.0.1 (a free
+ * port, sockets in a temp dir) and simulated ranks speaking the protocol
+ * through the client library, as libckpt will. */
+#ifndef CKPTD_ROLES_TEST_H
+#define CKPTD_ROLES_TEST_H
+
+#include "helpers.h"
+
+#include "addr.h"
+#include "auth.h"
+#include "client.h"
+#include "fdpass.h"
+#include "proto.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+typedef struct daemon_t {
+	pid_t pid;
+	int port;                 /* 0: no TCP */
+	char name[32];
+	char tcp[64];             /* "127.0.0.1:port" */
+	char sock[600], unixa[620];
+	char log[600], root[600];
+	const char *args[24];     /* the role's flags, kept for restarts */
+	int nargs;
+} daemon_t;
+
+typedef struct rt_env {
+	char dir[512];
+	char tokpath[600];
+	ckptd_secret *cluster;
+} rt_env;
+
+static inline uint64_t rt_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static inline int rt_free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(a);
+	T_ASSERT(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	T_ASSERT(getsockname(fd, (struct sockaddr *)&a, &sl) == 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+/* A temp dir with a 0600 cluster token; skips when ckptd is not built. */
+static inline void rt_init(rt_env *e, const char *tag)
+{
+	const char *bin = getenv("CKPT_BIN");
+	char exe[600];
+	if (!bin) {
+		fprintf(stderr, "skip: CKPT_BIN not set\n");
+		exit(T_EXIT_SKIP);
+	}
+	snprintf(exe, sizeof(exe), "%s/ckptd", bin);
+	if (access(exe, X_OK) != 0) {
+		fprintf(stderr, "skip: no %s\n", exe);
+		exit(T_EXIT_SKIP);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(e->dir, sizeof(e->dir), "%s", t_tmpdir(tag));
+	snprintf(e->tokpath, sizeof(e->tokpath), "%s/token", e->dir);
+	uint8_t raw[32];
+	char tok[40];
+	t_fill(raw, sizeof(raw), (uint64_t)getpid() ^ (uint64_t)time(NULL));
+	for (size_t i = 0; i < 32; i++)
+		tok[i] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"[raw[i] % 62];
+	tok[32] = 0;
+	int fd = open(e->tokpath, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	T_ASSERT(fd >= 0 && write(fd, tok, 32) == 32);
+	close(fd);
+	char err[256];
+	T_ASSERT(ckptd_secret_load_file(e->tokpath, &e->cluster, err, sizeof(err)) == 0);
+}
+
+static inline ckptd_secret *rt_job_secret(const rt_env *e, const char *job)
+{
+	ckptd_secret *s = NULL;
+	T_ASSERT(ckptd_secret_derive_job(e->cluster, job, &s) == 0);
+	return s;
+}
+
+/* Describes a daemon; args: the role's flags (NULL-terminated, static). */
+static inline void rt_daemon(const rt_env *e, daemon_t *d, const char *name, int tcp, const char *const *args)
+{
+	memset(d, 0, sizeof(*d));
+	snprintf(d->name, sizeof(d->name), "%s", name);
+	if (tcp) {
+		d->port = rt_free_port();
+		snprintf(d->tcp, sizeof(d->tcp), "127.0.0.1:%d", d->port);
+	}
+	snprintf(d->sock, sizeof(d->sock), "%s/%s.sock", e->dir, name);
+	snprintf(d->unixa, sizeof(d->unixa), "unix:%s", d->sock);
+	snprintf(d->log, sizeof(d->log), "%s/%s.log", e->dir, name);
+	snprintf(d->root, sizeof(d->root), "%s/%s.root", e->dir, name);
+	mkdir(d->root, 0700);
+	for (d->nargs = 0; args && args[d->nargs]; d->nargs++)
+		d->args[d->nargs] = args[d->nargs];
+}
+
+static inline void rt_start(const rt_env *e, daemon_t *d)
+{
+	char exe[600];
+	snprintf(exe, sizeof(exe), "%s/ckptd", getenv("CKPT_BIN"));
+	const char *argv[48] = { exe, "--socket", d->sock, "--token-file", e->tokpath, "--root", d->root,
+	                         "--node", d->name, "--log-level", "debug" };
+	int n = 11;
+	if (d->port) {
+		argv[n++] = "--listen";
+		argv[n++] = d->tcp;
+	}
+	for (int i = 0; i < d->nargs; i++)
+		argv[n++] = d->args[i];
+	argv[n] = NULL;
+	d->pid = fork();
+	T_ASSERT(d->pid >= 0);
+	if (d->pid == 0) {
+		int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		dup2(fd, 2);
+		unsetenv("CKPT_TOKEN");
+		execv(exe, (char **)argv);
+		_exit(127);
+	}
+	ckptd_addr a;
+	T_ASSERT(ckptd_addr_parse(d->unixa, CKPTD_ADDR_UNIX, &a, NULL) == 0);
+	for (int i = 0; i < 500; i++) {
+		int fd = ckptd_addr_connect(&a, 100);
+		if (fd >= 0) {
+			close(fd);
+			return;
+		}
+		int st;
+		if (waitpid(d->pid, &st, WNOHANG) == d->pid)
+			T_FAIL("ckptd %s exited early (status %d); see %s", d->name, st, d->log);
+		usleep(20000);
+	}
+	T_FAIL("ckptd %s did not come up", d->name);
+}
+
+static inline void rt_kill9(daemon_t *d)
+{
+	if (d->pid <= 0)
+		return;
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, NULL, 0);
+	d->pid = 0;
+}
+
+/* SIGTERM; returns the exit status (or -1 after a forced kill). */
+static inline int rt_stop(daemon_t *d)
+{
+	int st = 0;
+	if (d->pid <= 0)
+		return -1;
+	kill(d->pid, SIGTERM);
+	for (int i = 0; i < 1000; i++) {
+		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+			d->pid = 0;
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		}
+		usleep(10000);
+	}
+	rt_kill9(d);
+	return -1;
+}
+
+static inline ckptd_client *rt_connect(const char *addr, const char *job, uint32_t role, const ckptd_secret *s)
+{
+	ckptd_client *c = NULL;
+	char err[300];
+	int r = ckptd_client_connect(addr, job, role, s, 5000, &c, err, sizeof(err));
+	if (r < 0)
+		T_FAIL("connect %s: %s", addr, err);
+	return c;
+}
+
+/* ---------------------------------------------------------------- ranks */
+
+/* The bytes rank writes for version: reproducible anywhere. */
+static inline void rt_pattern(void *buf, size_t len, uint64_t version, uint32_t rank)
+{
+	t_fill(buf, len, version * 100003u + rank + 1);
+}
+
+/* A rank: connected to its agent and registered. */
+static inline ckptd_client *rt_rank(const char *agent_unix, const char *job, const ckptd_secret *s, uint32_t rank,
+                                    uint32_t world)
+{
+	ckptd_client *c = rt_connect(agent_unix, job, CKPTD_ROLE_RANK, s);
+	ckptd_msg m = { .type = CKPTD_MSG_REGISTER_RANK }, rep;
+	snprintf(m.u.register_rank.job, sizeof(m.u.register_rank.job), "%s", job);
+	m.u.register_rank.rank = rank;
+	m.u.register_rank.world_size = world;
+	m.u.register_rank.pid = (uint32_t)getpid();
+	m.u.register_rank.lineage = 7;
+	T_ASSERT(ckptd_client_call(c, &m, &rep) == 0);
+	if (rep.type != CKPTD_MSG_OK)
+		T_FAIL("REGISTER_RANK refused: %u %s", rep.u.error.code, rep.u.error.text);
+	ckptd_msg_free(&rep);
+	return c;
+}
+
+/* Asks for a segment; returns the reply type (GRANT: *m mapped). */
+static inline int rt_segment(ckptd_client *c, const char *job, uint64_t v, uint32_t rank, uint32_t mode,
+                             uint64_t bytes, ckptd_mapping *map, uint32_t *err_code)
+{
+	ckptd_msg m = { .type = CKPTD_MSG_SEGMENT_REQUEST }, rep;
+	snprintf(m.u.segment_request.job, sizeof(m.u.segment_request.job), "%s", job);
+	m.u.segment_request.version = v;
+	m.u.segment_request.rank = rank;
+	m.u.segment_request.mode = mode;
+	m.u.segment_request.bytes = mode == CKPTD_SEG_WRITE ? bytes : 0;
+	T_ASSERT(ckptd_client_call(c, &m, &rep) == 0);
+	int type = rep.type;
+	int fd = ckptd_client_take_fd(c);
+	if (type == CKPTD_MSG_SEGMENT_GRANT) {
+		T_ASSERT(fd >= 0);
+		int r = ckptd_seg_map(fd, rep.u.segment_grant.offset, rep.u.segment_grant.bytes,
+		                      mode == CKPTD_SEG_WRITE ? CKPTD_MAP_WRITE : 0, map);
+		if (r < 0)
+			T_FAIL("map of a granted segment failed: %d", r);
+	} else if (err_code) {
+		*err_code = type == CKPTD_MSG_ERROR ? rep.u.error.code : 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	ckptd_msg_free(&rep);
+	return type;
+}
+
+static inline void rt_shard_done(ckptd_client *c, const char *job, uint64_t v, uint32_t rank, uint32_t world,
+                                 uint32_t tier, uint64_t bytes)
+{
+	ckptd_msg m = { .type = CKPTD_MSG_SHARD_DONE }, rep;
+	snprintf(m.u.shard_done.job, sizeof(m.u.shard_done.job), "%s", job);
+	m.u.shard_done.version = v;
+	m.u.shard_done.rank = rank;
+	m.u.shard_done.world_size = world;
+	m.u.shard_done.tier = tier;
+	m.u.shard_done.bytes = bytes;
+	m.u.shard_done.checksum = v * 31 + rank;
+	m.u.shard_done.lineage = 7;
+	int r = ckptd_client_call(c, &m, &rep);
+	if (r < 0)
+		T_FAIL("SHARD_DONE v%llu rank %u: %d", (unsigned long long)v, rank, r);
+	if (rep.type != CKPTD_MSG_OK)
+		T_FAIL("SHARD_DONE v%llu rank %u refused: %u %s", (unsigned long long)v, rank, rep.u.error.code,
+		       rep.u.error.text);
+	ckptd_msg_free(&rep);
+}
+
+/* Saves one shard into node DRAM: grant, copy through our own mapping,
+ * SHARD_DONE(LOCAL_MEM). Returns 0, or the ERROR code of a refused grant. */
+static inline uint32_t rt_save(ckptd_client *c, const char *job, uint64_t v, uint32_t rank, uint32_t world,
+                               size_t bytes)
+{
+	ckptd_mapping map;
+	uint32_t code = 0;
+	int t = rt_segment(c, job, v, rank, CKPTD_SEG_WRITE, bytes, &map, &code);
+	if (t != CKPTD_MSG_SEGMENT_GRANT)
+		return code ? code : 1000;
+	rt_pattern(map.addr, bytes, v, rank);
+	ckptd_seg_unmap(&map);
+	rt_shard_done(c, job, v, rank, world, CKPT_TIER_LOCAL_MEM, bytes);
+	return 0;
+}
+
+/* Reads the shard back from node DRAM; 0 if bit-exact. */
+static inline int rt_verify(ckptd_client *c, const char *job, uint64_t v, uint32_t rank, size_t bytes)
+{
+	ckptd_mapping map;
+	uint32_t code = 0;
+	if (rt_segment(c, job, v, rank, CKPTD_SEG_READ, 0, &map, &code) != CKPTD_MSG_SEGMENT_GRANT)
+		return -(int)(code ? code : 1000);
+	uint8_t *want = malloc(bytes);
+	T_ASSERT(want);
+	rt_pattern(want, bytes, v, rank);
+	int ok = map.len == bytes && memcmp(map.addr, want, bytes) == 0;
+	free(want);
+	ckptd_seg_unmap(&map);
+	return ok ? 0 : 1;
+}
+
+/* Waits up to timeout_ms for COMMIT_NOTICE(v) (other notices are skipped).
+ * Returns the tier, or 0 on timeout. */
+static inline uint32_t rt_wait_notice(ckptd_client *c, uint64_t v, int timeout_ms)
+{
+	uint64_t end = rt_ms() + (uint64_t)timeout_ms;
+	while (rt_ms() < end) {
+		ckptd_msg m;
+		int r = ckptd_client_poll(c, &m);
+		if (r < 0)
+			T_FAIL("waiting for a notice: %d", r);
+		if (r == 0) {
+			struct pollfd p = { .fd = ckptd_client_fd(c), .events = POLLIN };
+			poll(&p, 1, 50);
+			continue;
+		}
+		uint32_t tier = m.type == CKPTD_MSG_COMMIT_NOTICE && m.u.commit_notice.version == v ? m.u.commit_notice.tier : 0;
+		ckptd_msg_free(&m);
+		if (tier)
+			return tier;
+	}
+	return 0;
+}
+
+/* LIST_VERSIONS; finds v. Returns 1 and fills *out if listed. */
+static inline int rt_list_find(ckptd_client *c, const char *job, uint64_t v, ckptd_version_info *out)
+{
+	ckptd_msg m = { .type = CKPTD_MSG_LIST_VERSIONS }, rep;
+	snprintf(m.u.list_versions.job, sizeof(m.u.list_versions.job), "%s", job);
+	m.u.list_versions.start = v;
+	m.u.list_versions.limit = 1;
+	int r = ckptd_client_call(c, &m, &rep);
+	if (r < 0)
+		T_FAIL("LIST_VERSIONS: %d", r);
+	if (rep.type != CKPTD_MSG_VERSIONS)
+		T_FAIL("LIST_VERSIONS answered %u (%s)", rep.type, rep.type == CKPTD_MSG_ERROR ? rep.u.error.text : "");
+	int found = rep.u.versions.count == 1 && rep.u.versions.entries[0].version == v;
+	if (found && out)
+		*out = rep.u.versions.entries[0];
+	ckptd_msg_free(&rep);
+	return found;
+}
+
+/* Waits until the coordinator's STATUS lists `want` agents up. */
+static inline void rt_wait_agents(const rt_env *e, const char *coord_tcp, uint32_t want, int timeout_ms)
+{
+	uint64_t end = rt_ms() + (uint64_t)timeout_ms;
+	uint32_t up = 0;
+	while (rt_ms() < end) {
+		ckptd_client *c = rt_connect(coord_tcp, NULL, CKPTD_ROLE_CLI, e->cluster);
+		ckptd_msg m = { .type = CKPTD_MSG_STATUS }, rep;
+		T_ASSERT(ckptd_client_call(c, &m, &rep) == 0 && rep.type == CKPTD_MSG_STATUS_REPLY);
+		up = 0;
+		for (uint32_t i = 0; i < rep.u.status_reply.count; i++)
+			up += rep.u.status_reply.entries[i].state == CKPTD_AGENT_UP;
+		ckptd_msg_free(&rep);
+		ckptd_client_close(c);
+		if (up >= want)
+			return;
+		usleep(50000);
+	}
+	T_FAIL("only %u of %u agents up after %d ms", up, want, timeout_ms);
+}
+
+#endif
