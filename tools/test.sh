@@ -18,7 +18,7 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCKPT_SANITIZE=address,undefi
 cmake --build build-asan -j"$jobs" 2>&1 | { grep -E "warning|error" || true; }
 
 echo "== fuzzers"
-for f in tests/*/run-fuzzers.sh; do
+for f in tests/fuzz/run-fuzzers.sh; do
 	[ -x "$f" ] || continue
 	set +e
 	"$f" "${CKPT_FUZZ_SECONDS:-30}"

@@ -1,11 +1,13 @@
 #!/bin/bash
-# Builds the libFuzzer targets with clang (once, into their own build
-# directory) and runs each for SECONDS seconds, starting from the committed
-# seed corpus.
+# Builds every libFuzzer target of the project with clang (once, into its
+# own build directory) and runs each for SECONDS seconds, starting from its
+# committed seed corpus: the shard parser and index records (tests/fuzz),
+# ckptd's wire protocol (tests/ckptd) and the coordinator's stored records
+# (tests/ckptd_coord_fuzz).
 #
 # usage: tests/fuzz/run-fuzzers.sh SECONDS [TARGET...]
 #   SECONDS  fuzzing time per target (the build is not counted)
-#   TARGET   fuzz_shard, fuzz_index (default: all)
+#   TARGET   fuzz_shard, fuzz_index, fuzz_proto, fuzz_coord (default: all)
 # env: CKPT_FUZZ_BUILD  build directory (default: <repo>/build-fuzz)
 #      CC               a clang to use (default: clang-14, then clang)
 # exit: 0 no crash, 1 a target crashed, hung, leaked or broke an invariant
@@ -20,7 +22,7 @@ secs=${1:-}
 }
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_shard fuzz_index)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_shard fuzz_index fuzz_proto fuzz_coord)
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -45,21 +47,21 @@ if [ -z "$cc" ]; then
 	exit 77
 fi
 
-# Configure once; reconfigure only if the directory was made otherwise.
+# Configure with the fuzz option (cheap when cached; picks up new targets).
+mkdir -p "$build"
 if ! grep -q '^CKPT_BUILD_FUZZ:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
 	echo "== configuring $build with $cc"
-	mkdir -p "$build"
-	CC="$cc" cmake -S "$repo" -B "$build" -DCKPT_BUILD_FUZZ=ON -DCKPT_WITH_CUDA=OFF \
-		-DCMAKE_BUILD_TYPE=RelWithDebInfo > "$build/fuzz-configure.log" 2>&1 || {
-		cat "$build/fuzz-configure.log"
-		echo "FAIL: configuring the fuzz build"
-		exit 1
-	}
 fi
+CC="$cc" cmake -S "$repo" -B "$build" -DCKPT_BUILD_FUZZ=ON -DCKPT_WITH_CUDA=OFF \
+	-DCMAKE_BUILD_TYPE=RelWithDebInfo > "$build/fuzz-configure.log" 2>&1 || {
+	cat "$build/fuzz-configure.log"
+	echo "FAIL: configuring the fuzz build"
+	exit 1
+}
 echo "== building ${targets[*]}"
 if ! cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" > "$build/fuzz-build.log" 2>&1; then
 	tail -40 "$build/fuzz-build.log"
-	echo "FAIL: building the fuzz targets (is add_subdirectory(fuzz) in tests/CMakeLists.txt?)"
+	echo "FAIL: building the fuzz targets"
 	exit 1
 fi
 
@@ -69,16 +71,22 @@ failed=0
 for t in "${targets[@]}"; do
 	name=${t#fuzz_}
 	bin="$build/fuzz/$t"
-	seeds="$here/corpus/$name"
+	# Where each target keeps its seeds and dictionary, and its input bound.
+	seeds="$here/corpus/$name" dictf="$here/$name.dict" maxlen=()
+	case $t in
+	fuzz_proto) seeds="$repo/tests/ckptd/corpus/proto" dictf="$repo/tests/ckptd/proto.dict"
+		maxlen=(-max_len=65536) ;;
+	fuzz_coord) seeds="$repo/tests/ckptd_coord_fuzz/corpus" maxlen=(-max_len=4096) ;;
+	esac
 	work="$build/fuzz-corpus/$name"   # grows from run to run; seeds stay as committed
 	art="$build/fuzz-artifacts/$name"
 	log="$build/fuzz-$name.log"
 	mkdir -p "$work" "$art"
 	dict=()
-	[ -f "$here/$name.dict" ] && dict=(-dict="$here/$name.dict")
+	[ -f "$dictf" ] && dict=(-dict="$dictf")
 	echo "== $t for ${secs}s"
 	"$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
-		-error_exitcode=1 -timeout_exitcode=1 -print_final_stats=1 \
+		"${maxlen[@]}" -error_exitcode=1 -timeout_exitcode=1 -print_final_stats=1 \
 		-artifact_prefix="$art/" "${dict[@]}" "$work" "$seeds" > "$log" 2>&1
 	rc=$?
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
