@@ -1,6 +1,7 @@
 /* Every ckptd setting in one typed table; defaults, the config file, the
  * CKPT_* environment, flags and --help are all generated from it. */
 #include "config.h"
+#include "common.h" /* ckpt__kv_split, shared with libckpt's settings */
 
 #include "addr.h"
 #include "log.h"
@@ -250,29 +251,16 @@ static int load_file(ckptd_config *cfg, const char *path, char *err, size_t errc
 	int lineno = 0, r = 0;
 	while (fgets(line, sizeof(line), f)) {
 		lineno++;
-		char *s = line, *hash = strchr(s, '#');
-		if (hash)
-			*hash = 0;
-		while (isspace((unsigned char)*s))
-			s++;
-		if (!*s)
+		char *s, *v;
+		int kv = ckpt__kv_split(line, &s, &v);
+		if (kv == 0)
 			continue;
-		char *eq = strchr(s, '=');
-		if (!eq) {
+		if (kv < 0) {
 			errf(err, errcap, "%s:%d: expected `name = value`", path, lineno);
 			r = -EINVAL;
 			break;
 		}
-		char *ke = eq, *v = eq + 1;
-		while (ke > s && isspace((unsigned char)ke[-1]))
-			ke--;
-		while (isspace((unsigned char)*v))
-			v++;
-		char *ve = v + strlen(v);
-		while (ve > v && isspace((unsigned char)ve[-1]))
-			*--ve = 0;
-		const cfg_entry *e = find(s, (size_t)(ke - s));
-		*ke = 0;
+		const cfg_entry *e = find(s, strlen(s));
 		if (!e || !strcmp(e->name, "config")) {
 			errf(err, errcap, "%s:%d: unknown setting '%s'", path, lineno, s);
 			r = -EINVAL;

@@ -1,5 +1,6 @@
 #include "common.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -108,6 +109,33 @@ int ckpt__region_name_valid(const char *name, size_t len)
 		if (name[i] == '/' || name[i] == '\0' || name[i] == '\\')
 			return -CKPT_ENAME;
 	return 0;
+}
+
+int ckpt__kv_split(char *line, char **key, char **val)
+{
+	char *s = line, *hash = strchr(s, '#');
+	if (hash)
+		*hash = 0;
+	while (isspace((unsigned char)*s))
+		s++;
+	if (!*s)
+		return 0;
+	char *eq = strchr(s, '=');
+	if (!eq)
+		return -1;
+	char *ke = eq, *v = eq + 1;
+	while (ke > s && isspace((unsigned char)ke[-1]))
+		ke--;
+	*ke = 0;
+	while (isspace((unsigned char)*v))
+		v++;
+	char *ve = v + strlen(v);
+	while (ve > v && isspace((unsigned char)ve[-1]))
+		ve--;
+	*ve = 0;
+	*key = s;
+	*val = v;
+	return 1;
 }
 
 int ckpt__mkdir_p(const char *path, int mode)

@@ -68,6 +68,12 @@ int ckpt__job_valid(const char *job);
 /* 0 if name (len bytes) is a valid region name, else -CKPT_ENAME. */
 int ckpt__region_name_valid(const char *name, size_t len);
 
+/* ---- config files ---- */
+/* Splits one "name = value  # comment" line in place. Returns 1 and sets
+ * *key and *val (both trimmed, NUL-terminated inside line) for a setting,
+ * 0 for a blank or comment line, -1 when there is no '='. */
+int ckpt__kv_split(char *line, char **key, char **val);
+
 /* ---- files ---- */
 int ckpt__mkdir_p(const char *path, int mode);
 int ckpt__fsync_dir(const char *path);

@@ -237,31 +237,15 @@ int ckpt_config_load_file(ckpt_config *cfg, const char *path)
 	int lineno = 0, err = 0;
 	while (fgets(line, sizeof(line), f)) {
 		lineno++;
-		char *s = line;
-		char *hash = strchr(s, '#');
-		if (hash)
-			*hash = 0;
-		while (isspace((unsigned char)*s))
-			s++;
-		if (!*s)
+		char *k, *v;
+		int kv = ckpt__kv_split(line, &k, &v);
+		if (kv == 0)
 			continue;
-		char *eq = strchr(s, '=');
-		if (!eq) {
+		if (kv < 0) {
 			LOG_E(NULL, CKPT_NO_VERSION, "%s:%d: expected key = value", path, lineno);
 			err = -CKPT_ECONFIG;
 			break;
 		}
-		char *k = s, *v = eq + 1;
-		char *ke = eq;
-		while (ke > k && isspace((unsigned char)ke[-1]))
-			ke--;
-		*ke = 0;
-		while (isspace((unsigned char)*v))
-			v++;
-		char *ve = v + strlen(v);
-		while (ve > v && isspace((unsigned char)ve[-1]))
-			ve--;
-		*ve = 0;
 		size_t i;
 		for (i = 0; i < CKPT_ARRAY_LEN(table); i++)
 			if (!strcmp(table[i].name, k))
