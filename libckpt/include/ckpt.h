@@ -180,6 +180,11 @@ typedef struct ckpt_config {
 	                           (TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT), else 0.
 	                           With the version a rank restored, it keeps shards of
 	                           different runs out of one version. */
+	const char *daemon;     /* the node's ckptd agent, "unix:/path" (or "host:port"); NULL:
+	                           embedded mode, no daemon. Needed for CKPT_TIER_LOCAL_MEM.
+	                           CKPT_DAEMON */
+	const char *token_file; /* 0600 file holding the cluster token the job's secret is
+	                           derived from; NULL: the CKPT_TOKEN variable. CKPT_TOKEN_FILE */
 	void *owned_strings;    /* private: strings ckpt_config_load_file allocated */
 } ckpt_config;
 
@@ -307,7 +312,10 @@ CKPT_API int ckpt_cuda_stream_set(ckpt_ctx *ctx, void *stream);
 CKPT_API int ckpt_cuda_available(void);
 
 /* Waits until the save is durable at `tier` (only CKPT_TIER_LOCAL_DISK in
- * the embedded default) or failed.
+ * the embedded default) or failed. CKPT_TIER_LOCAL_MEM (with a daemon):
+ * returns once the daemon announced the version COMMITTED in node DRAM
+ * (every rank's shard there); -ENOSPC if the agent had no room for this
+ * rank's shard (the save still counts on disk).
  * [in] timeout_ms  -1 waits forever.
  * [out] st         may be NULL; set st->size first.
  * Returns 0 when durable; the save's error if it failed (also in st->error);

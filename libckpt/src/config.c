@@ -49,6 +49,10 @@ static const cfg_entry table[] = {
 	  "debug: detect CUDA state changed between a lazy save and ckpt_fence" },
 	{ "incarnation", T_U64, F(incarnation), "0", "CKPT_INCARNATION",
 	  "launch number of the job (default: TORCHELASTIC_RESTART_COUNT or SLURM_RESTART_COUNT)" },
+	{ "daemon", T_STR, F(daemon), NULL, "CKPT_DAEMON",
+	  "local ckptd agent, unix:/path (unset: embedded mode, no daemon)" },
+	{ "token_file", T_STR, F(token_file), NULL, "CKPT_TOKEN_FILE",
+	  "0600 file with the cluster token (unset: the CKPT_TOKEN variable)" },
 };
 
 int ckpt__parse_size(const char *s, uint64_t *out)

@@ -1,6 +1,7 @@
 /* Context life cycle, regions, errors and small public helpers. */
 #include "ctx.h"
 #include "admin.h"
+#include "daemon.h"
 #include "../../kernels/ckpt_kernels.h"
 
 #include <errno.h>
@@ -130,9 +131,13 @@ static int check_config(const ckpt_config *c, const ckpt_logger *lg)
 		      (unsigned long long)c->staging_bytes);
 		return -CKPT_ECONFIG;
 	}
-	if (c->tiers & ~(uint32_t)CKPT_TIER_LOCAL_DISK || !(c->tiers & CKPT_TIER_LOCAL_DISK)) {
-		LOG_E(lg, CKPT_NO_VERSION,
-		      "config: tiers 0x%x: without a ckptd daemon only local_disk is available", c->tiers);
+	/* Older callers' structs end before `daemon`: they run embedded. */
+	const char *daemon = c->size >= offsetof(ckpt_config, token_file) ? c->daemon : NULL;
+	uint32_t avail = CKPT_TIER_LOCAL_DISK | (daemon && *daemon ? CKPT_TIER_LOCAL_MEM : 0u);
+	if (c->tiers & ~avail || !(c->tiers & CKPT_TIER_LOCAL_DISK)) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: tiers 0x%x: %s", c->tiers,
+		      daemon && *daemon ? "local_mem and local_disk are available (local_disk required)"
+		                        : "without a ckptd daemon only local_disk is available");
 		return -CKPT_ECONFIG;
 	}
 	if (c->io_depth == 0 || c->io_depth > 1024 || c->workers == 0 || c->workers > 64) {
@@ -181,18 +186,26 @@ int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 	ctx->job = strdup(cfg->job_id);
 	ctx->root = strdup(cfg->root);
 	ctx->backend_name = dup_or_null(cfg->backend);
-	if (!ctx->job || !ctx->root || (cfg->backend && !ctx->backend_name)) {
+	/* An empty daemon address means none, as an unset variable does. */
+	if (ctx->cfg.daemon && *ctx->cfg.daemon)
+		ctx->daemon_addr = strdup(ctx->cfg.daemon);
+	ctx->token_file = dup_or_null(ctx->cfg.token_file);
+	if (!ctx->job || !ctx->root || (cfg->backend && !ctx->backend_name) ||
+	    (ctx->cfg.daemon && *ctx->cfg.daemon && !ctx->daemon_addr) || (ctx->cfg.token_file && !ctx->token_file)) {
 		err = -ENOMEM;
 		goto fail;
 	}
 	ctx->cfg.job_id = ctx->job;
 	ctx->cfg.root = ctx->root;
 	ctx->cfg.backend = ctx->backend_name;
+	ctx->cfg.daemon = ctx->daemon_addr;
+	ctx->cfg.token_file = ctx->token_file;
 	ctx->cfg.faults = NULL;
 	ctx->log = lg;
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_cond_init(&ctx->work_cv, NULL);
 	pthread_cond_init(&ctx->space_cv, NULL);
+	pthread_cond_init(&ctx->notice_cv, NULL);
 	if ((err = ckpt__faults_parse(&ctx->faults, cfg->faults)) < 0) {
 		LOG_E(&ctx->log, CKPT_NO_VERSION, "config: fault spec '%s' invalid", cfg->faults);
 		goto fail;
@@ -260,6 +273,9 @@ int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 	 * bandwidth the snapshot copy needs, and the caller waits longer. */
 	ctx->overlap = cfg->snapshot_overlap >= 0 ? cfg->snapshot_overlap
 	                                          : sysconf(_SC_NPROCESSORS_ONLN) > (long)cfg->workers + 1;
+	/* The handshake happens here, before the io thread takes the link over. */
+	if (ctx->daemon_addr && (err = ckpt__daemon_open(ctx)) < 0)
+		goto fail;
 	if ((err = ckpt__pipeline_start(ctx)) < 0)
 		goto fail;
 	*out = ctx;
@@ -274,6 +290,7 @@ int ckpt_ctx_close(ckpt_ctx *ctx)
 	if (!ctx)
 		return 0;
 	ckpt__pipeline_stop(ctx);
+	ckpt__daemon_close(ctx);
 	if (ctx->dev) {
 		ckpt_fence(ctx);
 		for (uint32_t i = 0; i < ctx->nregions; i++)
@@ -295,7 +312,10 @@ int ckpt_ctx_close(ckpt_ctx *ctx)
 	free(ctx->job);
 	free(ctx->root);
 	free(ctx->backend_name);
+	free(ctx->daemon_addr);
+	free(ctx->token_file);
 	pthread_mutex_destroy(&ctx->lock);
+	pthread_cond_destroy(&ctx->notice_cv);
 	pthread_cond_destroy(&ctx->work_cv);
 	pthread_cond_destroy(&ctx->space_cv);
 	free(ctx);

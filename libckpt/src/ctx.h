@@ -81,6 +81,8 @@ struct ckpt_save_op {
 	size_t trailer_len;
 	tagged_io aux;           /* header, trailer, sync: one at a time */
 	ckpt_chunk_task *tasks;  /* one per chunk */
+	uint64_t file_bytes;     /* the shard file's length, once the trailer is placed */
+	int mem_error;           /* LOCAL_MEM: 0, or why this rank's copy is missing */
 	/* result */
 	int error;
 	int sys_errno;
@@ -99,7 +101,9 @@ struct ckpt_handle {
 
 struct ckpt_ctx {
 	ckpt_config cfg;         /* strings point into the owned copies below */
-	char *job, *root, *backend_name;
+	char *job, *root, *backend_name, *daemon_addr, *token_file;
+	struct ckpt_daemon *daemon; /* the ckptd agent's link; NULL in embedded mode */
+	pthread_cond_t notice_cv;   /* with lock: a COMMIT_NOTICE arrived */
 	ckpt_logger log;
 	ckpt_faults faults;
 

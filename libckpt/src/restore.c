@@ -2,12 +2,15 @@
  * asked for), read in parallel, every checksum checked before the bytes
  * reach the caller's regions. */
 #include "ctx.h"
+#include "daemon.h"
 #include "reader.h"
+#include "../../kernels/ckpt_kernels.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <zstd.h>
 
 struct restore_arg {
 	ckpt_ctx *ctx;
@@ -121,6 +124,122 @@ out:
 	return err;
 }
 
+/* Fills a.map / want for the context's regions; logs a mismatch. */
+static int map_regions(ckpt_ctx *ctx, uint64_t version, const ckpt_shard *s, int32_t *map, uint8_t *want)
+{
+	for (uint32_t i = 0; i < s->footer.region_count; i++)
+		map[i] = -1;
+	for (uint32_t i = 0; i < ctx->nregions; i++) {
+		int k = ckpt__shard_find_region(s, ctx->regions[i].name);
+		if (k < 0 || s->footer.regions[k].bytes != ctx->regions[i].bytes) {
+			LOG_E(&ctx->log, version, "restore: region '%s' (%llu bytes) %s", ctx->regions[i].name,
+			      (unsigned long long)ctx->regions[i].bytes,
+			      k < 0 ? "is not in the checkpoint" : "has another size in the checkpoint");
+			return -CKPT_EMISMATCH;
+		}
+		map[k] = (int32_t)i;
+		want[k] = 1;
+	}
+	return 0;
+}
+
+/* From this rank's copy in the agent's DRAM: the same checks as from disk,
+ * every chunk verified before it reaches a region. */
+static int restore_mem(ckpt_ctx *ctx, uint64_t version)
+{
+	const uint8_t *img;
+	uint64_t len;
+	char why[512] = "";
+	int err = ckpt__daemon_segment_read(ctx, version, &img, &len);
+	if (err < 0)
+		return err;
+	ckpt_shard s;
+	if ((err = ckpt__shard_parse_mem(img, len, &s, why, sizeof(why))) < 0) {
+		LOG_W(&ctx->log, version, "restore: LOCAL_MEM copy: %s", why);
+		return err;
+	}
+	struct restore_arg a = { ctx, NULL };
+	uint8_t *want = calloc(s.footer.region_count + 1, 1);
+	uint8_t *plain = NULL, *scratch = NULL;
+	ZSTD_DCtx *dctx = NULL;
+	a.map = malloc((s.footer.region_count + 1) * sizeof(int32_t));
+	if (!want || !a.map) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if (s.header.version != version || s.header.rank != ctx->cfg.rank ||
+	    s.header.world_size != ctx->cfg.world_size || strcmp(s.header.job, ctx->job)) {
+		LOG_W(&ctx->log, version, "restore: the LOCAL_MEM copy is not this rank's shard");
+		err = -CKPT_ECORRUPT;
+		goto out;
+	}
+	if ((err = map_regions(ctx, version, &s, a.map, want)) < 0)
+		goto out;
+	const ckpt_fmt_footer *f = &s.footer;
+	for (uint64_t ci = 0; ci < f->chunk_count && !err; ci++) {
+		const ckpt_fmt_chunk *c = &f->chunks[ci];
+		const ckpt_fmt_region *r = &f->regions[c->region];
+		uint64_t k = ci - r->chunk_first;
+		if (!want[c->region])
+			continue;
+		if (c->offset > len || c->stored_len > len - c->offset || c->raw_len > f->chunk_bytes) {
+			err = -CKPT_ECORRUPT;
+			break;
+		}
+		const uint8_t *data = img + c->offset;
+		if (c->flags & CKPT_CHUNK_ZSTD) {
+			unsigned elem = (c->flags >> CKPT_CHUNK_SHUFFLE_SHIFT) & 0xffu;
+			if (!dctx)
+				dctx = ZSTD_createDCtx();
+			if (!plain)
+				plain = malloc(f->chunk_bytes);
+			if (!scratch)
+				scratch = malloc(f->chunk_bytes);
+			if (!dctx || !plain || !scratch) {
+				err = -ENOMEM;
+				break;
+			}
+			if (ckpt_kern_decompress(dctx, plain, c->raw_len, data, c->stored_len, elem, scratch) < 0) {
+				err = -CKPT_ECORRUPT;
+				break;
+			}
+			data = plain;
+		}
+		if (ckpt_kern_checksum(data, c->raw_len) != c->checksum) {
+			LOG_W(&ctx->log, version, "restore: LOCAL_MEM copy: region '%s' chunk %llu: checksum mismatch",
+			      r->name, (unsigned long long)k);
+			err = -CKPT_ECORRUPT;
+			break;
+		}
+		err = restore_sink(&a, c->region, k * f->chunk_bytes, data, c->raw_len);
+	}
+out:
+	free(want);
+	free(a.map);
+	free(plain);
+	free(scratch);
+	ZSTD_freeDCtx(dctx);
+	ckpt__shard_close(&s);
+	return err;
+}
+
+/* With a daemon, node DRAM first; the disk path when that copy is missing
+ * or does not verify. */
+static int restore_any(ckpt_ctx *ctx, uint64_t version)
+{
+	if (ctx->daemon) {
+		int err = restore_mem(ctx, version);
+		if (err == 0) {
+			LOG_I(&ctx->log, version, "restored from LOCAL_MEM");
+			return 0;
+		}
+		if (err == -CKPT_EMISMATCH || err == -ENOMEM)
+			return err;
+		LOG_I(&ctx->log, version, "no usable LOCAL_MEM copy (%s); reading disk", ckpt_strerror(err));
+	}
+	return restore_one(ctx, version);
+}
+
 /* This rank resumes from `base` (0: from scratch); its shards of pending
  * versions after that were written by its previous run and must not be
  * combined with the shards the other ranks write now. The file goes first:
@@ -152,7 +271,7 @@ int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *rest
 	if (ctx->nregions == 0)
 		return -CKPT_ESTATE;
 	if (version != CKPT_LATEST) {
-		int err = restore_one(ctx, version);
+		int err = restore_any(ctx, version);
 		if (err == 0) {
 			ctx->lineage = ckpt__lineage(ctx->cfg.incarnation, version + 1);
 			drop_stale(ctx, version + 1);
@@ -161,13 +280,21 @@ int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *rest
 		}
 		return err;
 	}
-	struct { uint64_t *v; size_t n; } a;
-	int err = ckpt__index_select(ctx->index, ctx->job, CKPT_STATE_COMMITTED, 0, &a.v, &a.n);
-	if (err < 0)
-		return err;
+	struct { uint64_t *v; size_t n; } a = { NULL, 0 };
+	int err = -ENOENT;
+	/* The coordinator knows what every rank committed at any tier; the
+	 * local index only what this node wrote to disk. */
+	if (ctx->daemon && (err = ckpt__daemon_versions(ctx, &a.v, &a.n)) < 0)
+		LOG_W(&ctx->log, CKPT_NO_VERSION, "restore: daemon cannot list versions (%s); using the local index",
+		      ckpt_strerror(err));
+	if (err < 0 || a.n == 0) {
+		free(a.v);
+		if ((err = ckpt__index_select(ctx->index, ctx->job, CKPT_STATE_COMMITTED, 0, &a.v, &a.n)) < 0)
+			return err;
+	}
 	int first_err = -CKPT_ENOVERSION;
 	for (size_t i = a.n; i-- > 0;) {
-		err = restore_one(ctx, a.v[i]);
+		err = restore_any(ctx, a.v[i]);
 		if (err == 0) {
 			if (i + 1 < a.n)
 				LOG_W(&ctx->log, a.v[i], "restored an older version: newer ones did not verify");

@@ -9,6 +9,7 @@
  * Data is durable before the index says so; the index commit is the commit
  * point, so a crash anywhere leaves the version PENDING or absent. */
 #include "ctx.h"
+#include "daemon.h"
 #include "../../kernels/ckpt_kernels.h"
 
 #include <errno.h>
@@ -264,6 +265,7 @@ static void op_write_trailer(ckpt_ctx *ctx, ckpt_save_op *op)
 	}
 	memset(op->trailer_buf, 0, op->trailer_len);
 	ckpt__fmt_trailer_encode(op->trailer_buf, op->trailer_len, f, op->next_off, op->header_checksum);
+	op->file_bytes = op->next_off + op->trailer_len;
 	op->stage = OP_TRAILER;
 	submit_aux(ctx, op, IO_TRAILER, CKPT_IO_WRITE, op->trailer_buf, (uint32_t)op->trailer_len,
 	           op->next_off);
@@ -301,6 +303,8 @@ static void op_commit(ckpt_ctx *ctx, ckpt_save_op *op)
 	LOG_I(&ctx->log, op->version, "shard durable (%llu bytes, %llu stored)%s",
 	      (unsigned long long)op->footer.data_bytes, (unsigned long long)op->footer.stored_bytes,
 	      committed ? "; version COMMITTED" : "");
+	if (ctx->daemon)
+		ckpt__daemon_shard_saved(ctx, op, s.footer_checksum);
 	op_finish(ctx, op);
 	return;
 fail_renamed:
@@ -410,6 +414,8 @@ static void *io_main(void *arg)
 			on_complete(ctx, f);
 			f = nx;
 		}
+		if (ctx->daemon)
+			ckpt__daemon_poll(ctx);
 		if (stop)
 			break;
 	}
@@ -751,9 +757,11 @@ int ckpt_handle_wait(ckpt_handle *h, uint32_t tier, int64_t timeout_ms, ckpt_sta
 {
 	if (!h)
 		return -EINVAL;
-	if (tier != CKPT_TIER_LOCAL_DISK)
-		return -EINVAL;
 	ckpt_save_op *op = h->op;
+	if (tier != CKPT_TIER_LOCAL_DISK &&
+	    !(tier == CKPT_TIER_LOCAL_MEM && (op->ctx->cfg.tiers & CKPT_TIER_LOCAL_MEM)))
+		return -EINVAL;
+	uint64_t t0 = ckpt__now_ns();
 	pthread_mutex_lock(&op->mu);
 	if (timeout_ms < 0) {
 		while (!op->finished)
@@ -777,7 +785,17 @@ int ckpt_handle_wait(ckpt_handle *h, uint32_t tier, int64_t timeout_ms, ckpt_sta
 	pthread_mutex_unlock(&op->mu);
 	if (!fin)
 		return timeout_ms == 0 ? -EAGAIN : -ETIMEDOUT;
-	return err;
+	if (err || tier != CKPT_TIER_LOCAL_MEM)
+		return err;
+	/* The file went into node DRAM on the io thread before finishing. */
+	if (op->mem_error)
+		return op->mem_error;
+	int64_t left = timeout_ms;
+	if (timeout_ms > 0) {
+		int64_t spent = (int64_t)((ckpt__now_ns() - t0) / 1000000u);
+		left = spent >= timeout_ms ? 1 : timeout_ms - spent;
+	}
+	return ckpt__daemon_wait_commit(op->ctx, op->version, CKPT_TIER_LOCAL_MEM, left);
 }
 
 int ckpt_handle_test(ckpt_handle *h, uint32_t tier, ckpt_status *st)
