@@ -315,7 +315,8 @@ CKPT_API int ckpt_cuda_available(void);
  * the embedded default) or failed. CKPT_TIER_LOCAL_MEM (with a daemon):
  * returns once the daemon announced the version COMMITTED in node DRAM
  * (every rank's shard there); -ENOSPC if the agent had no room for this
- * rank's shard (the save still counts on disk).
+ * rank's shard (the save still counts on disk). A LOCAL_MEM wait needs the
+ * context open (its daemon connection); a LOCAL_DISK wait does not.
  * [in] timeout_ms  -1 waits forever.
  * [out] st         may be NULL; set st->size first.
  * Returns 0 when durable; the save's error if it failed (also in st->error);

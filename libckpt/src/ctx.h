@@ -83,6 +83,7 @@ struct ckpt_save_op {
 	ckpt_chunk_task *tasks;  /* one per chunk */
 	uint64_t file_bytes;     /* the shard file's length, once the trailer is placed */
 	int mem_error;           /* LOCAL_MEM: 0, or why this rank's copy is missing */
+	uint32_t tiers;          /* the context's tiers, kept: a handle may outlive it */
 	/* result */
 	int error;
 	int sys_errno;

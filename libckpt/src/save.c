@@ -505,6 +505,7 @@ static ckpt_save_op *op_new(ckpt_ctx *ctx, uint64_t version, uint64_t nchunks)
 	if (!op)
 		return NULL;
 	op->ctx = ctx;
+	op->tiers = ctx->cfg.tiers;
 	op->fd = -1;
 	op->version = version;
 	op->footer.region_count = ctx->nregions;
@@ -758,8 +759,7 @@ int ckpt_handle_wait(ckpt_handle *h, uint32_t tier, int64_t timeout_ms, ckpt_sta
 	if (!h)
 		return -EINVAL;
 	ckpt_save_op *op = h->op;
-	if (tier != CKPT_TIER_LOCAL_DISK &&
-	    !(tier == CKPT_TIER_LOCAL_MEM && (op->ctx->cfg.tiers & CKPT_TIER_LOCAL_MEM)))
+	if (tier != CKPT_TIER_LOCAL_DISK && !(tier == CKPT_TIER_LOCAL_MEM && (op->tiers & CKPT_TIER_LOCAL_MEM)))
 		return -EINVAL;
 	uint64_t t0 = ckpt__now_ns();
 	pthread_mutex_lock(&op->mu);
