@@ -25,6 +25,10 @@ enum {
 typedef struct cli {
 	const char *root;
 	const char *job;
+	const char *daemon;     /* --daemon or CKPT_DAEMON: ask ckptd, not a root */
+	int daemon_flag;        /* --daemon was given on the command line */
+	int root_flag;          /* --root was given on the command line */
+	const char *token_file; /* --token-file or CKPT_TOKEN_FILE (unset: CKPT_TOKEN) */
 	uint64_t version;   /* VERSION_* or a number */
 	int64_t rank;       /* -1: all ranks */
 	int json;
@@ -45,6 +49,12 @@ extern const cli_cmd cli_cmds[];
 /* Parses --root/--job/--version/--rank/--json at argv[*i]; returns 1 if it
  * consumed an option, 0 if not one of them, -1 on a bad value. */
 int cli_common_opt(cli *c, int argc, char **argv, int *i);
+/* Parses --daemon/--token-file at argv[*i], as cli_common_opt. */
+int cli_daemon_opt(cli *c, int argc, char **argv, int *i);
+/* ls against c->daemon (cmd_daemon.c). */
+int cli_daemon_ls(cli *c);
+int cmd_status(cli *c, int argc, char **argv);
+void help_status(FILE *out);
 int cli_open_index(cli *c);
 int cli_need(cli *c, int root, int job);
 void cli_json_str(FILE *out, const char *s);

@@ -39,6 +39,7 @@ int cli_common_opt(cli *c, int argc, char **argv, int *i)
 	switch (k) {
 	case 0:
 		c->root = val;
+		c->root_flag = 1;
 		return 1;
 	case 1:
 		c->job = val;
@@ -184,9 +185,21 @@ static int ls_job(void *arg, const char *job)
 
 static int cmd_ls(cli *c, int argc, char **argv)
 {
-	int rc = common_only(c, "ls", argc, argv);
-	if (rc)
-		return rc;
+	int rc;
+	for (int i = 1; i < argc; i++) {
+		int r = cli_daemon_opt(c, argc, argv, &i);
+		if (r == 0)
+			r = cli_common_opt(c, argc, argv, &i);
+		if (r < 0)
+			return cli_usage("ls", "bad value for %s", argv[i]);
+		if (r == 0)
+			return cli_usage("ls", "unknown option '%s'", argv[i]);
+	}
+	/* --daemon asks the daemon; CKPT_DAEMON does too unless --root is given. */
+	if (c->daemon_flag && c->root_flag)
+		return cli_usage("ls", "--root and --daemon exclude each other");
+	if (c->daemon && *c->daemon && (c->daemon_flag || !c->root_flag))
+		return cli_daemon_ls(c);
 	if (cli_need(c, 1, 0) < 0)
 		return cli_usage("ls", "--root is required");
 	if (c->job && ckpt__job_valid(c->job) < 0)
@@ -211,11 +224,18 @@ static int cmd_ls(cli *c, int argc, char **argv)
 
 static void help_ls(FILE *o)
 {
-	fprintf(o, "usage: ckpt ls --root DIR [--job J] [--json]\n\n"
+	fprintf(o, "usage: ckpt ls --root DIR [--job J] [--json]\n"
+	           "       ckpt ls --daemon ADDR [--token-file FILE] --job J [--json]\n\n"
 	           "Lists versions (all jobs when --job is not given), oldest first, with their state:\n"
 	           "PENDING (not every rank durable; never restored), COMMITTED, DELETING.\n"
 	           "--json prints an array of objects: job, version, state, world_size, shards_done,\n"
-	           "bytes, stored_bytes, created, committed.\n");
+	           "bytes, stored_bytes, created, committed.\n\n"
+	           "With --daemon ADDR (unix:/path or host:port; or CKPT_DAEMON when --root is not\n"
+	           "given) the job's versions come from the coordinator, through an agent or\n"
+	           "directly, with the tiers each is committed at. The token comes from\n"
+	           "--token-file, CKPT_TOKEN_FILE or CKPT_TOKEN. A version committed at any tier is\n"
+	           "COMMITTED, else PENDING (or DELETING). --json prints an array of objects: job,\n"
+	           "version, state, tiers (names), world_size, shards_done, bytes.\n");
 }
 
 /* ------------------------------------------------------------- version pick */
@@ -508,5 +528,6 @@ const cli_cmd cli_cmds[] = {
 	{ "rm", "delete one version", cmd_rm, help_rm },
 	{ "gc", "keep the newest N versions, delete the rest", cmd_gc, help_gc },
 	{ "reindex", "rebuild the index from the shard files", cmd_reindex, help_reindex },
+	{ "status", "ask a ckptd daemon for its state, agents and pools", cmd_status, help_status },
 	{ NULL, NULL, NULL, NULL },
 };

@@ -21,6 +21,8 @@ static void usage(FILE *out)
 	        "  --version V       a version number, 'latest' (or 'all' where it applies)\n"
 	        "  --rank R          one rank (default: all ranks)\n"
 	        "  --json            machine-readable output\n"
+	        "  --daemon ADDR     ls, status: ask ckptd at unix:/path or host:port (or CKPT_DAEMON)\n"
+	        "  --token-file FILE ls, status: 0600 token file (or CKPT_TOKEN_FILE, else CKPT_TOKEN)\n"
 	        "  --help            help of a command: ckpt <command> --help\n\n"
 	        "other:\n"
 	        "  ckpt --version        library and format versions\n"
@@ -67,6 +69,7 @@ int main(int argc, char **argv)
 				return EXIT_OK;
 			}
 		cli st = { .root = getenv("CKPT_ROOT"), .job = getenv("CKPT_JOB"),
+		           .daemon = getenv("CKPT_DAEMON"), .token_file = getenv("CKPT_TOKEN_FILE"),
 		           .version = VERSION_UNSET, .rank = -1 };
 		ckpt__logger_init(&st.lg, NULL, -1);
 		if (ckpt__faults_parse(&st.faults, getenv("CKPT_FAULT")) < 0)

@@ -1,0 +1,290 @@
+/* Commands that ask a ckptd daemon instead of a local root: ls --daemon and
+ * status. The CLI authenticates as CKPTD_ROLE_CLI, with the job's secret
+ * (derived from the cluster token) when a job is named, else the cluster's. */
+#include "cli.h"
+#include "client.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DAEMON_TIMEOUT_MS 5000
+
+int cli_daemon_opt(cli *c, int argc, char **argv, int *i)
+{
+	const char *a = argv[*i];
+	const char *names[] = { "--daemon", "--token-file" };
+	for (int k = 0; k < 2; k++) {
+		size_t n = strlen(names[k]);
+		if (strncmp(a, names[k], n) || (a[n] != 0 && a[n] != '='))
+			continue;
+		const char *val;
+		if (a[n] == '=')
+			val = a + n + 1;
+		else if (*i + 1 < argc)
+			val = argv[++*i];
+		else
+			return -1;
+		if (!*val)
+			return -1;
+		if (k == 0) {
+			c->daemon = val;
+			c->daemon_flag = 1;
+		} else {
+			c->token_file = val;
+		}
+		return 1;
+	}
+	return 0;
+}
+
+/* Connects to c->daemon; on failure says why on stderr, never with the
+ * token, and returns EXIT_ERROR. */
+static int daemon_connect(cli *c, const char *cmd, const char *job, ckptd_client **out)
+{
+	ckptd_secret *cluster = NULL, *sec = NULL;
+	char why[256] = "";
+	const char *from = c->token_file ? c->token_file : CKPTD_TOKEN_ENV;
+	int err = c->token_file ? ckptd_secret_load_file(c->token_file, &cluster, why, sizeof(why))
+	                        : ckptd_secret_load_env(NULL, &cluster, why, sizeof(why));
+	if (err < 0) {
+		if (err == -ENOKEY && !c->token_file)
+			fprintf(stderr, "ckpt %s: no token: give --token-file, CKPT_TOKEN_FILE or CKPT_TOKEN\n", cmd);
+		else
+			fprintf(stderr, "ckpt %s: cannot load the token from %s: %s\n", cmd, from,
+			        why[0] ? why : ckpt_strerror(err));
+		return EXIT_ERROR;
+	}
+	if (job && *job) {
+		err = ckptd_secret_derive_job(cluster, job, &sec);
+		ckptd_secret_free(cluster);
+		if (err < 0) {
+			fprintf(stderr, "ckpt %s: %s\n", cmd, ckpt_strerror(err));
+			return EXIT_ERROR;
+		}
+	} else {
+		sec = cluster;
+	}
+	why[0] = 0;
+	err = ckptd_client_connect(c->daemon, job, CKPTD_ROLE_CLI, sec, DAEMON_TIMEOUT_MS, out, why, sizeof(why));
+	ckptd_secret_free(sec);
+	if (err == 0)
+		return EXIT_OK;
+	if (err == -EACCES)
+		fprintf(stderr, "ckpt %s: the daemon at %s refused the token from %s%s%s%s\n", cmd, c->daemon, from,
+		        job && *job ? " for job " : "", job && *job ? job : "", "");
+	else if (err == -EINVAL)
+		fprintf(stderr, "ckpt %s: bad daemon address '%s' (unix:/path or host:port)%s%s\n", cmd, c->daemon,
+		        why[0] ? ": " : "", why);
+	else
+		fprintf(stderr, "ckpt %s: cannot reach the daemon at %s: %s\n", cmd, c->daemon,
+		        why[0] ? why : ckpt_strerror(err));
+	return EXIT_ERROR;
+}
+
+/* Sends req; returns EXIT_OK with reply of type `want`, else says why. */
+static int daemon_call(cli *c, const char *cmd, ckptd_client *cl, const ckptd_msg *req, uint16_t want,
+                       ckptd_msg *reply)
+{
+	int err = ckptd_client_call(cl, req, reply);
+	if (err < 0) {
+		fprintf(stderr, "ckpt %s: daemon at %s: %s\n", cmd, c->daemon, ckpt_strerror(err));
+		return EXIT_ERROR;
+	}
+	if (reply->type == want)
+		return EXIT_OK;
+	int rc = EXIT_ERROR;
+	if (reply->type == CKPTD_MSG_ERROR) {
+		const ckptd_error *e = &reply->u.error;
+		if (e->code == CKPTD_ERR_NOT_FOUND)
+			rc = EXIT_NOTFOUND;
+		fprintf(stderr, "ckpt %s: the daemon at %s answered error %u%s%s\n", cmd, c->daemon, e->code,
+		        e->text[0] ? ": " : "", e->text);
+	} else {
+		const char *n = ckptd_msg_name(reply->type);
+		fprintf(stderr, "ckpt %s: the daemon at %s answered %s\n", cmd, c->daemon, n ? n : "an unknown message");
+	}
+	ckptd_msg_free(reply);
+	return rc;
+}
+
+static const struct {
+	uint32_t bit;
+	const char *name;
+} tier_names[] = {
+	{ CKPT_TIER_LOCAL_MEM, "local_mem" },
+	{ CKPT_TIER_PEER_MEM, "peer_mem" },
+	{ CKPT_TIER_LOCAL_DISK, "local_disk" },
+	{ CKPT_TIER_SHARED, "shared" },
+};
+#define NTIERS (sizeof(tier_names) / sizeof(tier_names[0]))
+
+static void tiers_text(uint32_t mask, char *buf, size_t cap)
+{
+	size_t n = 0;
+	buf[0] = 0;
+	for (size_t i = 0; i < NTIERS; i++)
+		if (mask & tier_names[i].bit)
+			n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s", n ? "," : "", tier_names[i].name);
+	if (!n)
+		snprintf(buf, cap, "-");
+}
+
+/* Committed at any tier is COMMITTED; DELETING stays DELETING. */
+static const char *remote_state(const ckptd_version_info *v)
+{
+	if (v->state == CKPT_STATE_DELETING)
+		return "DELETING";
+	return v->tiers ? "COMMITTED" : "PENDING";
+}
+
+int cli_daemon_ls(cli *c)
+{
+	if (ckpt__job_valid(c->job) < 0)
+		return cli_usage("ls", c->job ? "invalid job id '%s'" : "--job is required with --daemon%s",
+		                 c->job ? c->job : "");
+	ckptd_client *cl = NULL;
+	int rc = daemon_connect(c, "ls", c->job, &cl);
+	if (rc)
+		return rc;
+	if (c->json)
+		printf("[");
+	else
+		printf("%-20s %20s  %-9s %-28s %11s %12s\n", "JOB", "VERSION", "STATE", "TIERS COMMITTED", "SHARDS",
+		       "BYTES");
+	uint64_t start = 0;
+	size_t n = 0;
+	for (;;) {
+		ckptd_msg req = { .type = CKPTD_MSG_LIST_VERSIONS }, rep;
+		snprintf(req.u.list_versions.job, sizeof(req.u.list_versions.job), "%s", c->job);
+		req.u.list_versions.start = start;
+		if ((rc = daemon_call(c, "ls", cl, &req, CKPTD_MSG_VERSIONS, &rep)))
+			break;
+		const ckptd_versions *vs = &rep.u.versions;
+		for (uint32_t i = 0; i < vs->count; i++, n++) {
+			const ckptd_version_info *v = &vs->entries[i];
+			char hb[32];
+			if (c->json) {
+				printf("%s\n  {\"job\": ", n ? "," : "");
+				cli_json_str(stdout, c->job);
+				printf(", \"version\": %llu, \"state\": \"%s\", \"tiers\": [", (unsigned long long)v->version,
+				       remote_state(v));
+				int first = 1;
+				for (size_t k = 0; k < NTIERS; k++)
+					if (v->tiers & tier_names[k].bit) {
+						printf("%s\"%s\"", first ? "" : ", ", tier_names[k].name);
+						first = 0;
+					}
+				printf("], \"world_size\": %u, \"shards_done\": %u, \"bytes\": %llu}", v->world_size,
+				       v->shards_done, (unsigned long long)v->bytes);
+			} else {
+				char tb[64];
+				tiers_text(v->tiers, tb, sizeof(tb));
+				printf("%-20s %20llu  %-9s %-28s %5u/%-5u %12s\n", c->job, (unsigned long long)v->version,
+				       remote_state(v), tb, v->shards_done, v->world_size, cli_human(v->bytes, hb, sizeof(hb)));
+			}
+		}
+		int more = vs->more && vs->count > 0;
+		if (more)
+			start = vs->entries[vs->count - 1].version + 1;
+		ckptd_msg_free(&rep);
+		if (!more)
+			break;
+	}
+	if (c->json)
+		printf("%s]\n", n ? "\n" : "");
+	ckptd_client_close(cl);
+	return rc;
+}
+
+/* ------------------------------------------------------------- status */
+
+int cmd_status(cli *c, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		int r = cli_daemon_opt(c, argc, argv, &i);
+		if (r == 0)
+			r = cli_common_opt(c, argc, argv, &i);
+		if (r < 0)
+			return cli_usage("status", "bad value for %s", argv[i]);
+		if (r == 0)
+			return cli_usage("status", "unknown option '%s'", argv[i]);
+	}
+	if (!c->daemon || !*c->daemon)
+		return cli_usage("status", "--daemon ADDR (or CKPT_DAEMON) is required");
+	if (c->job && ckpt__job_valid(c->job) < 0)
+		return cli_usage("status", "invalid job id '%s'", c->job);
+	ckptd_client *cl = NULL;
+	int rc = daemon_connect(c, "status", c->job, &cl);
+	if (rc)
+		return rc;
+	ckptd_msg req = { .type = CKPTD_MSG_STATUS }, rep;
+	if (c->job)
+		snprintf(req.u.status.job, sizeof(req.u.status.job), "%s", c->job);
+	if ((rc = daemon_call(c, "status", cl, &req, CKPTD_MSG_STATUS_REPLY, &rep))) {
+		ckptd_client_close(cl);
+		return rc;
+	}
+	const ckptd_status_reply *s = &rep.u.status_reply;
+	char b1[32], b2[32];
+	const char *roles = (s->roles & CKPTD_SERVES_AGENT) && (s->roles & CKPTD_SERVES_COORDINATOR)
+	                        ? "agent,coordinator"
+	                        : (s->roles & CKPTD_SERVES_COORDINATOR) ? "coordinator"
+	                        : (s->roles & CKPTD_SERVES_AGENT) ? "agent" : "-";
+	if (c->json) {
+		printf("{\"daemon\": ");
+		cli_json_str(stdout, c->daemon);
+		printf(", \"node\": ");
+		cli_json_str(stdout, s->node);
+		printf(", \"roles\": [%s%s%s], \"pool_bytes\": %llu, \"pool_used\": %llu, \"jobs\": %u, "
+		       "\"versions\": %u, \"agents\": [",
+		       (s->roles & CKPTD_SERVES_AGENT) ? "\"agent\"" : "",
+		       (s->roles & CKPTD_SERVES_AGENT) && (s->roles & CKPTD_SERVES_COORDINATOR) ? ", " : "",
+		       (s->roles & CKPTD_SERVES_COORDINATOR) ? "\"coordinator\"" : "",
+		       (unsigned long long)s->pool_bytes, (unsigned long long)s->pool_used, s->jobs, s->versions);
+		for (uint32_t i = 0; i < s->count; i++) {
+			const ckptd_agent_info *a = &s->entries[i];
+			printf("%s{\"node\": ", i ? ", " : "");
+			cli_json_str(stdout, a->node);
+			printf(", \"address\": ");
+			cli_json_str(stdout, a->address);
+			printf(", \"domain\": ");
+			cli_json_str(stdout, a->domain);
+			printf(", \"pool_bytes\": %llu, \"pool_used\": %llu, \"state\": \"%s\"}",
+			       (unsigned long long)a->pool_bytes, (unsigned long long)a->pool_used,
+			       a->state == CKPTD_AGENT_UP ? "up" : "down");
+		}
+		printf("]}\n");
+	} else {
+		printf("daemon %s: node %s, roles %s\n", c->daemon, s->node, roles);
+		if (s->pool_bytes)
+			printf("pool: %s used of %s\n", cli_human(s->pool_used, b1, sizeof(b1)),
+			       cli_human(s->pool_bytes, b2, sizeof(b2)));
+		printf("jobs: %u, versions: %u\n", s->jobs, s->versions);
+		if (s->count) {
+			printf("%-24s %-28s %-12s %-5s %12s %12s\n", "AGENT", "ADDRESS", "DOMAIN", "STATE", "POOL USED",
+			       "POOL");
+			for (uint32_t i = 0; i < s->count; i++) {
+				const ckptd_agent_info *a = &s->entries[i];
+				printf("%-24s %-28s %-12s %-5s %12s %12s\n", a->node, a->address, a->domain[0] ? a->domain : "-",
+				       a->state == CKPTD_AGENT_UP ? "up" : "down", cli_human(a->pool_used, b1, sizeof(b1)),
+				       cli_human(a->pool_bytes, b2, sizeof(b2)));
+			}
+		}
+	}
+	ckptd_msg_free(&rep);
+	ckptd_client_close(cl);
+	return EXIT_OK;
+}
+
+void help_status(FILE *o)
+{
+	fprintf(o, "usage: ckpt status --daemon ADDR [--token-file FILE] [--job J] [--json]\n\n"
+	           "Asks a ckptd daemon (ADDR: unix:/path or host:port; or CKPT_DAEMON) what it is:\n"
+	           "its node, roles (agent, coordinator), DRAM pool, jobs and versions known, and\n"
+	           "for a coordinator the agents it knows with their state (up, down). The token\n"
+	           "comes from --token-file, CKPT_TOKEN_FILE or CKPT_TOKEN; with --job the session\n"
+	           "is that job's and sees only what concerns it.\n"
+	           "--json prints one object: daemon, node, roles, pool_bytes, pool_used, jobs,\n"
+	           "versions, agents (node, address, domain, pool_bytes, pool_used, state).\n");
+}
