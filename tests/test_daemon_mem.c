@@ -4,6 +4,7 @@
  * Public API only, plus starting the daemon. */
 #include "helpers.h"
 
+#include <sys/prctl.h>
 #include <ckpt.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -66,7 +67,10 @@ static void start_daemon(env *e)
 	e->daemon = fork();
 	T_ASSERT(e->daemon >= 0);
 	if (e->daemon == 0) {
+		/* Dies with the test, and keeps CTest's output pipe free. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		int fd = open(e->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		dup2(fd, 1);
 		dup2(fd, 2);
 		execl(exe, exe, "--role", "both", "--root", e->droot, "--socket", e->sock, "--token-file", e->tok,
 		      "--pool-size", "64M", "--node", "n0", (char *)NULL);

@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -129,7 +130,11 @@ static inline void rt_start(const rt_env *e, daemon_t *d)
 	d->pid = fork();
 	T_ASSERT(d->pid >= 0);
 	if (d->pid == 0) {
+		/* A test that fails or is killed must not leave daemons behind, nor
+		 * keep CTest's output pipe open (CTest would wait for them). */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		dup2(fd, 1);
 		dup2(fd, 2);
 		unsetenv("CKPT_TOKEN");
 		execv(exe, (char **)argv);

@@ -11,6 +11,7 @@
 #include "client.h"
 #include "proto.h"
 
+#include <sys/prctl.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -69,7 +70,10 @@ static void start(daemon_t *d, const char *name, const char *const *extra)
 	d->pid = fork();
 	T_ASSERT(d->pid >= 0);
 	if (d->pid == 0) {
+		/* Dies with the test, and keeps CTest's output pipe free. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		dup2(fd, 1);
 		dup2(fd, 2);
 		unsetenv("CKPT_TOKEN");
 		execv(exe, (char **)argv);
