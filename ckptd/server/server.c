@@ -1,114 +1,7 @@
-/* The daemon's event loop: listeners, sessions, handshake, sealed frames,
- * output queues, deadlines and the handler table (server.h). */
-#include "server.h"
+/* ckptd server core: sessions, handshake, dispatch, timers, the loop.
+ * Listening sockets are in listen.c. */
+#include "server_int.h"
 
-#include "addr.h"
-#include "conn.h"
-
-#include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sodium.h>
-#include <stdarg.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <sys/signalfd.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
-
-#define MAX_HANDLERS 64
-#define CLOSE_LINGER_NS (1000000000ull) /* time to flush a last ERROR */
-#define READS_PER_EVENT 16              /* fairness: one peer cannot hog the loop */
-#define MAX_WATCHES 8                   /* role fds (an agent's coordinator link) */
-#define MAX_TIMERS 8
-#define MAX_AFTER 4
-
-enum { S_HELLO = 1, S_AUTH, S_READY };
-
-typedef struct outbuf {
-	struct outbuf *next;
-	int fd; /* -1, or sent along with the first byte */
-	size_t len, off;
-	uint8_t data[];
-} outbuf;
-
-struct ckptd_session {
-	ckptd_server *srv;
-	ckptd_session *prev, *next;
-	int fd;
-	int transport;
-	int state;
-	int rx_any;     /* a byte has arrived */
-	int closing;    /* reads no more; closes once flushed or at close_deadline */
-	uint32_t events; /* what epoll watches now */
-	char peer[96];
-	char job[CKPTD_JOB_MAX + 1];
-	uint32_t role;
-	int have_cred;
-	pid_t pid;
-	uid_t uid;
-	gid_t gid;
-	ckptd_reader *reader;
-	ckptd_auth *auth;
-	outbuf *out_head, *out_tail;
-	size_t out_bytes;
-	uint64_t hs_deadline;    /* 0 once authenticated */
-	uint64_t last_rx;        /* last complete frame, for the idle timeout */
-	uint64_t out_deadline;   /* queued bytes must move by then; 0: queue empty */
-	uint64_t close_deadline; /* 0 unless closing */
-	const char *drop_why;
-	void *data;
-	void (*destroy)(void *);
-};
-
-struct ckptd_server {
-	const ckptd_config *cfg;
-	const ckptd_log *log;
-	const ckptd_secret *cluster; /* borrowed */
-	int epfd, sigfd, tcp_fd, unix_fd;
-	sigset_t oldmask;
-	int mask_set;
-	dev_t sock_dev;
-	ino_t sock_ino;
-	int sock_ours;
-	ckptd_session *live, *dead;
-	uint32_t nlive;
-	struct {
-		uint16_t type;
-		ckptd_handler_fn fn;
-		void *arg;
-	} handlers[MAX_HANDLERS];
-	size_t nhandlers;
-	ckptd_job_filter_fn filter;
-	void *filter_arg;
-	/* Role hooks: fds of their own, periodic timers, and calls after each
-	 * batch of events (where a coordinator commits what the batch brought). */
-	struct watch {
-		int fd; /* -1: free slot */
-		ckptd_watch_fn fn;
-		void *arg;
-	} watches[MAX_WATCHES];
-	struct {
-		uint64_t period_ns, due_ns;
-		ckptd_hook_fn fn;
-		void *arg;
-	} timers[MAX_TIMERS];
-	size_t ntimers;
-	struct {
-		ckptd_hook_fn fn;
-		void *arg;
-	} after[MAX_AFTER];
-	size_t nafter;
-	int stop;
-	uint64_t started_ns;
-	char node[CKPTD_NAME_MAX + 1];
-};
 
 static uint64_t now_ns(void)
 {
@@ -122,8 +15,7 @@ static uint64_t ms_to_ns(uint64_t ms)
 	return ms * 1000000ull;
 }
 
-static void errf(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t cap, const char *fmt, ...)
+void ckptd__errf(char *err, size_t cap, const char *fmt, ...)
 {
 	if (!err || !cap)
 		return;
@@ -737,131 +629,6 @@ static void on_accept(ckptd_server *srv, int lfd, int transport)
 	}
 }
 
-/* ---------------------------------------------------------------- listeners */
-
-static int listen_tcp(ckptd_server *srv, const char *spec, char *err, size_t errcap)
-{
-	ckptd_addr a;
-	const char *why;
-	if (ckptd_addr_parse(spec, CKPTD_ADDR_TCP, &a, &why) < 0) {
-		errf(err, errcap, "--listen %s: %s", spec, why);
-		return -EINVAL;
-	}
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV }, *res = NULL;
-	int g = getaddrinfo(a.host, a.port, &hints, &res);
-	if (g != 0) {
-		errf(err, errcap, "--listen %s: cannot resolve host: %s", spec, gai_strerror(g));
-		return -EINVAL;
-	}
-	/* Exactly one address: the first the name resolves to, nothing wider. */
-	int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), r = 0, one = 1;
-	if (fd < 0) {
-		r = -errno;
-		goto out;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (res->ai_family == AF_INET6)
-		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-	if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0) {
-		r = -errno;
-		errf(err, errcap, "--listen %s: %s", spec, strerror(errno));
-		close(fd);
-		goto out;
-	}
-	srv->tcp_fd = fd;
-out:
-	freeaddrinfo(res);
-	if (r < 0 && err && !err[0])
-		errf(err, errcap, "--listen %s: %s", spec, strerror(-r));
-	return r;
-}
-
-static int listen_unix(ckptd_server *srv, const char *path, char *err, size_t errcap)
-{
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	struct stat st;
-	if (strlen(path) >= sizeof(sun.sun_path)) {
-		errf(err, errcap, "--socket %s: path too long", path);
-		return -EINVAL;
-	}
-	strcpy(sun.sun_path, path);
-	if (lstat(path, &st) == 0) {
-		/* Replace a socket only when nobody answers on it: never a live
-		 * daemon's, never a file that is not a socket. */
-		if (!S_ISSOCK(st.st_mode)) {
-			errf(err, errcap, "--socket %s: exists and is not a socket; not replacing it", path);
-			return -EEXIST;
-		}
-		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (probe < 0)
-			return -errno;
-		int c = connect(probe, (struct sockaddr *)&sun, sizeof(sun));
-		int e = errno;
-		close(probe);
-		if (c == 0) {
-			errf(err, errcap, "--socket %s: another daemon is listening on it", path);
-			return -EADDRINUSE;
-		}
-		if (e != ECONNREFUSED) {
-			errf(err, errcap, "--socket %s: cannot check the existing socket: %s", path, strerror(e));
-			return -e;
-		}
-		if (unlink(path) < 0 && errno != ENOENT) {
-			errf(err, errcap, "--socket %s: cannot remove the stale socket: %s", path, strerror(errno));
-			return -errno;
-		}
-		CKPTD_INFO(srv->log, NULL, NULL, "replaced stale socket %s", path);
-	}
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* Created 0600 from the start: no window where others may connect. */
-	mode_t old = umask(0177);
-	int b = bind(fd, (struct sockaddr *)&sun, sizeof(sun));
-	int e = errno;
-	umask(old);
-	if (b < 0 || chmod(path, 0600) < 0 || listen(fd, SOMAXCONN) < 0 || stat(path, &st) < 0) {
-		if (b == 0) {
-			e = errno;
-			unlink(path);
-		}
-		errf(err, errcap, "--socket %s: %s", path, strerror(e));
-		close(fd);
-		return -e;
-	}
-	srv->unix_fd = fd;
-	srv->sock_dev = st.st_dev;
-	srv->sock_ino = st.st_ino;
-	srv->sock_ours = 1;
-	return 0;
-}
-
-/* Removes the socket file if it is still the one we made. */
-static void remove_socket(ckptd_server *srv)
-{
-	struct stat st;
-	if (!srv->sock_ours)
-		return;
-	srv->sock_ours = 0;
-	if (stat(srv->cfg->socket, &st) == 0 && st.st_dev == srv->sock_dev && st.st_ino == srv->sock_ino)
-		unlink(srv->cfg->socket);
-}
-
-static void close_listeners(ckptd_server *srv)
-{
-	if (srv->tcp_fd >= 0) {
-		epoll_ctl(srv->epfd, EPOLL_CTL_DEL, srv->tcp_fd, NULL);
-		close(srv->tcp_fd);
-		srv->tcp_fd = -1;
-	}
-	if (srv->unix_fd >= 0) {
-		epoll_ctl(srv->epfd, EPOLL_CTL_DEL, srv->unix_fd, NULL);
-		close(srv->unix_fd);
-		srv->unix_fd = -1;
-	}
-	remove_socket(srv);
-}
-
 /* ---------------------------------------------------------------- STATUS */
 
 static int on_status(ckptd_server *srv, ckptd_session *s, const ckptd_msg *req, void *arg)
@@ -891,15 +658,15 @@ int ckptd_server_new(const ckptd_config *cfg, const ckptd_secret *cluster, const
 	if (err && errcap)
 		err[0] = 0;
 	if (!cfg->listen && !cfg->socket) {
-		errf(err, errcap, "nothing to listen on: set --listen HOST:PORT and/or --socket PATH");
+		ckptd__errf(err, errcap, "nothing to listen on: set --listen HOST:PORT and/or --socket PATH");
 		return -EINVAL;
 	}
 	if (!cluster) {
-		errf(err, errcap, "no secret: set --token-file FILE or CKPT_TOKEN");
+		ckptd__errf(err, errcap, "no secret: set --token-file FILE or CKPT_TOKEN");
 		return -ENOKEY;
 	}
 	if (sodium_init() < 0) {
-		errf(err, errcap, "libsodium failed to initialise");
+		ckptd__errf(err, errcap, "libsodium failed to initialise");
 		return -EIO;
 	}
 	ckptd_server *srv = calloc(1, sizeof(*srv));
@@ -932,9 +699,9 @@ int ckptd_server_new(const ckptd_config *cfg, const ckptd_secret *cluster, const
 		r = -errno;
 		goto fail;
 	}
-	if (cfg->listen && (r = listen_tcp(srv, cfg->listen, err, errcap)) < 0)
+	if (cfg->listen && (r = ckptd__listen_tcp(srv, cfg->listen, err, errcap)) < 0)
 		goto fail;
-	if (cfg->socket && (r = listen_unix(srv, cfg->socket, err, errcap)) < 0)
+	if (cfg->socket && (r = ckptd__listen_unix(srv, cfg->socket, err, errcap)) < 0)
 		goto fail;
 	struct epoll_event ev = { .events = EPOLLIN };
 	ev.data.ptr = &srv->sigfd;
@@ -957,7 +724,7 @@ fail_errno:
 	r = -errno;
 fail:
 	if (err && errcap && !err[0])
-		errf(err, errcap, "cannot start: %s", strerror(r < -4095 ? EINVAL : -r));
+		ckptd__errf(err, errcap, "cannot start: %s", strerror(r < -4095 ? EINVAL : -r));
 	ckptd_server_free(srv);
 	return r;
 }
@@ -969,7 +736,7 @@ void ckptd_server_free(ckptd_server *srv)
 	while (srv->live)
 		session_close(srv->live);
 	reap(srv);
-	close_listeners(srv);
+	ckptd__close_listeners(srv);
 	if (srv->sigfd >= 0)
 		close(srv->sigfd);
 	if (srv->epfd >= 0)
@@ -1142,7 +909,7 @@ static void run_hooks(ckptd_server *srv)
 static void begin_stop(ckptd_server *srv, const char *why)
 {
 	CKPTD_INFO(srv->log, NULL, NULL, "stopping (%s): no new connections, flushing %u", why, srv->nlive);
-	close_listeners(srv);
+	ckptd__close_listeners(srv);
 	/* Requests already read have been answered; what remains is to let
 	 * the answers reach their peers. */
 	uint64_t t = now_ns();
