@@ -188,7 +188,7 @@ int main(int argc, char **argv)
 EOF
 	# A sanitized libckpt.so needs the sanitizer runtime in the program too.
 	san=()
-	if command -v ldd >/dev/null && ldd "$lib/libckpt.so" | grep -q libasan; then
+	if command -v ldd >/dev/null && ldd "$lib/libckpt.so" | grep libasan >/dev/null; then
 		san=(-fsanitize=address,undefined)
 	fi
 	if "$cc" -O1 "${san[@]}" -I"$repo/libckpt/include" "$tmp/gen.c" -o "$tmp/gen" -L"$lib" -lckpt \

@@ -21,7 +21,7 @@ for s in "config -" "role both" "root -" "listen -" "socket -" "pool-size 1G" "c
 done
 # every setting --print-config knows is in --help
 for name in $("$CKPTD" --print-config | cut -d' ' -f1); do
-	echo "$help" | grep -q -- "--$name " || fail "--help lacks --$name"
+	echo "$help" | grep -- "--$name " >/dev/null || fail "--help lacks --$name"
 done
 
 get() { "$@" --print-config | grep "^$SETTING = "; }
@@ -50,7 +50,7 @@ bad() { # expected-name, then the command
 	local want=$1; shift
 	out=$("$@" 2>&1); rc=$?
 	[ $rc -eq 2 ] || fail "$* exited $rc, not 2 ($out)"
-	echo "$out" | grep -q -- "$want" || fail "$*: message does not name $want: $out"
+	echo "$out" | grep -- "$want" >/dev/null || fail "$*: message does not name $want: $out"
 }
 bad --role "$CKPTD" --role master
 bad --listen "$CKPTD" --listen 127.0.0.1
@@ -72,8 +72,8 @@ bad "needs a value" "$CKPTD" --listen
 # secrets never on the command line, and the value is not echoed
 out=$("$CKPTD" --token=s3cr3t-value-xyz 2>&1); rc=$?
 [ $rc -eq 2 ] || fail "--token accepted"
-echo "$out" | grep -q "s3cr3t" && fail "--token value echoed"
-echo "$out" | grep -q "token-file" || fail "--token message does not point at --token-file"
+echo "$out" | grep "s3cr3t" >/dev/null && fail "--token value echoed"
+echo "$out" | grep "token-file" >/dev/null || fail "--token message does not point at --token-file"
 # no secret at all, or an unsafe token file: refused before listening
 bad "token" "$CKPTD" --socket "$dir/s.sock"
 echo "0123456789abcdef0123" > "$dir/tok"; chmod 644 "$dir/tok"

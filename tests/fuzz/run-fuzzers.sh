@@ -32,7 +32,7 @@ build=${CKPT_FUZZ_BUILD:-$repo/build-fuzz}
 cc=""
 for c in ${CC:-} clang-14 clang; do
 	command -v "$c" > /dev/null 2>&1 || continue
-	"$c" --version 2>/dev/null | grep -q clang || continue
+	"$c" --version 2>/dev/null | grep clang >/dev/null || continue
 	probe=$(mktemp -d)
 	printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n)\n{ (void)d; (void)n; return 0; }\n' \
 		> "$probe/p.c"

@@ -62,7 +62,7 @@ for attempt in 1 2 3; do
 	# that there is something to resume from.
 	if [ -x "$BIN/ckpt" ]; then
 		for _ in $(seq 500); do
-			"$BIN/ckpt" ls --root "$root" --job trainer 2>/dev/null | grep -q COMMITTED && break
+			"$BIN/ckpt" ls --root "$root" --job trainer 2>/dev/null | grep COMMITTED >/dev/null && break
 			kill -0 "$launcher" 2>/dev/null || break
 			sleep 0.02
 		done
