@@ -455,7 +455,9 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 	pid_t pid;
 	if (strcmp(m->job, ckptd_session_job(s)) != 0)
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "job differs from the one this session authenticated for");
-	if (ckptd_session_peer_cred(s, &pid, NULL, NULL) < 0 || (uint32_t)pid != m->pid)
+	/* Over TCP there are no peer credentials: the job's secret is the check. */
+	if (ckptd_session_transport(s) == CKPTD_TRANSPORT_UNIX &&
+	    (ckptd_session_peer_cred(s, &pid, NULL, NULL) < 0 || (uint32_t)pid != m->pid))
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "PID does not match the socket's peer credentials");
 	if (rs->registered && (rs->rank != m->rank || rs->world_size != m->world_size))
 		return ckptd_session_send_error(s, CKPTD_ERR_STATE, "this session is registered as another rank");
@@ -545,8 +547,8 @@ static int on_shard_done(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const 
 
 int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 {
-	if (ckptd_session_role(s) != CKPTD_ROLE_RANK || ckptd_session_transport(s) != CKPTD_TRANSPORT_UNIX)
-		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "ranks speak to their agent over its Unix socket");
+	if (ckptd_session_role(s) != CKPTD_ROLE_RANK)
+		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "only ranks speak to the agent this way");
 	rank_sess *rs = rank_of(a, s);
 	if (!rs)
 		return -ENOMEM;
@@ -563,6 +565,10 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 	switch (m->type) {
 	case CKPTD_MSG_SEGMENT_REQUEST:
+		/* A segment is a file descriptor: only a Unix socket carries one. */
+		if (ckptd_session_transport(s) != CKPTD_TRANSPORT_UNIX)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED,
+			                                "DRAM segments are handed over the agent's Unix socket only");
 		return on_segment(a, s, rs, &m->u.segment_request);
 	case CKPTD_MSG_SHARD_DONE:
 		return on_shard_done(a, s, rs, &m->u.shard_done);
