@@ -33,7 +33,7 @@ static uint64_t get_le64(const uint8_t *p)
 /* ---------------------------------------------------------------- schema */
 
 /* How a string field is checked. */
-enum { CK_NONE, CK_JOB, CK_NAME, CK_ADDR, CK_TEXT };
+enum { CK_NONE, CK_JOB, CK_NAME, CK_ADDR, CK_TEXT, CK_PATH };
 
 typedef struct ckptd__schema ckptd__schema;
 
@@ -166,6 +166,45 @@ static const char *check_held(const void *r)
 	return !h->world_size || h->rank < h->world_size ? NULL : "rank not below world size";
 }
 
+static const char *check_copy_info(const void *r)
+{
+	const ckptd_copy_info *c = r;
+	if (!one_tier(c->tier))
+		return "tier is not one known tier";
+	return c->state == 1 || c->state == 2 ? NULL : "unknown copy state";
+}
+
+static const char *check_detail(const void *r)
+{
+	const ckptd_version_detail *m = r;
+	if (m->state < CKPT_STATE_PENDING || m->state > CKPT_STATE_DELETING)
+		return "unknown version state";
+	if (!m->world_size || (m->tiers & ~0xfu))
+		return "no world size or unknown tier bits";
+	return m->more > 1 || m->restorable > 1 ? "MORE or RESTORABLE is not 0 or 1" : NULL;
+}
+
+static const char *check_gc(const void *r)
+{
+	const ckptd_gc *m = r;
+	if (m->policy > 1)
+		return "POLICY is not 0 or 1";
+	return m->policy || !(m->keep_dram || m->keep_disk || m->keep_every) ? NULL
+	                                                                     : "keep fields without POLICY";
+}
+
+static const char *check_tiers_mask(const void *r)
+{
+	const ckptd_delete_version *m = r;
+	return m->tiers & ~0xfu ? "unknown tier bits" : NULL;
+}
+
+static const char *check_gone(const void *r)
+{
+	const ckptd_copies_gone *m = r;
+	return m->tiers && !(m->tiers & ~0xfu) ? NULL : "unknown or no tier bits";
+}
+
 static const char *check_inventory(const void *r)
 {
 	const ckptd_agent_inventory *m = r;
@@ -180,6 +219,7 @@ static const ckptd__field f_error[] = {
 };
 static const ckptd__field f_ok[] = {
 	F_U64(ckptd_ok, version, CKPTD_TAG_VERSION, OPT),
+	F_U32(ckptd_ok, count, CKPTD_TAG_COUNT, OPT),
 };
 static const ckptd__field f_hello[] = {
 	F_U32(ckptd_hello, role, CKPTD_TAG_ROLE, REQ),
@@ -201,6 +241,10 @@ static const ckptd__field f_register[] = {
 	F_U32(ckptd_register_rank, world_size, CKPTD_TAG_WORLD_SIZE, REQ),
 	F_U32(ckptd_register_rank, pid, CKPTD_TAG_PID, REQ),
 	F_U64(ckptd_register_rank, lineage, CKPTD_TAG_LINEAGE, OPT),
+	F_STR(ckptd_register_rank, root, CKPTD_TAG_ROOT, OPT, CK_PATH),
+};
+static const ckptd__field f_seg_release[] = {
+	F_U64(ckptd_segment_release, segment_id, CKPTD_TAG_SEGMENT_ID, REQ),
 };
 static const ckptd__field f_seg_request[] = {
 	F_STR(ckptd_segment_request, job, CKPTD_TAG_JOB, REQ, CK_JOB),
@@ -257,6 +301,44 @@ static const ckptd__field f_versions[] = {
 static const ckptd__field f_delete[] = {
 	F_STR(ckptd_delete_version, job, CKPTD_TAG_JOB, REQ, CK_JOB),
 	F_U64(ckptd_delete_version, version, CKPTD_TAG_VERSION, REQ),
+	F_U32(ckptd_delete_version, tiers, CKPTD_TAG_TIERS, OPT),
+};
+static const ckptd__field f_gc[] = {
+	F_STR(ckptd_gc, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U32(ckptd_gc, policy, CKPTD_TAG_POLICY, OPT),
+	F_U32(ckptd_gc, keep_dram, CKPTD_TAG_KEEP_DRAM, OPT),
+	F_U32(ckptd_gc, keep_disk, CKPTD_TAG_KEEP_DISK, OPT),
+	F_U64(ckptd_gc, keep_every, CKPTD_TAG_KEEP_EVERY, OPT),
+};
+static const ckptd__field f_show[] = {
+	F_STR(ckptd_show_version, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_show_version, version, CKPTD_TAG_VERSION, REQ),
+	F_U64(ckptd_show_version, start, CKPTD_TAG_START, OPT),
+};
+static const ckptd__field f_copy_info[] = {
+	F_U32(ckptd_copy_info, rank, CKPTD_TAG_RANK, REQ),
+	F_U32(ckptd_copy_info, tier, CKPTD_TAG_TIER, REQ),
+	F_U32(ckptd_copy_info, state, CKPTD_TAG_STATE, REQ),
+	F_STR(ckptd_copy_info, node, CKPTD_TAG_NODE, REQ, CK_NAME),
+	F_U64(ckptd_copy_info, bytes, CKPTD_TAG_BYTES, REQ),
+	F_U64(ckptd_copy_info, checksum, CKPTD_TAG_CHECKSUM, REQ),
+};
+static const ckptd__schema s_copy_info = SCHEMA(ckptd_copy_info, f_copy_info, check_copy_info);
+static const ckptd__field f_detail[] = {
+	F_STR(ckptd_version_detail, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_version_detail, version, CKPTD_TAG_VERSION, REQ),
+	F_U32(ckptd_version_detail, state, CKPTD_TAG_STATE, REQ),
+	F_U32(ckptd_version_detail, world_size, CKPTD_TAG_WORLD_SIZE, REQ),
+	F_U32(ckptd_version_detail, tiers, CKPTD_TAG_TIERS, REQ),
+	F_U32(ckptd_version_detail, restorable, CKPTD_TAG_RESTORABLE, OPT),
+	F_U32(ckptd_version_detail, more, CKPTD_TAG_MORE, OPT),
+	F_LIST(ckptd_version_detail, entries, count, CKPTD_TAG_ENTRIES, s_copy_info),
+};
+static const ckptd__field f_gone[] = {
+	F_STR(ckptd_copies_gone, node, CKPTD_TAG_NODE, REQ, CK_NAME),
+	F_STR(ckptd_copies_gone, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_copies_gone, version, CKPTD_TAG_VERSION, REQ),
+	F_U32(ckptd_copies_gone, tiers, CKPTD_TAG_TIERS, REQ),
 };
 static const ckptd__field f_status[] = {
 	F_STR(ckptd_status, job, CKPTD_TAG_JOB, OPT, CK_JOB),
@@ -326,12 +408,17 @@ static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_STEP_REPORT, "STEP_REPORT", SCHEMA(ckptd_step_report, f_step, NULL) },
 	{ CKPTD_MSG_LIST_VERSIONS, "LIST_VERSIONS", SCHEMA(ckptd_list_versions, f_list_versions, NULL) },
 	{ CKPTD_MSG_VERSIONS, "VERSIONS", SCHEMA(ckptd_versions, f_versions, check_versions) },
-	{ CKPTD_MSG_DELETE_VERSION, "DELETE_VERSION", SCHEMA(ckptd_delete_version, f_delete, NULL) },
+	{ CKPTD_MSG_DELETE_VERSION, "DELETE_VERSION", SCHEMA(ckptd_delete_version, f_delete, check_tiers_mask) },
 	{ CKPTD_MSG_STATUS, "STATUS", SCHEMA(ckptd_status, f_status, NULL) },
 	{ CKPTD_MSG_STATUS_REPLY, "STATUS_REPLY", SCHEMA(ckptd_status_reply, f_status_reply, check_status_reply) },
 	{ CKPTD_MSG_AGENT_HELLO, "AGENT_HELLO", SCHEMA(ckptd_agent_hello, f_agent_hello, NULL) },
 	{ CKPTD_MSG_AGENT_INVENTORY, "AGENT_INVENTORY",
 	  SCHEMA(ckptd_agent_inventory, f_inventory, check_inventory) },
+	{ CKPTD_MSG_SEGMENT_RELEASE, "SEGMENT_RELEASE", SCHEMA(ckptd_segment_release, f_seg_release, NULL) },
+	{ CKPTD_MSG_GC, "GC", SCHEMA(ckptd_gc, f_gc, check_gc) },
+	{ CKPTD_MSG_SHOW_VERSION, "SHOW_VERSION", SCHEMA(ckptd_show_version, f_show, NULL) },
+	{ CKPTD_MSG_VERSION_DETAIL, "VERSION_DETAIL", SCHEMA(ckptd_version_detail, f_detail, check_detail) },
+	{ CKPTD_MSG_COPIES_GONE, "COPIES_GONE", SCHEMA(ckptd_copies_gone, f_gone, check_gone) },
 };
 
 static const ckptd__msgdef *find_msg(uint16_t type)
@@ -378,6 +465,17 @@ static const char *check_str(int ck, const char *str, size_t len)
 		for (size_t i = 0; i < len; i++)
 			if (s[i] < 0x21 || s[i] > 0x7e)
 				return "address holds a space or a non-printable byte";
+		return NULL;
+	case CK_PATH:
+		/* Absolute, printable, no ".." component: the agent deletes under it. */
+		if (len == 0 || s[0] != '/')
+			return "path is not absolute";
+		for (size_t i = 0; i < len; i++)
+			if (s[i] < 0x20 || s[i] > 0x7e)
+				return "path holds a non-printable byte";
+		for (size_t i = 0; i + 2 < len; i++)
+			if (s[i] == '/' && s[i + 1] == '.' && s[i + 2] == '.' && (i + 3 == len || s[i + 3] == '/'))
+				return "path holds a '..' component";
 		return NULL;
 	case CK_TEXT:
 		/* Printable only: text ends up in log lines, one per event. */

@@ -33,7 +33,7 @@ extern "C" {
 /* ---------------------------------------------------------------- limits */
 
 #define CKPTD_PROTO_MAJOR 1
-#define CKPTD_PROTO_MINOR 0
+#define CKPTD_PROTO_MINOR 1
 /* A version as one number, for fields and the auth transcript. */
 #define CKPTD_VERSION_PACK(major, minor) (((uint32_t)(major) << 16) | (uint32_t)(minor))
 #define CKPTD_VERSION_MAJOR_OF(v) ((uint32_t)(v) >> 16)
@@ -54,6 +54,7 @@ extern "C" {
 #define CKPTD_NAME_MAX 64   /* node and failure-domain names */
 #define CKPTD_ADDR_MAX 255  /* "host:port" or "unix:/path" */
 #define CKPTD_TEXT_MAX 1024 /* error text */
+#define CKPTD_PATH_MAX 1024 /* absolute directory path (a checkpoint root) */
 #define CKPTD_NONCE_LEN 32
 #define CKPTD_MAC_LEN 32
 #define CKPTD_MAX_LIST 4096 /* entries in one list; longer answers are paged */
@@ -78,13 +79,18 @@ typedef enum ckptd_msg_type {
 	CKPTD_MSG_SHARD_DONE = 35,
 	CKPTD_MSG_COMMIT_NOTICE = 36,
 	CKPTD_MSG_STEP_REPORT = 37,
+	CKPTD_MSG_SEGMENT_RELEASE = 38, /* 1.1 */
 	CKPTD_MSG_LIST_VERSIONS = 48,
 	CKPTD_MSG_VERSIONS = 49,
 	CKPTD_MSG_DELETE_VERSION = 50,
 	CKPTD_MSG_STATUS = 51,
 	CKPTD_MSG_STATUS_REPLY = 52,
+	CKPTD_MSG_GC = 53,            /* 1.1 */
+	CKPTD_MSG_SHOW_VERSION = 54,  /* 1.1 */
+	CKPTD_MSG_VERSION_DETAIL = 55, /* 1.1 */
 	CKPTD_MSG_AGENT_HELLO = 64,
 	CKPTD_MSG_AGENT_INVENTORY = 65,
+	CKPTD_MSG_COPIES_GONE = 66,   /* 1.1 */
 } ckptd_msg_type;
 
 /* Field wire types. */
@@ -108,7 +114,13 @@ enum {
 	CKPTD_TAG_DOMAIN, CKPTD_TAG_POOL_BYTES, CKPTD_TAG_POOL_USED, CKPTD_TAG_ROLES,
 	CKPTD_TAG_JOBS, CKPTD_TAG_VERSIONS, CKPTD_TAG_SEQ, CKPTD_TAG_FINAL,
 	CKPTD_TAG_COMMITTED, CKPTD_TAG_STEP, CKPTD_TAG_STEP_NS,
+	/* 1.1 */
+	CKPTD_TAG_ROOT, CKPTD_TAG_COUNT, CKPTD_TAG_KEEP_DRAM, CKPTD_TAG_KEEP_DISK,
+	CKPTD_TAG_KEEP_EVERY, CKPTD_TAG_POLICY, CKPTD_TAG_RESTORABLE,
 };
+
+/* GC.keep_dram / keep_disk: no limit. */
+#define CKPTD_KEEP_ALL UINT32_MAX
 
 /* Who opens a connection (HELLO.role). */
 enum {
@@ -159,6 +171,7 @@ typedef struct ckptd_error {
 
 typedef struct ckptd_ok {
 	uint64_t version; /* optional: the checkpoint version acknowledged */
+	uint32_t count;   /* optional (1.1): how many things the request touched */
 } ckptd_ok;
 
 typedef struct ckptd_hello {
@@ -185,6 +198,7 @@ typedef struct ckptd_register_rank {
 	uint32_t world_size; /* >= 1, > rank */
 	uint32_t pid;
 	uint64_t lineage;    /* optional: the run this process belongs to */
+	char root[CKPTD_PATH_MAX + 1]; /* optional (1.1): the rank's checkpoint root (its disk tier) */
 } ckptd_register_rank;
 
 typedef struct ckptd_segment_request {
@@ -194,6 +208,10 @@ typedef struct ckptd_segment_request {
 	uint32_t mode;  /* CKPTD_SEG_* */
 	uint64_t bytes; /* WRITE: > 0, the size wanted; READ: 0 */
 } ckptd_segment_request;
+
+typedef struct ckptd_segment_release {
+	uint64_t segment_id; /* a READ grant this session holds */
+} ckptd_segment_release;
 
 typedef struct ckptd_segment_grant {
 	uint64_t segment_id; /* names the memfd that comes with this frame */
@@ -250,7 +268,54 @@ typedef struct ckptd_versions {
 typedef struct ckptd_delete_version {
 	char job[CKPTD_JOB_MAX + 1];
 	uint64_t version;
+	uint32_t tiers; /* optional (1.1): ckpt_tier mask to delete; 0 = every tier */
 } ckptd_delete_version;
+
+/* GC (1.1): run retention for a job now. */
+typedef struct ckptd_gc {
+	char job[CKPTD_JOB_MAX + 1];
+	uint32_t policy;     /* optional: 1 = the keep fields become the job's policy */
+	uint32_t keep_dram;  /* policy: DRAM copies of the newest K versions (CKPTD_KEEP_ALL) */
+	uint32_t keep_disk;  /* policy: disk copies of the newest M versions (CKPTD_KEEP_ALL) */
+	uint64_t keep_every; /* policy: every N-th version's disk copies kept forever; 0 none */
+} ckptd_gc;
+
+typedef struct ckptd_show_version {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+	uint64_t start; /* optional: copies of ranks >= start (paging) */
+} ckptd_show_version;
+
+/* One copy of one shard (VERSION_DETAIL entries). */
+typedef struct ckptd_copy_info {
+	uint32_t rank;
+	uint32_t tier;   /* one ckpt_tier bit */
+	uint32_t state;  /* 1 live, 2 deleting */
+	char node[CKPTD_NAME_MAX + 1];
+	uint64_t bytes;
+	uint64_t checksum;
+} ckptd_copy_info;
+
+typedef struct ckptd_version_detail {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+	uint32_t state;       /* CKPT_STATE_* */
+	uint32_t world_size;
+	uint32_t tiers;       /* committed at */
+	uint32_t restorable;  /* optional: 1 if every rank has a live copy */
+	uint32_t more;        /* 1: ask again with start = the last entry's rank + 1 */
+	uint32_t count;
+	ckptd_copy_info *entries;
+} ckptd_version_detail;
+
+/* COPIES_GONE (1.1): an agent deleted every copy it held of a version at
+ * these tiers. */
+typedef struct ckptd_copies_gone {
+	char node[CKPTD_NAME_MAX + 1];
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+	uint32_t tiers;
+} ckptd_copies_gone;
 
 typedef struct ckptd_status {
 	char job[CKPTD_JOB_MAX + 1]; /* optional: "" = everything the session may see */
@@ -329,6 +394,11 @@ typedef struct ckptd_msg {
 		ckptd_status_reply status_reply;
 		ckptd_agent_hello agent_hello;
 		ckptd_agent_inventory agent_inventory;
+		ckptd_segment_release segment_release;
+		ckptd_gc gc;
+		ckptd_show_version show_version;
+		ckptd_version_detail version_detail;
+		ckptd_copies_gone copies_gone;
 	} u;
 } ckptd_msg;
 

@@ -124,6 +124,21 @@ int ckptd_coord_list(ckptd_coord *c, const char *job, uint64_t start, ckptd_coor
 /* One version. Returns 0 or -CKPT_ENOVERSION. */
 int ckptd_coord_get(ckptd_coord *c, const char *job, uint64_t version, ckptd_coord_version *out);
 
+typedef struct ckptd_coord_copy_info {
+	uint32_t rank;
+	uint32_t tier;      /* one ckpt_tier bit */
+	uint32_t deleting;  /* 1: marked DELETING, no longer counted */
+	char node[CKPTD_NAME_MAX + 1];
+	uint64_t bytes;     /* the rank's shard */
+	uint64_t checksum;
+} ckptd_coord_copy_info;
+/* Calls fn for every copy of version (live and DELETING) of ranks >=
+ * start_rank, by rank ascending; fn returns non-zero to stop (passed back).
+ * Returns 0, fn's value, -CKPT_ENOVERSION or an error. */
+typedef int (*ckptd_coord_copy_fn)(void *arg, const ckptd_coord_copy_info *ci);
+int ckptd_coord_copies(ckptd_coord *c, const char *job, uint64_t version, uint32_t start_rank,
+                       ckptd_coord_copy_fn fn, void *arg);
+
 typedef struct ckptd_coord_copy {
 	uint32_t tier;                   /* one ckpt_tier bit */
 	char node[CKPTD_NAME_MAX + 1];
@@ -211,6 +226,18 @@ typedef struct ckptd_coord_delete {
  * Returns 0 or an error. */
 int ckptd_coord_retention(ckptd_coord *c, const char *job, const ckptd_coord_policy *p,
                           ckptd_coord_delete **out, size_t *n);
+/* Marks DELETING every live copy of one version at tiers (0: all tiers),
+ * whatever the policy (an operator's explicit request), and returns every
+ * DELETING copy of that version, for the caller to have deleted. Returns 0,
+ * -CKPT_ENOVERSION if the job has no such version, or an error. */
+int ckptd_coord_delete_version(ckptd_coord *c, const char *job, uint64_t version, uint32_t tiers,
+                               ckptd_coord_delete **out, size_t *n);
+/* node deleted every copy it held of version at tiers (COPIES_GONE):
+ * forgets them, live or DELETING, in one transaction; a version left with
+ * no copy is removed. fn (may be NULL) hears the change. Returns the number
+ * of copies forgotten, or an error. Idempotent. */
+int ckptd_coord_copies_gone(ckptd_coord *c, const char *job, uint64_t version, uint32_t tiers,
+                            const char *node, ckptd_coord_change_fn fn, void *arg);
 /* The copy is deleted: forgets it. Idempotent (0 if already gone). */
 int ckptd_coord_delete_done(ckptd_coord *c, const char *job, uint64_t version, uint32_t rank,
                             uint32_t tier, const char *node);

@@ -181,3 +181,55 @@ out:
 	mdb_txn_abort(t.txn);
 	return err;
 }
+
+int ckptd_coord_copies(ckptd_coord *c, const char *job, uint64_t version, uint32_t start_rank,
+                       ckptd_coord_copy_fn fn, void *arg)
+{
+	CKPT_TRY(ckptd_job_valid(job));
+	ckptd_tx t;
+	CKPT_TRY(ckptd__begin(c, 1, &t));
+	ckptd_vrec v;
+	int err = ckptd__get_version(&t, job, version, &v);
+	MDB_cursor *cur = NULL;
+	int rc = 0;
+	if (err == 0 && (rc = mdb_cursor_open(t.txn, c->copies, &cur)))
+		err = ckptd__lmdb_err(c, "cursor", rc);
+	if (err < 0) {
+		mdb_txn_abort(t.txn);
+		return err;
+	}
+	/* Copy keys sort by rank within the version, then tier and node. */
+	uint8_t pb[CKPT_IDX_KEY_MAX];
+	size_t plen = ckpt__idx_key(pb, job, version, 0, 0);
+	MDB_val k = { plen, pb }, val;
+	uint32_t srank = UINT32_MAX;
+	ckptd_srec s = { 0 };
+	rc = mdb_cursor_get(cur, &k, &val, MDB_SET_RANGE);
+	while (rc == 0 && k.mv_size > plen && !memcmp(k.mv_data, pb, plen)) {
+		ckptd_coord_copy_info ci;
+		char j[CKPTD_JOB_MAX + 1];
+		uint64_t ver;
+		ckptd_crec cr;
+		if ((err = ckptd__copy_key_decode(k.mv_data, k.mv_size, j, &ver, &ci.rank, &ci.tier, ci.node)) < 0 ||
+		    (err = ckptd__crec_decode(val.mv_data, val.mv_size, &cr)) < 0)
+			break;
+		if (ci.rank >= start_rank) {
+			if (ci.rank != srank) {
+				if ((err = ckptd__get_shard(&t, job, version, ci.rank, &s)) < 0)
+					break;
+				srank = ci.rank;
+			}
+			ci.deleting = cr.state == CKPTD_COPY_DELETING;
+			ci.bytes = s.bytes;
+			ci.checksum = s.checksum;
+			if ((err = fn(arg, &ci)) != 0)
+				break;
+		}
+		rc = mdb_cursor_get(cur, &k, &val, MDB_NEXT);
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(t.txn);
+	if (err)
+		return err;
+	return (rc == 0 || rc == MDB_NOTFOUND) ? 0 : ckptd__lmdb_err(c, "scan copies", rc);
+}

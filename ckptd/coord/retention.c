@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define DRAM_TIERS (CKPT_TIER_LOCAL_MEM | CKPT_TIER_PEER_MEM)
 #define DISK_TIERS (CKPT_TIER_LOCAL_DISK | CKPT_TIER_SHARED)
@@ -248,4 +249,105 @@ int ckptd_coord_delete_done(ckptd_coord *c, const char *job, uint64_t version, u
 		err = ckptd__put_version(&t, job, version, &v);
 	}
 	return ckptd__end(&t, err, NULL, NULL);
+}
+
+int ckptd_coord_delete_version(ckptd_coord *c, const char *job, uint64_t version, uint32_t tiers,
+                               ckptd_coord_delete **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	CKPT_TRY(ckptd_job_valid(job));
+	if (tiers & ~(uint32_t)CKPTD_COORD_ALL_TIERS)
+		return -EINVAL;
+	ckptd_tx t;
+	CKPT_TRY(ckptd__begin(c, 0, &t));
+	vitem it = { .version = version };
+	size_t cap = 0;
+	int err = ckptd__get_version(&t, job, version, &it.v);
+	if (err == 0) {
+		uint32_t cb = ckptd__committed_mask(&it.v);
+		int rb = ckptd__restorable(&it.v);
+		uint32_t had = it.v.deleting;
+		err = sweep_version(&t, job, &it, tiers ? tiers : CKPTD_COORD_ALL_TIERS, out, n, &cap);
+		if (err == 0 && it.v.deleting != had &&
+		    ((err = ckptd__put_version(&t, job, version, &it.v)) == 0))
+			err = ckptd__note(&t, job, version, cb, rb, &it.v);
+	}
+	err = ckptd__end(&t, err, NULL, NULL);
+	if (err < 0) {
+		free(*out);
+		*out = NULL;
+		*n = 0;
+	}
+	return err;
+}
+
+/* Collects the copies of one version held by one node at some tiers. */
+static int node_copies(ckptd_tx *t, const char *job, uint64_t version, uint32_t tiers, const char *node,
+                       ckptd_coord_delete **out, size_t *n)
+{
+	uint8_t pb[CKPT_IDX_KEY_MAX];
+	size_t plen = ckpt__idx_key(pb, job, version, 0, 0), cap = 0;
+	MDB_cursor *cur;
+	int rc = mdb_cursor_open(t->txn, t->c->copies, &cur);
+	if (rc)
+		return ckptd__lmdb_err(t->c, "cursor", rc);
+	MDB_val k = { plen, pb }, val;
+	int err = 0;
+	rc = mdb_cursor_get(cur, &k, &val, MDB_SET_RANGE);
+	while (rc == 0 && k.mv_size > plen && !memcmp(k.mv_data, pb, plen)) {
+		ckptd_coord_delete d;
+		char j[CKPTD_JOB_MAX + 1];
+		uint64_t ver;
+		if ((err = ckptd__copy_key_decode(k.mv_data, k.mv_size, j, &ver, &d.rank, &d.tier, d.node)) < 0)
+			break;
+		d.version = ver;
+		if ((d.tier & tiers) && !strcmp(d.node, node)) {
+			if (*n == cap) {
+				cap = cap ? 2 * cap : 64;
+				ckptd_coord_delete *p = realloc(*out, cap * sizeof(*p));
+				if (!p) {
+					err = -ENOMEM;
+					break;
+				}
+				*out = p;
+			}
+			(*out)[(*n)++] = d;
+		}
+		rc = mdb_cursor_get(cur, &k, &val, MDB_NEXT);
+	}
+	mdb_cursor_close(cur);
+	if (err == 0 && rc && rc != MDB_NOTFOUND)
+		err = ckptd__lmdb_err(t->c, "scan copies", rc);
+	return err;
+}
+
+int ckptd_coord_copies_gone(ckptd_coord *c, const char *job, uint64_t version, uint32_t tiers,
+                            const char *node, ckptd_coord_change_fn fn, void *arg)
+{
+	CKPT_TRY(ckptd_job_valid(job));
+	CKPT_TRY(ckptd__node_valid(node));
+	ckptd_tx t;
+	CKPT_TRY(ckptd__begin(c, 0, &t));
+	ckptd_coord_delete *d = NULL;
+	size_t n = 0;
+	ckptd_vrec v;
+	int err = ckptd__get_version(&t, job, version, &v);
+	if (err == -CKPT_ENOVERSION) {
+		err = 0; /* already forgotten */
+		goto out;
+	}
+	if (err < 0 || (err = node_copies(&t, job, version, tiers, node, &d, &n)) < 0 || n == 0)
+		goto out;
+	uint32_t cb = ckptd__committed_mask(&v);
+	int rb = ckptd__restorable(&v);
+	for (size_t i = 0; i < n && err == 0; i++)
+		err = ckptd__drop_copy(&t, job, version, &v, d[i].rank, d[i].tier, node, 0);
+	/* put_version removes a version no shard is left of. */
+	if (err == 0 && (err = ckptd__put_version(&t, job, version, &v)) == 0)
+		err = ckptd__note(&t, job, version, cb, rb, v.nshards ? &v : NULL);
+out:
+	free(d);
+	err = ckptd__end(&t, err, fn, arg);
+	return err < 0 ? err : (int)n;
 }

@@ -12,6 +12,10 @@
 
 #include "client.h"
 
+#include "admin.h"
+#include "faults.h"
+#include "index.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +77,8 @@ struct ckptd_agent {
 	/* reports of this loop turn */
 	done_item *done;
 	size_t ndone, capdone;
+	ckpt_faults faults; /* CKPT_FAULT points of the agent (tests) */
+	ckpt_logger lg;     /* for libckpt's maintenance code */
 };
 
 static int push_id(uint64_t **v, size_t *n, size_t *cap, uint64_t id)
@@ -339,12 +345,97 @@ static void local_from_coord(void *arg, const ckptd_msg *m)
 		on_delete(a, &m->u.delete_version);
 }
 
+typedef struct disk_del {
+	ckptd_agent *a;
+	const char *job;
+	uint64_t version;
+	int err;
+} disk_del;
+
+/* Deletes the version's files under one root through libckpt's own
+ * crash-safe deletion (mark DELETING in that root's index, unlink, fsync,
+ * drop the records), which also serves a rank opening that root later. */
+static int disk_del_cb(void *arg, const char *root)
+{
+	disk_del *dd = arg;
+	char p[CKPTD_PATH_MAX + 16];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/index", root);
+	if (stat(p, &st) < 0) {
+		CKPTD_WARN(dd->a->log, NULL, dd->job, "version %llu: checkpoint root %s is not there (%s); nothing to delete in it",
+		           (unsigned long long)dd->version, root, strerror(errno));
+		return 0;
+	}
+	ckpt_index *ix = NULL;
+	int r = ckpt__index_open(root, &dd->a->lg, &ix);
+	if (r == 0) {
+		r = ckpt__admin_delete(root, ix, dd->job, dd->version, &dd->a->faults, &dd->a->lg);
+		ckpt__index_close(ix);
+	}
+	if (r == -CKPT_ENOVERSION)
+		r = 0;
+	if (r < 0) {
+		CKPTD_ERROR(dd->a->log, NULL, dd->job, "version %llu: deleting its files under %s failed: %s",
+		            (unsigned long long)dd->version, root, ckpt_strerror(r));
+		dd->err = r;
+	}
+	return 0;
+}
+
+/* Deletes this node's copies of (job, version) at tiers, once marked: DRAM
+ * segments, then files, then the records, then the mark; tells the
+ * coordinator. A crash anywhere leaves the mark, and the restarted agent
+ * runs this again (finish_deletes): every step is idempotent. */
+static int delete_copies(ckptd_agent *a, const char *job, uint64_t version, uint32_t tiers)
+{
+	int segs = 0, recs = 0;
+	if (tiers & CKPT_TIER_LOCAL_MEM) {
+		segs = ckptd_pool_version_drop(a->pool, job, version);
+		recs += ckptd_aidx_del_version(a->idx, job, version, CKPT_TIER_LOCAL_MEM);
+	}
+	if (tiers & CKPT_TIER_LOCAL_DISK) {
+		disk_del dd = { a, job, version, 0 };
+		ckptd_aidx_roots(a->idx, job, disk_del_cb, &dd);
+		if (dd.err < 0)
+			return dd.err; /* the mark stays: retried at the next request or restart */
+		ckpt__fault(&a->faults, "agent.after_disk_delete");
+		recs += ckptd_aidx_del_version(a->idx, job, version, CKPT_TIER_LOCAL_DISK);
+	}
+	int r = ckptd_aidx_unmark(a->idx, job, version);
+	if (r < 0)
+		return r;
+	CKPTD_INFO(a->log, NULL, job, "version %llu: copies deleted at tiers 0x%x (%d segments, %d records)",
+	           (unsigned long long)version, tiers, segs, recs);
+	ckptd_msg m = { .type = CKPTD_MSG_COPIES_GONE };
+	snprintf(m.u.copies_gone.node, sizeof(m.u.copies_gone.node), "%s", a->node);
+	snprintf(m.u.copies_gone.job, sizeof(m.u.copies_gone.job), "%s", job);
+	m.u.copies_gone.version = version;
+	m.u.copies_gone.tiers = tiers;
+	/* Lost when the link is down: the inventory then no longer lists them. */
+	link_send(a, &m, FWD_IGNORE, 0);
+	return 0;
+}
+
 static void on_delete(ckptd_agent *a, const ckptd_delete_version *d)
 {
-	int r = ckptd_pool_version_drop(a->pool, d->job, d->version);
-	int k = ckptd_aidx_del_version(a->idx, d->job, d->version, CKPT_TIER_LOCAL_MEM);
-	CKPTD_INFO(a->log, NULL, d->job, "version %llu: DRAM copies dropped on the coordinator's word (%d segments, %d records)",
-	           (unsigned long long)d->version, r, k);
+	uint32_t tiers = d->tiers ? d->tiers : (CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK);
+	tiers &= CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK; /* what an agent holds today */
+	if (!tiers)
+		return;
+	int r = ckptd_aidx_mark(a->idx, d->job, d->version, tiers);
+	if (r == 0)
+		r = delete_copies(a, d->job, d->version, tiers);
+	if (r < 0)
+		CKPTD_WARN(a->log, NULL, d->job, "version %llu: deletion not finished (%s); it is retried",
+		           (unsigned long long)d->version, ckpt_strerror(r));
+}
+
+static int finish_cb(void *arg, const char *job, uint64_t version, uint32_t tiers)
+{
+	ckptd_agent *a = arg;
+	CKPTD_INFO(a->log, NULL, job, "version %llu: finishing a deletion a previous run left", (unsigned long long)version);
+	delete_copies(a, job, version, tiers);
+	return 0;
 }
 
 /* The pool evicted a segment to make room: the copy is gone. */
@@ -466,6 +557,11 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 	rs->rank = m->rank;
 	rs->world_size = m->world_size;
 	rs->lineage = m->lineage;
+	if (m->root[0]) {
+		int r = ckptd_aidx_root_add(a->idx, m->job, m->root);
+		if (r < 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "agent index write failed");
+	}
 	CKPTD_DEBUG(a->log, ckptd_session_peer(s), rs->job, "rank %u/%u registered", rs->rank, rs->world_size);
 	ckptd_msg ok = { .type = CKPTD_MSG_OK };
 	return ckptd_session_send(s, &ok, -1);
@@ -572,6 +668,14 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 		return on_segment(a, s, rs, &m->u.segment_request);
 	case CKPTD_MSG_SHARD_DONE:
 		return on_shard_done(a, s, rs, &m->u.shard_done);
+	case CKPTD_MSG_SEGMENT_RELEASE: {
+		uint64_t id = m->u.segment_release.segment_id;
+		if (!drop_id(rs->pinned, &rs->npinned, id))
+			return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "this session holds no such read grant");
+		ckptd_pool_seg_unpin(a->pool, id);
+		ckptd_msg ok = { .type = CKPTD_MSG_OK };
+		return ckptd_session_send(s, &ok, -1);
+	}
 	case CKPTD_MSG_LIST_VERSIONS: {
 		if (a->local) {
 			ckptd_msg rep = { .type = CKPTD_MSG_VERSIONS };
@@ -626,6 +730,11 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 	}
 	if (dropped)
 		CKPTD_INFO(log, NULL, NULL, "agent index: %zu DRAM records dropped (DRAM does not survive a restart)", dropped);
+	ckpt__logger_init(&a->lg, "", -1);
+	if ((r = ckpt__faults_parse(&a->faults, getenv("CKPT_FAULT"))) < 0) {
+		snprintf(err, errcap, "CKPT_FAULT: cannot parse the fault points");
+		goto fail;
+	}
 	ckptd_pool_opts po = { .size = sizeof(po), .bytes = cfg->pool_size, .huge = CKPTD_POOL_HUGE_AUTO,
 	                       .name = "ckptd-pool", .on_evict = on_evict, .evict_arg = a };
 	if ((r = ckptd_pool_open(&a->pool, &po)) < 0) {
@@ -633,6 +742,8 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 		         (unsigned long long)cfg->pool_size, strerror(-r));
 		goto fail;
 	}
+	/* Before anyone hears of this node: what a crash left half deleted. */
+	ckptd_aidx_marks(a->idx, finish_cb, a);
 	if ((r = ckptd_server_after_events(srv, after_events, a)) < 0) {
 		snprintf(err, errcap, "cannot install the agent's hooks: %s", strerror(-r));
 		goto fail;

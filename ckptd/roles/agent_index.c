@@ -12,6 +12,12 @@
 #define AIDX_REC_VERSION 1u
 #define AIDX_KEY_MAX (1 + CKPTD_JOB_MAX + 8 + 4 + 1)
 #define AIDX_VAL_LEN 40
+/* Keys of other kinds start with a byte no job length can be (jobs are at
+ * most 64 bytes): the checkpoint roots of a job's ranks on this node, and
+ * deletions under way. */
+#define AIDX_ROOT 0xf0u /* job-len, job, root path -> empty */
+#define AIDX_MARK 0xf1u /* job-len, job, version (BE) -> tiers (LE u32) */
+#define AIDX_AUX_KEY_MAX (2 + CKPTD_JOB_MAX + CKPTD_PATH_MAX)
 
 struct ckptd_aidx {
 	MDB_env *env;
@@ -127,6 +133,8 @@ int ckptd_aidx_open(const char *dir, ckptd_aidx **out, size_t *dropped)
 	MDB_val k, v;
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		ckptd_aidx_rec r;
+		if (k.mv_size && *(const uint8_t *)k.mv_data >= AIDX_ROOT)
+			continue;
 		if (rec_decode(&k, &v, &r) < 0 || r.tier == CKPT_TIER_LOCAL_MEM) {
 			if ((rc = mdb_cursor_del(cur, 0)))
 				goto fail;
@@ -298,4 +306,172 @@ int ckptd_aidx_each(ckptd_aidx *x, int (*fn)(void *arg, const ckptd_aidx_rec *r)
 	if (r)
 		return r;
 	return rc == MDB_NOTFOUND ? 0 : lmdb_err(rc);
+}
+
+/* ---------------------------------------------------------------- roots, marks */
+
+static size_t aux_key(uint8_t *k, uint8_t kind, const char *job)
+{
+	size_t n = strlen(job);
+	k[0] = kind;
+	k[1] = (uint8_t)n;
+	memcpy(k + 2, job, n);
+	return 2 + n;
+}
+
+static int aux_put(ckptd_aidx *x, const uint8_t *kb, size_t klen, const void *val, size_t vlen)
+{
+	MDB_txn *txn;
+	MDB_val k = { klen, (void *)kb }, v = { vlen, (void *)val };
+	int rc = mdb_txn_begin(x->env, NULL, 0, &txn);
+	if (rc)
+		return lmdb_err(rc);
+	if ((rc = mdb_put(txn, x->dbi, &k, &v, 0))) {
+		mdb_txn_abort(txn);
+		return lmdb_err(rc);
+	}
+	return lmdb_err(mdb_txn_commit(txn));
+}
+
+int ckptd_aidx_root_add(ckptd_aidx *x, const char *job, const char *root)
+{
+	uint8_t kb[AIDX_AUX_KEY_MAX];
+	size_t o = aux_key(kb, AIDX_ROOT, job), n = strlen(root);
+	if (n > CKPTD_PATH_MAX)
+		return -ENAMETOOLONG;
+	memcpy(kb + o, root, n);
+	/* Known already: no write, no fsync (every rank registers). */
+	MDB_txn *txn;
+	MDB_val k = { o + n, kb }, v;
+	int rc = mdb_txn_begin(x->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return lmdb_err(rc);
+	rc = mdb_get(txn, x->dbi, &k, &v);
+	mdb_txn_abort(txn);
+	if (rc == 0)
+		return 0;
+	return aux_put(x, kb, o + n, "", 0);
+}
+
+/* Walks the keys of one kind (and job, when given) in order. */
+static int aux_each(ckptd_aidx *x, uint8_t kind, const char *job,
+                    int (*fn)(void *arg, const uint8_t *k, size_t klen, const MDB_val *v), void *arg)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	uint8_t kb[AIDX_AUX_KEY_MAX];
+	size_t plen = job ? aux_key(kb, kind, job) : (kb[0] = kind, 1);
+	MDB_val k = { plen, kb }, v;
+	int rc = mdb_txn_begin(x->env, NULL, MDB_RDONLY, &txn), r = 0;
+	if (rc)
+		return lmdb_err(rc);
+	if ((rc = mdb_cursor_open(txn, x->dbi, &cur))) {
+		mdb_txn_abort(txn);
+		return lmdb_err(rc);
+	}
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		const uint8_t *p = k.mv_data;
+		if (k.mv_size < plen || memcmp(p, kb, plen) != 0)
+			break;
+		if (k.mv_size < 2 || (size_t)2 + p[1] > k.mv_size || p[1] > CKPTD_JOB_MAX)
+			continue; /* damaged: not ours to interpret */
+		if ((r = fn(arg, p, k.mv_size, &v)) != 0)
+			break;
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	if (r)
+		return r;
+	return rc == MDB_NOTFOUND || rc == 0 ? 0 : lmdb_err(rc);
+}
+
+typedef struct root_walk {
+	int (*fn)(void *arg, const char *root);
+	void *arg;
+} root_walk;
+
+static int root_cb(void *arg, const uint8_t *k, size_t klen, const MDB_val *v)
+{
+	(void)v;
+	root_walk *w = arg;
+	char root[CKPTD_PATH_MAX + 1];
+	size_t o = (size_t)2 + k[1];
+	if (klen - o == 0 || klen - o > CKPTD_PATH_MAX)
+		return 0;
+	memcpy(root, k + o, klen - o);
+	root[klen - o] = '\0';
+	return w->fn(w->arg, root);
+}
+
+int ckptd_aidx_roots(ckptd_aidx *x, const char *job, int (*fn)(void *arg, const char *root), void *arg)
+{
+	root_walk w = { fn, arg };
+	return aux_each(x, AIDX_ROOT, job, root_cb, &w);
+}
+
+static size_t mark_key(uint8_t *kb, const char *job, uint64_t version)
+{
+	size_t o = aux_key(kb, AIDX_MARK, job);
+	put_be(kb + o, version, 8);
+	return o + 8;
+}
+
+int ckptd_aidx_mark(ckptd_aidx *x, const char *job, uint64_t version, uint32_t tiers)
+{
+	uint8_t kb[AIDX_AUX_KEY_MAX], vb[4];
+	size_t klen = mark_key(kb, job, version);
+	MDB_txn *txn;
+	MDB_val k = { klen, kb }, v;
+	int rc = mdb_txn_begin(x->env, NULL, 0, &txn);
+	if (rc)
+		return lmdb_err(rc);
+	if ((rc = mdb_get(txn, x->dbi, &k, &v)) == 0 && v.mv_size == 4)
+		tiers |= (uint32_t)get_le(v.mv_data, 4);
+	put_le(vb, tiers, 4);
+	v = (MDB_val){ 4, vb };
+	if ((rc = mdb_put(txn, x->dbi, &k, &v, 0))) {
+		mdb_txn_abort(txn);
+		return lmdb_err(rc);
+	}
+	return lmdb_err(mdb_txn_commit(txn));
+}
+
+int ckptd_aidx_unmark(ckptd_aidx *x, const char *job, uint64_t version)
+{
+	uint8_t kb[AIDX_AUX_KEY_MAX];
+	MDB_val k = { mark_key(kb, job, version), kb };
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(x->env, NULL, 0, &txn);
+	if (rc)
+		return lmdb_err(rc);
+	rc = mdb_del(txn, x->dbi, &k, NULL);
+	if (rc && rc != MDB_NOTFOUND) {
+		mdb_txn_abort(txn);
+		return lmdb_err(rc);
+	}
+	return lmdb_err(mdb_txn_commit(txn));
+}
+
+typedef struct mark_walk {
+	int (*fn)(void *arg, const char *job, uint64_t version, uint32_t tiers);
+	void *arg;
+} mark_walk;
+
+static int mark_cb(void *arg, const uint8_t *k, size_t klen, const MDB_val *v)
+{
+	mark_walk *w = arg;
+	char job[CKPTD_JOB_MAX + 1];
+	size_t o = (size_t)2 + k[1];
+	if (klen != o + 8 || v->mv_size != 4)
+		return 0;
+	memcpy(job, k + 2, k[1]);
+	job[k[1]] = '\0';
+	return w->fn(w->arg, job, get_be(k + o, 8), (uint32_t)get_le(v->mv_data, 4));
+}
+
+int ckptd_aidx_marks(ckptd_aidx *x, int (*fn)(void *arg, const char *job, uint64_t version, uint32_t tiers),
+                     void *arg)
+{
+	mark_walk w = { fn, arg };
+	return aux_each(x, AIDX_MARK, NULL, mark_cb, &w);
 }

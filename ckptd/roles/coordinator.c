@@ -334,43 +334,77 @@ static void liveness(ckptd_server *srv, void *arg)
 	}
 }
 
-/* Retention: each job's policy (or the daemon's --keep-* settings), DRAM
- * copies dropped by the agents that hold them (DELETE_VERSION). */
+static int by_version_node(const void *x, const void *y)
+{
+	const ckptd_coord_delete *a = x, *b = y;
+	if (a->version != b->version)
+		return a->version < b->version ? -1 : 1;
+	return strcmp(a->node, b->node);
+}
+
+/* Hands copies marked DELETING to the agents that hold them: one
+ * DELETE_VERSION per (version, node), naming the tiers. The marks stay until
+ * the agent answers COPIES_GONE, so a copy on an agent that is away is asked
+ * for again at the next pass, and after a restart of either side. DRAM on a
+ * node that is gone went with it: those are forgotten at once (if the agent
+ * was only cut off, its next inventory lists them and they are marked again). */
+static void dispatch_deletes(ckptd_coordinator *c, const char *job, ckptd_coord_delete *d, size_t n)
+{
+	qsort(d, n, sizeof(*d), by_version_node);
+	for (size_t i = 0, j; i < n; i = j) {
+		uint32_t tiers = 0;
+		for (j = i; j < n && d[j].version == d[i].version && !strcmp(d[j].node, d[i].node); j++)
+			tiers |= d[j].tier;
+		peer *p = peer_find(c, d[i].node);
+		if (p && (p->local || (p->up && p->s))) {
+			ckptd_msg m = { .type = CKPTD_MSG_DELETE_VERSION };
+			snprintf(m.u.delete_version.job, sizeof(m.u.delete_version.job), "%s", job);
+			m.u.delete_version.version = d[i].version;
+			m.u.delete_version.tiers = tiers;
+			peer_send(c, p, &m);
+		} else if (!(tiers & (CKPT_TIER_LOCAL_DISK | CKPT_TIER_SHARED))) {
+			ckptd_coord_copies_gone(c->db, job, d[i].version, tiers, d[i].node, on_change, c);
+		}
+	}
+}
+
+static int policy_unset(const ckptd_coord_policy *p)
+{
+	return p->keep_dram == UINT32_MAX && p->keep_disk == UINT32_MAX && p->keep_every == 0;
+}
+
+/* Runs retention for one job: its own policy, or the daemon's --keep-*
+ * settings when it has none. Returns the copies being deleted, or an error. */
+static int retain_job(ckptd_coordinator *c, const char *job)
+{
+	const ckptd_config *cfg = c->cfg;
+	ckptd_coord_policy pol = { .keep_dram = cfg->keep_dram, .keep_disk = cfg->keep_disk, .keep_every = cfg->keep_every };
+	ckptd_coord_policy own;
+	int have = cfg->keep_dram || cfg->keep_disk || cfg->keep_every;
+	if (ckptd_coord_job_get(c->db, job, NULL, &own) == 0 && !policy_unset(&own))
+		have = 0; /* the job's own */
+	ckptd_coord_delete *d = NULL;
+	size_t n = 0;
+	int r = ckptd_coord_retention(c->db, job, have ? &pol : NULL, &d, &n);
+	if (r < 0) {
+		CKPTD_DEBUG(c->log, NULL, job, "retention: %s", ckpt_strerror(r));
+		return r;
+	}
+	if (n) {
+		CKPTD_INFO(c->log, NULL, job, "retention: %zu copies being deleted", n);
+		dispatch_deletes(c, job, d, n);
+	}
+	free(d);
+	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
 static void retention(ckptd_server *srv, void *arg)
 {
 	(void)srv;
 	ckptd_coordinator *c = arg;
-	const ckptd_config *cfg = c->cfg;
-	ckptd_coord_policy pol = { .keep_dram = cfg->keep_dram, .keep_disk = cfg->keep_disk, .keep_every = cfg->keep_every };
-	int have = cfg->keep_dram || cfg->keep_disk || cfg->keep_every;
 	flush_batch(c);
-	for (size_t j = 0; j < c->njobs; j++) {
-		ckptd_coord_delete *d = NULL;
-		size_t n = 0;
-		int r = ckptd_coord_retention(c->db, c->jobs[j], have ? &pol : NULL, &d, &n);
-		if (r < 0) {
-			CKPTD_DEBUG(c->log, NULL, c->jobs[j], "retention: %s", ckpt_strerror(r));
-			continue;
-		}
-		for (size_t i = 0; i < n; i++) {
-			if (!(d[i].tier & (CKPT_TIER_LOCAL_MEM | CKPT_TIER_PEER_MEM)))
-				continue; /* disk copies: deletion by the agent is not implemented yet */
-			peer *p = peer_find(c, d[i].node);
-			int dup = i > 0 && d[i - 1].version == d[i].version && !strcmp(d[i - 1].node, d[i].node);
-			if (p && !dup) {
-				ckptd_msg m = { .type = CKPTD_MSG_DELETE_VERSION };
-				snprintf(m.u.delete_version.job, sizeof(m.u.delete_version.job), "%s", c->jobs[j]);
-				m.u.delete_version.version = d[i].version;
-				peer_send(c, p, &m);
-			}
-			/* An agent that is down lost its DRAM anyway; one that is up
-			 * drops it on receipt. */
-			ckptd_coord_delete_done(c->db, c->jobs[j], d[i].version, d[i].rank, d[i].tier, d[i].node);
-		}
-		if (n)
-			CKPTD_INFO(c->log, NULL, c->jobs[j], "retention: %zu copies marked for deletion", n);
-		free(d);
-	}
+	for (size_t j = 0; j < c->njobs; j++)
+		retain_job(c, c->jobs[j]);
 }
 
 /* ---------------------------------------------------------------- queries */
@@ -433,6 +467,115 @@ int ckptd_coordinator_status(ckptd_coordinator *c, const char *job, ckptd_status
 	}
 	out->jobs = (uint32_t)c->njobs;
 	return 0;
+}
+
+/* ---------------------------------------------------------------- deletion */
+
+static int copies_gone(ckptd_coordinator *c, peer *p, const ckptd_copies_gone *g)
+{
+	flush_batch(c);
+	int r = ckptd_coord_copies_gone(c->db, g->job, g->version, g->tiers, p->node, on_change, c);
+	if (r < 0)
+		CKPTD_WARN(c->log, p->node, g->job, "COPIES_GONE for version %llu not applied: %s",
+		           (unsigned long long)g->version, ckpt_strerror(r));
+	else
+		CKPTD_DEBUG(c->log, p->node, g->job, "version %llu: %d copies deleted by %s", (unsigned long long)g->version,
+		            r, p->node);
+	return r;
+}
+
+static int delete_version(ckptd_coordinator *c, ckptd_session *s, const ckptd_delete_version *m)
+{
+	flush_batch(c);
+	ckptd_coord_delete *d = NULL;
+	size_t n = 0;
+	int r = ckptd_coord_delete_version(c->db, m->job, m->version, m->tiers, &d, &n);
+	if (r == -CKPT_ENOVERSION)
+		return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no such version of that job");
+	if (r < 0)
+		return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "deletion not marked; see the coordinator's log");
+	CKPTD_INFO(c->log, ckptd_session_peer(s), m->job, "version %llu: %zu copies marked for deletion on request",
+	           (unsigned long long)m->version, n);
+	dispatch_deletes(c, m->job, d, n);
+	free(d);
+	ckptd_msg ok = { .type = CKPTD_MSG_OK, .u.ok = { m->version, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n } };
+	return ckptd_session_send(s, &ok, -1);
+}
+
+static int gc(ckptd_coordinator *c, ckptd_session *s, const ckptd_gc *m)
+{
+	flush_batch(c);
+	if (m->policy) {
+		ckptd_coord_policy pol = { m->keep_dram, m->keep_disk, m->keep_every };
+		int r = ckptd_coord_job_set(c->db, m->job, 0, &pol);
+		if (r < 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "policy not stored; see the coordinator's log");
+		CKPTD_INFO(c->log, ckptd_session_peer(s), m->job, "retention policy set: keep-dram %u keep-disk %u keep-every %llu",
+		           m->keep_dram, m->keep_disk, (unsigned long long)m->keep_every);
+		job_add(&c->jobs, &c->njobs, &c->capjobs, m->job);
+	}
+	int n = retain_job(c, m->job);
+	if (n < 0)
+		return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "retention failed; see the coordinator's log");
+	ckptd_msg ok = { .type = CKPTD_MSG_OK, .u.ok.count = (uint32_t)n };
+	return ckptd_session_send(s, &ok, -1);
+}
+
+typedef struct show_acc {
+	ckptd_version_detail *out;
+} show_acc;
+
+static int show_cb(void *arg, const ckptd_coord_copy_info *ci)
+{
+	show_acc *a = arg;
+	ckptd_version_detail *o = a->out;
+	if (o->count == CKPTD_MAX_LIST) {
+		/* A page ends on a rank boundary, so that paging by rank loses nothing. */
+		uint32_t last = o->entries[o->count - 1].rank;
+		while (o->count && o->entries[o->count - 1].rank == last)
+			o->count--;
+		o->more = 1;
+		return 1;
+	}
+	ckptd_copy_info *e = &o->entries[o->count++];
+	e->rank = ci->rank;
+	e->tier = ci->tier;
+	e->state = ci->deleting ? 2 : 1;
+	snprintf(e->node, sizeof(e->node), "%s", ci->node);
+	e->bytes = ci->bytes;
+	e->checksum = ci->checksum;
+	return 0;
+}
+
+static int show_version(ckptd_coordinator *c, ckptd_session *s, const ckptd_show_version *m)
+{
+	flush_batch(c);
+	if (m->start > UINT32_MAX)
+		return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "START is a rank");
+	ckptd_coord_version v;
+	int r = ckptd_coord_get(c->db, m->job, m->version, &v);
+	if (r == -CKPT_ENOVERSION)
+		return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no such version of that job");
+	if (r < 0)
+		return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "lookup failed; see the coordinator's log");
+	ckptd_msg rep = { .type = CKPTD_MSG_VERSION_DETAIL };
+	ckptd_version_detail *o = &rep.u.version_detail;
+	snprintf(o->job, sizeof(o->job), "%s", m->job);
+	o->version = m->version;
+	o->state = v.state ? v.state : CKPT_STATE_PENDING;
+	o->world_size = v.world_size ? v.world_size : 1;
+	o->tiers = v.committed;
+	o->restorable = v.restorable ? 1 : 0;
+	if (!(o->entries = calloc(CKPTD_MAX_LIST, sizeof(*o->entries))))
+		return -ENOMEM;
+	show_acc a = { o };
+	r = ckptd_coord_copies(c->db, m->job, m->version, (uint32_t)m->start, show_cb, &a);
+	if (r < 0)
+		r = ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "listing copies failed; see the coordinator's log");
+	else
+		r = ckptd_session_send(s, &rep, -1);
+	free(o->entries);
+	return r;
 }
 
 /* ---------------------------------------------------------------- handlers */
@@ -498,11 +641,34 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		return r;
 	}
 	case CKPTD_MSG_DELETE_VERSION:
+		if (role == CKPTD_ROLE_AGENT)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "agents delete on the coordinator's word only");
 		if (sjob[0] && strcmp(sjob, m->u.delete_version.job) != 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
-		/* ckptd/coord marks deletions only through retention. */
-		return ckptd_session_send_error(s, CKPTD_ERR_UNSUPPORTED,
-		                                "deleting one version is not available yet; retention policies delete");
+		return delete_version(c, s, &m->u.delete_version);
+	case CKPTD_MSG_GC:
+		if (role == CKPTD_ROLE_AGENT)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "GC is for the ckpt tool");
+		if (sjob[0] && strcmp(sjob, m->u.gc.job) != 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
+		return gc(c, s, &m->u.gc);
+	case CKPTD_MSG_SHOW_VERSION:
+		if (sjob[0] && strcmp(sjob, m->u.show_version.job) != 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
+		return show_version(c, s, &m->u.show_version);
+	case CKPTD_MSG_COPIES_GONE: {
+		if (role != CKPTD_ROLE_AGENT)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "COPIES_GONE needs an agent session");
+		if (!as || !as->p)
+			return ckptd_session_send_error(s, CKPTD_ERR_STATE, "AGENT_HELLO first");
+		if (strcmp(m->u.copies_gone.node, as->p->node) != 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "COPIES_GONE names another node");
+		int r = copies_gone(c, as->p, &m->u.copies_gone);
+		if (r < 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "not applied; see the coordinator's log");
+		ckptd_msg ok = { .type = CKPTD_MSG_OK, .u.ok = { m->u.copies_gone.version, (uint32_t)r } };
+		return ckptd_session_send(s, &ok, -1);
+	}
 	default:
 		return ckptd_session_send_error(s, CKPTD_ERR_UNSUPPORTED, "not handled by the coordinator");
 	}
@@ -532,6 +698,10 @@ int ckptd_coordinator_local_msg(ckptd_coordinator *c, const char *node, const ck
 		return inventory(c, p, &m->u.agent_inventory);
 	case CKPTD_MSG_SHARD_DONE:
 		return enqueue(c, NULL, p, &m->u.shard_done);
+	case CKPTD_MSG_COPIES_GONE: {
+		int r = copies_gone(c, p, &m->u.copies_gone);
+		return r < 0 ? r : 0;
+	}
 	default:
 		return -EINVAL;
 	}

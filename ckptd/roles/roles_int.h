@@ -72,5 +72,17 @@ int ckptd_aidx_del_version(ckptd_aidx *x, const char *job, uint64_t version, uin
 int ckptd_aidx_set_committed(ckptd_aidx *x, const char *job, uint64_t version, uint32_t tier);
 /* Calls fn for every record, in key order (a shard's tiers are adjacent). */
 int ckptd_aidx_each(ckptd_aidx *x, int (*fn)(void *arg, const ckptd_aidx_rec *r), void *arg);
+/* Remembers that job's ranks on this node keep disk copies under root (an
+ * absolute path). Idempotent, and cheap when known already. */
+int ckptd_aidx_root_add(ckptd_aidx *x, const char *job, const char *root);
+/* Calls fn for each root of job; fn returns non-zero to stop (passed back). */
+int ckptd_aidx_roots(ckptd_aidx *x, const char *job, int (*fn)(void *arg, const char *root), void *arg);
+/* A deletion of (job, version) at tiers is under way: marked before the
+ * first copy goes, unmarked after the last, so that a restarted agent
+ * finishes it (ckptd_aidx_marks). Marks of one version accumulate tiers. */
+int ckptd_aidx_mark(ckptd_aidx *x, const char *job, uint64_t version, uint32_t tiers);
+int ckptd_aidx_unmark(ckptd_aidx *x, const char *job, uint64_t version);
+int ckptd_aidx_marks(ckptd_aidx *x, int (*fn)(void *arg, const char *job, uint64_t version, uint32_t tiers),
+                     void *arg);
 
 #endif

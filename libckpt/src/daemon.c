@@ -112,6 +112,15 @@ int ckpt__daemon_open(ckpt_ctx *ctx)
 	m.u.register_rank.world_size = ctx->cfg.world_size;
 	m.u.register_rank.pid = (uint32_t)getpid();
 	m.u.register_rank.lineage = ctx->lineage;
+	/* The agent deletes this root's copies on the coordinator's word
+	 * (retention, ckpt rm --daemon): it needs the absolute path. */
+	char *abs = realpath(ctx->root, NULL);
+	if (abs && strlen(abs) <= CKPTD_PATH_MAX)
+		snprintf(m.u.register_rank.root, sizeof(m.u.register_rank.root), "%s", abs);
+	else
+		LOG_W(&ctx->log, CKPT_NO_VERSION, "daemon: the root's absolute path is unknown or too long; "
+		      "the agent will not delete its copies");
+	free(abs);
 	if ((err = call_expect(ctx, &m, CKPTD_MSG_OK, &rep, NULL)) < 0) {
 		LOG_E(&ctx->log, CKPT_NO_VERSION, "daemon %s: REGISTER_RANK failed: %s", ctx->daemon_addr,
 		      ckpt_strerror(err));

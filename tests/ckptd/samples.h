@@ -14,7 +14,8 @@ static const uint16_t t_types[] = {
 	CKPTD_MSG_AUTH_OK, CKPTD_MSG_REGISTER_RANK, CKPTD_MSG_SEGMENT_REQUEST, CKPTD_MSG_SEGMENT_GRANT,
 	CKPTD_MSG_SHARD_DONE, CKPTD_MSG_COMMIT_NOTICE, CKPTD_MSG_STEP_REPORT, CKPTD_MSG_LIST_VERSIONS,
 	CKPTD_MSG_VERSIONS, CKPTD_MSG_DELETE_VERSION, CKPTD_MSG_STATUS, CKPTD_MSG_STATUS_REPLY,
-	CKPTD_MSG_AGENT_HELLO, CKPTD_MSG_AGENT_INVENTORY,
+	CKPTD_MSG_AGENT_HELLO, CKPTD_MSG_AGENT_INVENTORY, CKPTD_MSG_SEGMENT_RELEASE, CKPTD_MSG_GC,
+	CKPTD_MSG_SHOW_VERSION, CKPTD_MSG_VERSION_DETAIL, CKPTD_MSG_COPIES_GONE,
 };
 #define T_NTYPES (sizeof(t_types) / sizeof(t_types[0]))
 
@@ -23,6 +24,7 @@ typedef struct t_store {
 	ckptd_version_info v[5];
 	ckptd_agent_info a[3];
 	ckptd_held_shard h[5];
+	ckptd_copy_info c[4];
 } t_store;
 
 /* A string of n characters c (n < cap). */
@@ -51,6 +53,7 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 		break;
 	case CKPTD_MSG_OK:
 		m->u.ok.version = full ? 0xfedcba9876543210ull : 0;
+		m->u.ok.count = full ? 12 : 0;
 		break;
 	case CKPTD_MSG_HELLO:
 		m->u.hello.role = full ? CKPTD_ROLE_RANK : CKPTD_ROLE_AGENT;
@@ -77,6 +80,10 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 		m->u.register_rank.world_size = full ? 16384 : 1;
 		m->u.register_rank.pid = full ? 4194303 : 1;
 		m->u.register_rank.lineage = full ? 0x0102030405060708ull : 0;
+		if (full) {
+			t_str(m->u.register_rank.root, CKPTD_PATH_MAX, 'r');
+			memcpy(m->u.register_rank.root, "/nvme/ckpt dir/", 15);
+		}
 		break;
 	case CKPTD_MSG_SEGMENT_REQUEST:
 		snprintf(m->u.segment_request.job, sizeof(m->u.segment_request.job), "%s", job);
@@ -130,6 +137,7 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 	case CKPTD_MSG_DELETE_VERSION:
 		snprintf(m->u.delete_version.job, sizeof(m->u.delete_version.job), "%s", job);
 		m->u.delete_version.version = full ? 77 : 0;
+		m->u.delete_version.tiers = full ? (CKPT_TIER_LOCAL_DISK | CKPT_TIER_SHARED) : 0;
 		break;
 	case CKPTD_MSG_STATUS:
 		if (full)
@@ -182,6 +190,49 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 			h->checksum = 0x1111111111111111ull * (uint64_t)i;
 			h->lineage = i % 3 ? 7 : 0;
 		}
+		break;
+	case CKPTD_MSG_SEGMENT_RELEASE:
+		m->u.segment_release.segment_id = full ? UINT64_MAX : 0;
+		break;
+	case CKPTD_MSG_GC:
+		snprintf(m->u.gc.job, sizeof(m->u.gc.job), "%s", job);
+		if (full) {
+			m->u.gc.policy = 1;
+			m->u.gc.keep_dram = 2;
+			m->u.gc.keep_disk = CKPTD_KEEP_ALL;
+			m->u.gc.keep_every = 1000;
+		}
+		break;
+	case CKPTD_MSG_SHOW_VERSION:
+		snprintf(m->u.show_version.job, sizeof(m->u.show_version.job), "%s", job);
+		m->u.show_version.version = full ? 4000 : 0;
+		m->u.show_version.start = full ? 4096 : 0;
+		break;
+	case CKPTD_MSG_VERSION_DETAIL:
+		snprintf(m->u.version_detail.job, sizeof(m->u.version_detail.job), "%s", job);
+		m->u.version_detail.version = full ? 4000 : 1;
+		m->u.version_detail.state = full ? CKPT_STATE_COMMITTED : CKPT_STATE_PENDING;
+		m->u.version_detail.world_size = full ? 4 : 1;
+		m->u.version_detail.tiers = full ? (CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK) : 0;
+		m->u.version_detail.restorable = full ? 1 : 0;
+		m->u.version_detail.more = full ? 1 : 0;
+		m->u.version_detail.count = full ? 4 : 0;
+		m->u.version_detail.entries = st->c;
+		for (int i = 0; i < 4; i++) {
+			ckptd_copy_info *c = &st->c[i];
+			c->rank = (uint32_t)i / 2;
+			c->tier = i % 2 ? CKPT_TIER_LOCAL_DISK : CKPT_TIER_LOCAL_MEM;
+			c->state = i == 3 ? 2 : 1;
+			snprintf(c->node, sizeof(c->node), "node-%d", i);
+			c->bytes = (uint64_t)i << 30;
+			c->checksum = 0x0123456789abcdefull ^ (uint64_t)i;
+		}
+		break;
+	case CKPTD_MSG_COPIES_GONE:
+		snprintf(m->u.copies_gone.node, sizeof(m->u.copies_gone.node), "%s", full ? "gpu-node-0042" : "n");
+		snprintf(m->u.copies_gone.job, sizeof(m->u.copies_gone.job), "%s", job);
+		m->u.copies_gone.version = full ? 1000 : 0;
+		m->u.copies_gone.tiers = full ? 0xf : CKPT_TIER_LOCAL_MEM;
 		break;
 	}
 }

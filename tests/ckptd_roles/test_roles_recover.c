@@ -123,6 +123,7 @@ int main(void)
 		if (v <= VERSIONS)
 			usleep(100000);
 	}
+	ckptd_secret_free(js);
 	if (v <= VERSIONS)
 		T_FAIL("version %llu was announced COMMITTED but is not listed so after recovery", (unsigned long long)v);
 	fprintf(stderr, "ok: %d coordinator kills during %d commits; all %d announced versions COMMITTED at LOCAL_MEM after recovery\n",

@@ -53,6 +53,16 @@ int cli_common_opt(cli *c, int argc, char **argv, int *i);
 int cli_daemon_opt(cli *c, int argc, char **argv, int *i);
 /* ls against c->daemon (cmd_daemon.c). */
 int cli_daemon_ls(cli *c);
+/* 1 if cmd should ask the daemon (--daemon, or CKPT_DAEMON without --root),
+ * 0 if not, or -EXIT_USAGE after a usage message. */
+int cli_use_daemon(cli *c, const char *cmd);
+int cli_daemon_show(cli *c);
+int cli_daemon_rm(cli *c, uint32_t tiers);
+/* Options < 0 are absent. None given: the job's stored policy runs now;
+ * else they are stored as its policy first (keep: DRAM and disk alike). */
+int cli_daemon_gc(cli *c, long keep, long keep_dram, long keep_disk, long long keep_every);
+/* "local_mem,local_disk" -> tier mask; 0 if a name is unknown. */
+uint32_t cli_tiers_parse(const char *s);
 int cmd_status(cli *c, int argc, char **argv);
 void help_status(FILE *out);
 int cli_open_index(cli *c);

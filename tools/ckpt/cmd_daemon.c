@@ -288,3 +288,197 @@ void help_status(FILE *o)
 	           "--json prints one object: daemon, node, roles, pool_bytes, pool_used, jobs,\n"
 	           "versions, agents (node, address, domain, pool_bytes, pool_used, state).\n");
 }
+
+/* ------------------------------------------------------------- show, rm, gc */
+
+int cli_use_daemon(cli *c, const char *cmd)
+{
+	if (c->daemon_flag && c->root_flag)
+		return -cli_usage(cmd, "--root and --daemon exclude each other");
+	return c->daemon && *c->daemon && (c->daemon_flag || !c->root_flag);
+}
+
+/* The newest version committed at some tier, as the coordinator sees it. */
+static int daemon_latest(cli *c, const char *cmd, ckptd_client *cl, uint64_t *out)
+{
+	uint64_t start = 0;
+	int found = 0;
+	for (;;) {
+		ckptd_msg req = { .type = CKPTD_MSG_LIST_VERSIONS }, rep;
+		snprintf(req.u.list_versions.job, sizeof(req.u.list_versions.job), "%s", c->job);
+		req.u.list_versions.start = start;
+		int rc = daemon_call(c, cmd, cl, &req, CKPTD_MSG_VERSIONS, &rep);
+		if (rc)
+			return rc;
+		const ckptd_versions *vs = &rep.u.versions;
+		for (uint32_t i = 0; i < vs->count; i++)
+			if (vs->entries[i].tiers && vs->entries[i].state != CKPT_STATE_DELETING) {
+				*out = vs->entries[i].version;
+				found = 1;
+			}
+		int more = vs->more && vs->count > 0;
+		if (more)
+			start = vs->entries[vs->count - 1].version + 1;
+		ckptd_msg_free(&rep);
+		if (!more)
+			break;
+	}
+	if (!found) {
+		fprintf(stderr, "ckpt %s: job %s has no committed version at the daemon %s\n", cmd, c->job, c->daemon);
+		return EXIT_NOTFOUND;
+	}
+	return EXIT_OK;
+}
+
+int cli_daemon_show(cli *c)
+{
+	if (ckpt__job_valid(c->job) < 0)
+		return cli_usage("show", "a valid --job is required");
+	ckptd_client *cl = NULL;
+	int rc = daemon_connect(c, "show", c->job, &cl);
+	if (rc)
+		return rc;
+	uint64_t v = c->version;
+	if ((v == VERSION_UNSET || v == VERSION_ALL || v == VERSION_LATEST) && (rc = daemon_latest(c, "show", cl, &v))) {
+		ckptd_client_close(cl);
+		return rc;
+	}
+	uint64_t start = c->rank >= 0 ? (uint64_t)c->rank : 0;
+	size_t n = 0;
+	for (int page = 0;; page++) {
+		ckptd_msg req = { .type = CKPTD_MSG_SHOW_VERSION }, rep;
+		snprintf(req.u.show_version.job, sizeof(req.u.show_version.job), "%s", c->job);
+		req.u.show_version.version = v;
+		req.u.show_version.start = start;
+		if ((rc = daemon_call(c, "show", cl, &req, CKPTD_MSG_VERSION_DETAIL, &rep)))
+			break;
+		const ckptd_version_detail *d = &rep.u.version_detail;
+		char tb[64], hb[32];
+		if (page == 0) {
+			tiers_text(d->tiers, tb, sizeof(tb));
+			const char *st = d->state == CKPT_STATE_DELETING ? "DELETING" : d->tiers ? "COMMITTED" : "PENDING";
+			if (c->json) {
+				printf("{\"job\": ");
+				cli_json_str(stdout, c->job);
+				printf(", \"version\": %llu, \"state\": \"%s\", \"world_size\": %u, \"restorable\": %s, "
+				       "\"tiers\": [",
+				       (unsigned long long)v, st, d->world_size, d->restorable ? "true" : "false");
+				int first = 1;
+				for (size_t k = 0; k < NTIERS; k++)
+					if (d->tiers & tier_names[k].bit) {
+						printf("%s\"%s\"", first ? "" : ", ", tier_names[k].name);
+						first = 0;
+					}
+				printf("], \"copies\": [");
+			} else {
+				printf("job %s version %llu: %s at %s, %s, world size %u\n", c->job, (unsigned long long)v, st, tb,
+				       d->restorable ? "restorable" : "NOT restorable", d->world_size);
+				printf("%6s  %-11s %-24s %-8s %12s  %s\n", "RANK", "TIER", "NODE", "STATE", "BYTES", "CHECKSUM");
+			}
+		}
+		for (uint32_t i = 0; i < d->count; i++) {
+			const ckptd_copy_info *e = &d->entries[i];
+			if (c->rank >= 0 && e->rank != (uint64_t)c->rank)
+				continue;
+			tiers_text(e->tier, tb, sizeof(tb));
+			if (c->json) {
+				printf("%s{\"rank\": %u, \"tier\": \"%s\", \"node\": ", n ? ", " : "", e->rank, tb);
+				cli_json_str(stdout, e->node);
+				printf(", \"state\": \"%s\", \"bytes\": %llu, \"checksum\": \"%016llx\"}",
+				       e->state == 2 ? "deleting" : "live", (unsigned long long)e->bytes,
+				       (unsigned long long)e->checksum);
+			} else {
+				printf("%6u  %-11s %-24s %-8s %12s  %016llx\n", e->rank, tb, e->node,
+				       e->state == 2 ? "deleting" : "live", cli_human(e->bytes, hb, sizeof(hb)),
+				       (unsigned long long)e->checksum);
+			}
+			n++;
+		}
+		int more = d->more && d->count > 0 && c->rank < 0;
+		if (more)
+			start = (uint64_t)d->entries[d->count - 1].rank + 1;
+		ckptd_msg_free(&rep);
+		if (!more)
+			break;
+	}
+	if (rc == EXIT_OK && c->json)
+		printf("]}\n");
+	ckptd_client_close(cl);
+	return rc;
+}
+
+/* Parses "local_mem,local_disk" into a tier mask; 0 on a bad name. */
+uint32_t cli_tiers_parse(const char *s)
+{
+	uint32_t mask = 0;
+	while (*s) {
+		size_t n = strcspn(s, ",");
+		size_t k;
+		for (k = 0; k < NTIERS; k++)
+			if (strlen(tier_names[k].name) == n && !strncmp(s, tier_names[k].name, n))
+				break;
+		if (k == NTIERS)
+			return 0;
+		mask |= tier_names[k].bit;
+		s += n;
+		if (*s == ',')
+			s++;
+	}
+	return mask;
+}
+
+int cli_daemon_rm(cli *c, uint32_t tiers)
+{
+	if (ckpt__job_valid(c->job) < 0)
+		return cli_usage("rm", "a valid --job is required");
+	ckptd_client *cl = NULL;
+	int rc = daemon_connect(c, "rm", c->job, &cl);
+	if (rc)
+		return rc;
+	ckptd_msg req = { .type = CKPTD_MSG_DELETE_VERSION }, rep;
+	snprintf(req.u.delete_version.job, sizeof(req.u.delete_version.job), "%s", c->job);
+	req.u.delete_version.version = c->version;
+	req.u.delete_version.tiers = tiers;
+	if ((rc = daemon_call(c, "rm", cl, &req, CKPTD_MSG_OK, &rep)) == EXIT_OK) {
+		if (c->json)
+			printf("{\"version\": %llu, \"copies\": %u}\n", (unsigned long long)c->version, rep.u.ok.count);
+		else
+			printf("job %s version %llu: %u copies marked for deletion; the agents that hold them delete them\n",
+			       c->job, (unsigned long long)c->version, rep.u.ok.count);
+		ckptd_msg_free(&rep);
+	}
+	ckptd_client_close(cl);
+	return rc;
+}
+
+int cli_daemon_gc(cli *c, long keep, long kdram, long kdisk, long long kevery)
+{
+	int policy = keep >= 0 || kdram >= 0 || kdisk >= 0 || kevery >= 0;
+	uint32_t keep_dram = kdram >= 0 ? (uint32_t)kdram : keep >= 0 ? (uint32_t)keep : CKPTD_KEEP_ALL;
+	uint32_t keep_disk = kdisk >= 0 ? (uint32_t)kdisk : keep >= 0 ? (uint32_t)keep : CKPTD_KEEP_ALL;
+	uint64_t keep_every = kevery > 0 ? (uint64_t)kevery : 0;
+	if (ckpt__job_valid(c->job) < 0)
+		return cli_usage("gc", "a valid --job is required");
+	ckptd_client *cl = NULL;
+	int rc = daemon_connect(c, "gc", c->job, &cl);
+	if (rc)
+		return rc;
+	ckptd_msg req = { .type = CKPTD_MSG_GC }, rep;
+	snprintf(req.u.gc.job, sizeof(req.u.gc.job), "%s", c->job);
+	if (policy) {
+		req.u.gc.policy = 1;
+		req.u.gc.keep_dram = keep_dram;
+		req.u.gc.keep_disk = keep_disk;
+		req.u.gc.keep_every = keep_every;
+	}
+	if ((rc = daemon_call(c, "gc", cl, &req, CKPTD_MSG_OK, &rep)) == EXIT_OK) {
+		if (c->json)
+			printf("{\"copies\": %u}\n", rep.u.ok.count);
+		else
+			printf("job %s: %u copies being deleted by retention%s\n", c->job, rep.u.ok.count,
+			       policy ? " (policy stored for the job)" : "");
+		ckptd_msg_free(&rep);
+	}
+	ckptd_client_close(cl);
+	return rc;
+}

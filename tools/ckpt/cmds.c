@@ -135,7 +135,9 @@ static void fmt_time(uint64_t ns, char *buf, size_t cap)
 static int common_only(cli *c, const char *cmd, int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
-		int r = cli_common_opt(c, argc, argv, &i);
+		int r = cli_daemon_opt(c, argc, argv, &i);
+		if (r == 0)
+			r = cli_common_opt(c, argc, argv, &i);
 		if (r < 0)
 			return cli_usage(cmd, "bad value for %s", argv[i]);
 		if (r == 0)
@@ -275,6 +277,8 @@ static int cmd_show(cli *c, int argc, char **argv)
 	int rc = common_only(c, "show", argc, argv);
 	if (rc)
 		return rc;
+	if ((rc = cli_use_daemon(c, "show")) != 0)
+		return rc < 0 ? -rc : cli_daemon_show(c);
 	if (cli_need(c, 1, 1) < 0)
 		return cli_usage("show", "--root and a valid --job are required");
 	if (c->version == VERSION_UNSET || c->version == VERSION_ALL)
@@ -374,19 +378,45 @@ static int cmd_show(cli *c, int argc, char **argv)
 
 static void help_show(FILE *o)
 {
-	fprintf(o, "usage: ckpt show --root DIR --job J [--version V|latest] [--rank R] [--json]\n\n"
+	fprintf(o, "usage: ckpt show --root DIR --job J [--version V|latest] [--rank R] [--json]\n"
+	           "       ckpt show --daemon ADDR [--token-file FILE] --job J [--version V|latest] [--rank R] [--json]\n\n"
 	           "Shows a version's shards: regions, dtypes, shapes, chunks, compression.\n"
 	           "Structure (header, footer, tail checksums) is checked; chunk data is not: use verify.\n"
-	           "Exits 3 if a shard file is damaged.\n");
+	           "Exits 3 if a shard file is damaged.\n"
+	           "With --daemon it shows the coordinator's view instead: the tiers the version is\n"
+	           "committed at, whether it is restorable, and every copy of every rank's shard (tier,\n"
+	           "node, live or being deleted, bytes, footer checksum).\n");
 }
 
 /* ------------------------------------------------------------- rm, gc */
 
 static int cmd_rm(cli *c, int argc, char **argv)
 {
-	int rc = common_only(c, "rm", argc, argv);
+	uint32_t tiers = 0;
+	for (int i = 1; i < argc; i++) {
+		int r = cli_daemon_opt(c, argc, argv, &i);
+		if (r == 0)
+			r = cli_common_opt(c, argc, argv, &i);
+		if (r < 0)
+			return cli_usage("rm", "bad value for %s", argv[i]);
+		if (r)
+			continue;
+		if (!strcmp(argv[i], "--tiers") && i + 1 < argc) {
+			if (!(tiers = cli_tiers_parse(argv[++i])))
+				return cli_usage("rm", "--tiers: a list of local_mem, peer_mem, local_disk, shared");
+		} else {
+			return cli_usage("rm", "unknown option '%s'", argv[i]);
+		}
+	}
+	int rc = cli_use_daemon(c, "rm");
+	if (rc < 0)
+		return -rc;
+	if (c->version >= VERSION_UNSET || c->version == VERSION_ALL)
+		return cli_usage("rm", "--version N is required ('latest' is not accepted here)");
 	if (rc)
-		return rc;
+		return cli_daemon_rm(c, tiers);
+	if (tiers)
+		return cli_usage("rm", "--tiers goes with --daemon (a root holds one tier)");
 	if (cli_need(c, 1, 1) < 0)
 		return cli_usage("rm", "--root and a valid --job are required");
 	if (c->version >= VERSION_UNSET || c->version == VERSION_ALL)
@@ -410,35 +440,56 @@ static int cmd_rm(cli *c, int argc, char **argv)
 
 static void help_rm(FILE *o)
 {
-	fprintf(o, "usage: ckpt rm --root DIR --job J --version V\n\n"
+	fprintf(o, "usage: ckpt rm --root DIR --job J --version V\n"
+	           "       ckpt rm --daemon ADDR [--token-file FILE] --job J --version V [--tiers T,..] [--json]\n\n"
 	           "Deletes one version, crash-safely: it is marked DELETING first (never restored from\n"
 	           "then on), its files are removed, then its records. An interrupted rm is finished by\n"
-	           "the next 'ckpt gc' of the job, or when a rank of the job opens a context on the root.\n");
+	           "the next 'ckpt gc' of the job, or when a rank of the job opens a context on the root.\n"
+	           "With --daemon the coordinator marks every copy of the version (or those at --tiers:\n"
+	           "local_mem, peer_mem, local_disk, shared) DELETING in its index and the agents that\n"
+	           "hold them delete them: DRAM segments, then the files under their ranks' roots. An\n"
+	           "agent that is down, or dies half way, finishes when it is back.\n");
 }
 
 static int cmd_gc(cli *c, int argc, char **argv)
 {
-	long keep = -1;
+	long keep = -1, kdram = -1, kdisk = -1;
+	long long kevery = -1;
 	for (int i = 1; i < argc; i++) {
-		int r = cli_common_opt(c, argc, argv, &i);
+		int r = cli_daemon_opt(c, argc, argv, &i);
+		if (r == 0)
+			r = cli_common_opt(c, argc, argv, &i);
 		if (r < 0)
 			return cli_usage("gc", "bad value for %s", argv[i]);
 		if (r)
 			continue;
-		if (!strcmp(argv[i], "--keep") && i + 1 < argc) {
+		long *dst = !strcmp(argv[i], "--keep") ? &keep : !strcmp(argv[i], "--keep-dram") ? &kdram
+		          : !strcmp(argv[i], "--keep-disk") ? &kdisk : NULL;
+		if ((dst || !strcmp(argv[i], "--keep-every")) && i + 1 < argc) {
 			char *end;
-			keep = strtol(argv[++i], &end, 10);
-			if (*end || keep < 1 || keep > 1000000)
-				return cli_usage("gc", "--keep needs a count of at least 1");
+			const char *opt = argv[i];
+			long long v = strtoll(argv[++i], &end, 10);
+			if (*end || v < (dst ? 1 : 0) || v > (dst ? 1000000 : (long long)1 << 62))
+				return cli_usage("gc", "%s needs a count%s", opt, dst ? " of at least 1" : "");
+			if (dst)
+				*dst = (long)v;
+			else
+				kevery = v;
 		} else
 			return cli_usage("gc", "unknown option '%s'", argv[i]);
 	}
+	int rc = cli_use_daemon(c, "gc");
+	if (rc < 0)
+		return -rc;
+	if (rc)
+		return cli_daemon_gc(c, keep, kdram, kdisk, kevery);
+	if (kdram >= 0 || kdisk >= 0 || kevery >= 0)
+		return cli_usage("gc", "--keep-dram, --keep-disk and --keep-every go with --daemon");
 	if (keep < 0)
 		return cli_usage("gc", "--keep N is required");
 	if (cli_need(c, 1, 1) < 0)
 		return cli_usage("gc", "--root and a valid --job are required");
-	int rc = cli_open_index(c);
-	if (rc)
+	if ((rc = cli_open_index(c)))
 		return rc;
 	uint32_t deleted = 0;
 	int err = ckpt__admin_gc(c->root, c->ix, c->job, (uint32_t)keep, &c->faults, &c->lg, &deleted);
@@ -455,10 +506,18 @@ static int cmd_gc(cli *c, int argc, char **argv)
 
 static void help_gc(FILE *o)
 {
-	fprintf(o, "usage: ckpt gc --root DIR --job J --keep N [--json]\n\n"
+	fprintf(o, "usage: ckpt gc --root DIR --job J --keep N [--json]\n"
+	           "       ckpt gc --daemon ADDR [--token-file FILE] --job J [--keep N] [--keep-dram K]\n"
+	           "               [--keep-disk M] [--keep-every E] [--json]\n\n"
 	           "Keeps the newest N committed versions and deletes older ones, plus PENDING versions\n"
 	           "older than the newest committed (left by saves that died). Finishes interrupted\n"
-	           "deletions first. Each deletion is crash-safe (see ckpt rm --help).\n");
+	           "deletions first. Each deletion is crash-safe (see ckpt rm --help).\n"
+	           "With --daemon the coordinator applies the job's retention policy now: DRAM copies of\n"
+	           "the newest K restorable versions, disk copies of the newest M, and the disk copies\n"
+	           "of every version divisible by E forever (--keep N sets K = M = N). Given options\n"
+	           "become the job's stored policy, which the coordinator also applies on its own\n"
+	           "schedule (--retention-interval); without any, the stored one runs now. The newest\n"
+	           "restorable version is never touched.\n");
 }
 
 /* ------------------------------------------------------------- reindex */
