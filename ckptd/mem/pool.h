@@ -7,10 +7,9 @@
  *
  * Caveats
  * - The pool fd grants the whole pool: a process that holds it can map any
- *   offset. Hand it only to ranks that may see every job in the pool (open
- *   one pool per job, or per trust domain, where jobs must not see each
- *   other). Data integrity does not rest on clients: every chunk carries
- *   its checksum.
+ *   offset. Hand it only to ranks that may see every job in the pool (the
+ *   agent opens one pool per job: ckptd/roles/agent_pools.c). Data integrity
+ *   does not rest on clients: every chunk carries its checksum.
  * - A client mapping cannot be revoked. A segment freed or evicted while a
  *   rank still has it mapped can be reused; ranks unmap after SHARD_DONE and
  *   readers pin what they read (ckptd_pool_seg_pin).

@@ -41,6 +41,10 @@ typedef struct rank_sess {
 	uint64_t lineage;
 	uint64_t *writing, *pinned; /* segment ids: freed / unpinned when it goes */
 	size_t nwriting, npinned, capwriting, cappinned;
+	int pool_ref;              /* holds a reference on its job's pool */
+	int waiting;               /* wreq waits for the job's pool to be ready */
+	ckptd_segment_request wreq;
+	uint64_t wait_until_ns;
 } rank_sess;
 
 /* A request on the link waiting for its answer (the coordinator answers in order). */
@@ -62,7 +66,7 @@ struct ckptd_agent {
 	const ckptd_log *log;
 	const char *node;
 	char address[CKPTD_ADDR_MAX + 1];
-	ckptd_pool *pool;
+	ckptd_jpools *pools;
 	ckptd_aidx *idx;
 	rank_sess *ranks;
 	uint64_t next_serial;
@@ -324,7 +328,9 @@ static void on_notice(ckptd_agent *a, const ckptd_commit_notice *n)
 	if (r < 0)
 		CKPTD_WARN(a->log, NULL, n->job, "index: marking version %llu committed failed: %s",
 		           (unsigned long long)n->version, strerror(-r));
-	ckptd_pool_version_set(a->pool, n->job, n->version, CKPTD_VER_COMMITTED);
+	ckptd_pool *pool = ckptd_jpools_get(a->pools, n->job, NULL);
+	if (pool)
+		ckptd_pool_version_set(pool, n->job, n->version, CKPTD_VER_COMMITTED);
 	if (r == 0)
 		return; /* nothing new to this node: a re-announcement after a reconnect */
 	ckptd_msg m = { .type = CKPTD_MSG_COMMIT_NOTICE, .u.commit_notice = *n };
@@ -389,8 +395,9 @@ static int disk_del_cb(void *arg, const char *root)
 static int delete_copies(ckptd_agent *a, const char *job, uint64_t version, uint32_t tiers)
 {
 	int segs = 0, recs = 0;
+	ckptd_pool *pool = ckptd_jpools_get(a->pools, job, NULL);
 	if (tiers & CKPT_TIER_LOCAL_MEM) {
-		segs = ckptd_pool_version_drop(a->pool, job, version);
+		segs = pool ? ckptd_pool_version_drop(pool, job, version) : 0;
 		recs += ckptd_aidx_del_version(a->idx, job, version, CKPT_TIER_LOCAL_MEM);
 	}
 	if (tiers & CKPT_TIER_LOCAL_DISK) {
@@ -502,10 +509,13 @@ static void rank_sess_free(void *arg)
 	rank_sess *rs = arg;
 	ckptd_agent *a = rs->a;
 	/* A rank gone before SHARD_DONE leaves a half-written segment. */
-	for (size_t i = 0; i < rs->nwriting; i++)
-		ckptd_pool_seg_free(a->pool, rs->writing[i]);
-	for (size_t i = 0; i < rs->npinned; i++)
-		ckptd_pool_seg_unpin(a->pool, rs->pinned[i]);
+	ckptd_pool *pool = rs->registered ? ckptd_jpools_get(a->pools, rs->job, NULL) : NULL;
+	for (size_t i = 0; pool && i < rs->nwriting; i++)
+		ckptd_pool_seg_free(pool, rs->writing[i]);
+	for (size_t i = 0; pool && i < rs->npinned; i++)
+		ckptd_pool_seg_unpin(pool, rs->pinned[i]);
+	if (rs->pool_ref)
+		ckptd_jpools_unref(a->pools, rs->job);
 	if (rs->nwriting)
 		CKPTD_INFO(a->log, NULL, rs->job, "rank %u left before SHARD_DONE: %zu segments freed", rs->rank, rs->nwriting);
 	/* Reports of this turn still name it. */
@@ -554,6 +564,9 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 		return ckptd_session_send_error(s, CKPTD_ERR_STATE, "this session is registered as another rank");
 	rs->registered = 1;
 	snprintf(rs->job, sizeof(rs->job), "%s", m->job);
+	/* DRAM segments only pass over the Unix socket: only ranks there need the job's pool. */
+	if (!rs->pool_ref && ckptd_session_transport(s) == CKPTD_TRANSPORT_UNIX)
+		rs->pool_ref = ckptd_jpools_ref(a->pools, m->job) == 0;
 	rs->rank = m->rank;
 	rs->world_size = m->world_size;
 	rs->lineage = m->lineage;
@@ -571,13 +584,27 @@ static int on_segment(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckp
 {
 	ckptd_seg_info si;
 	ckptd_msg g = { .type = CKPTD_MSG_SEGMENT_GRANT };
-	int r;
+	int r, preparing;
+	ckptd_pool *pool = ckptd_jpools_get(a->pools, m->job, &preparing);
+	if (!pool && m->mode == CKPTD_SEG_WRITE && preparing) {
+		/* The job's first save on this node: answered when its pool is ready. */
+		if (rs->waiting)
+			return ckptd_session_send_error(s, CKPTD_ERR_STATE, "a segment request is already waiting");
+		rs->waiting = 1;
+		rs->wreq = *m;
+		rs->wait_until_ns = ckptd__now_ns() + a->cfg->segment_wait_ms * 1000000ull;
+		return 0;
+	}
+	if (!pool && m->mode == CKPTD_SEG_WRITE)
+		return ckptd_session_send_error(s, CKPTD_ERR_NO_SPACE, "no DRAM pool for this job on this node; write this shard to disk");
+	if (!pool)
+		return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no DRAM copy of that shard on this node");
 	if (m->mode == CKPTD_SEG_WRITE) {
 		if (m->rank != rs->rank)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "a rank writes its own shard only");
 		if (!m->bytes)
 			return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "WRITE needs BYTES");
-		r = ckptd_pool_alloc(a->pool, m->job, m->version, m->rank, m->bytes, &si);
+		r = ckptd_pool_alloc(pool, m->job, m->version, m->rank, m->bytes, &si);
 		if (r == -ENOSPC)
 			return ckptd_session_send_error(s, CKPTD_ERR_NO_SPACE, "node DRAM pool full; write this shard to disk");
 		if (r == -EEXIST)
@@ -585,19 +612,19 @@ static int on_segment(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckp
 		if (r < 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "segment allocation failed");
 		if ((r = push_id(&rs->writing, &rs->nwriting, &rs->capwriting, si.id)) < 0) {
-			ckptd_pool_seg_free(a->pool, si.id);
+			ckptd_pool_seg_free(pool, si.id);
 			return r;
 		}
 	} else if (m->mode == CKPTD_SEG_READ) {
 		if (m->rank >= rs->world_size)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "rank outside this job's world");
-		r = ckptd_pool_find(a->pool, m->job, m->version, m->rank, &si);
+		r = ckptd_pool_find(pool, m->job, m->version, m->rank, &si);
 		if (r < 0 || si.state != CKPTD_SEG_HELD)
 			return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no DRAM copy of that shard on this node");
-		if ((r = ckptd_pool_seg_pin(a->pool, si.id)) < 0)
+		if ((r = ckptd_pool_seg_pin(pool, si.id)) < 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "that shard is not readable now");
 		if ((r = push_id(&rs->pinned, &rs->npinned, &rs->cappinned, si.id)) < 0) {
-			ckptd_pool_seg_unpin(a->pool, si.id);
+			ckptd_pool_seg_unpin(pool, si.id);
 			return r;
 		}
 	} else {
@@ -606,7 +633,7 @@ static int on_segment(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckp
 	g.u.segment_grant.segment_id = si.id;
 	g.u.segment_grant.offset = si.off;
 	g.u.segment_grant.bytes = si.len;
-	return ckptd_session_send(s, &g, ckptd_pool_fd(a->pool));
+	return ckptd_session_send(s, &g, ckptd_pool_fd(pool));
 }
 
 static int on_shard_done(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_shard_done *m)
@@ -615,12 +642,13 @@ static int on_shard_done(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const 
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "a rank reports its own shard only");
 	if (m->tier == CKPT_TIER_LOCAL_MEM) {
 		ckptd_seg_info si;
-		if (ckptd_pool_find(a->pool, m->job, m->version, m->rank, &si) < 0)
+		ckptd_pool *pool = ckptd_jpools_get(a->pools, m->job, NULL);
+		if (!pool || ckptd_pool_find(pool, m->job, m->version, m->rank, &si) < 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no DRAM segment of that shard here");
 		if (si.state == CKPTD_SEG_WRITING) {
 			if (!drop_id(rs->writing, &rs->nwriting, si.id))
 				return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "that segment was granted to another session");
-			ckptd_pool_seg_done(a->pool, si.id);
+			ckptd_pool_seg_done(pool, si.id);
 		}
 	}
 	if (a->ndone == a->capdone) {
@@ -672,7 +700,9 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 		uint64_t id = m->u.segment_release.segment_id;
 		if (!drop_id(rs->pinned, &rs->npinned, id))
 			return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "this session holds no such read grant");
-		ckptd_pool_seg_unpin(a->pool, id);
+		ckptd_pool *pool = ckptd_jpools_get(a->pools, rs->job, NULL);
+		if (pool)
+			ckptd_pool_seg_unpin(pool, id);
 		ckptd_msg ok = { .type = CKPTD_MSG_OK };
 		return ckptd_session_send(s, &ok, -1);
 	}
@@ -696,10 +726,40 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 
 void ckptd_agent_pool_stats(ckptd_agent *a, uint64_t *bytes, uint64_t *used)
 {
-	ckptd_pool_stats st;
-	ckptd_pool_stats_get(a->pool, &st);
-	*bytes = st.bytes;
-	*used = st.used;
+	*bytes = a->cfg->pool_size;
+	ckptd_jpools_used(a->pools, used);
+}
+
+/* A job's pool is ready, or could not be made: answer the requests that waited. */
+static void on_pool_ready(void *arg, const char *job, int err)
+{
+	ckptd_agent *a = arg;
+	for (rank_sess *rs = a->ranks; rs; rs = rs->next) {
+		if (!rs->waiting || strcmp(rs->job, job))
+			continue;
+		rs->waiting = 0;
+		if (err < 0) {
+			ckptd_session_send_error(rs->s, CKPTD_ERR_NO_SPACE, "no DRAM pool for this job on this node; write this shard to disk");
+			continue;
+		}
+		ckptd_segment_request m = rs->wreq;
+		if (on_segment(a, rs->s, rs, &m) < 0)
+			ckptd_session_send_error(rs->s, CKPTD_ERR_INTERNAL, "segment allocation failed");
+	}
+}
+
+/* Requests that waited too long for their job's pool: disk only this time. */
+static void wait_tick(ckptd_server *srv, void *arg)
+{
+	(void)srv;
+	ckptd_agent *a = arg;
+	uint64_t now = ckptd__now_ns();
+	for (rank_sess *rs = a->ranks; rs; rs = rs->next)
+		if (rs->waiting && now >= rs->wait_until_ns) {
+			rs->waiting = 0;
+			ckptd_session_send_error(rs->s, CKPTD_ERR_BUSY,
+			                         "this job's DRAM pool is still being prepared; write this shard to disk");
+		}
 }
 
 int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secret *cluster,
@@ -735,11 +795,9 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 		snprintf(err, errcap, "CKPT_FAULT: cannot parse the fault points");
 		goto fail;
 	}
-	ckptd_pool_opts po = { .size = sizeof(po), .bytes = cfg->pool_size, .huge = CKPTD_POOL_HUGE_AUTO,
-	                       .name = "ckptd-pool", .on_evict = on_evict, .evict_arg = a };
-	if ((r = ckptd_pool_open(&a->pool, &po)) < 0) {
-		snprintf(err, errcap, "--pool-size: cannot open a %llu-byte DRAM pool: %s",
-		         (unsigned long long)cfg->pool_size, strerror(-r));
+	if ((r = ckptd_jpools_new(srv, cfg, log, on_evict, a, on_pool_ready, a, &a->pools)) < 0 ||
+	    (r = ckptd_server_every(srv, LINK_TICK_MS, wait_tick, a)) < 0) {
+		snprintf(err, errcap, "cannot set up the DRAM pools: %s", strerror(-r));
 		goto fail;
 	}
 	/* Before anyone hears of this node: what a crash left half deleted. */
@@ -771,7 +829,7 @@ void ckptd_agent_free(ckptd_agent *a)
 		return;
 	/* Sessions are gone (the server is freed first); their records too. */
 	ckptd_client_close(a->link);
-	ckptd_pool_close(a->pool);
+	ckptd_jpools_free(a->pools);
 	ckptd_aidx_close(a->idx);
 	free(a->fifo);
 	free(a->done);

@@ -41,6 +41,28 @@ void ckptd_agent_free(ckptd_agent *a);
 int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m);
 void ckptd_agent_pool_stats(ckptd_agent *a, uint64_t *bytes, uint64_t *used);
 
+/* ---------------------------------------------------------------- job pools */
+
+/* The agent's DRAM pools, one per job (agent_pools.c). */
+typedef struct ckptd_jpools ckptd_jpools;
+/* A job's pool became ready (err 0) or could not be made (err < 0). */
+typedef void (*ckptd_jpools_ready_fn)(void *arg, const char *job, int err);
+int ckptd_jpools_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_log *log, ckptd_pool_evict_fn on_evict,
+                     void *evict_arg, ckptd_jpools_ready_fn on_ready, void *ready_arg, ckptd_jpools **out);
+/* Waits for pools being prepared, then closes every pool. Accepts NULL. */
+void ckptd_jpools_free(ckptd_jpools *p);
+/* A rank of job registered: its pool is prepared in the background when it
+ * has none, releasing pools of jobs without ranks when the budget is short.
+ * Returns 0, or -ENOSPC when no pool can be had (the rank writes to disk). */
+int ckptd_jpools_ref(ckptd_jpools *p, const char *job);
+/* A rank of job left. */
+void ckptd_jpools_unref(ckptd_jpools *p, const char *job);
+/* The job's pool if ready, else NULL; *preparing (may be NULL): 1 while it
+ * is being prepared. */
+ckptd_pool *ckptd_jpools_get(ckptd_jpools *p, const char *job, int *preparing);
+/* Bytes held in segments across every pool. */
+void ckptd_jpools_used(ckptd_jpools *p, uint64_t *used);
+
 /* ---------------------------------------------------------------- agent index */
 
 /* The agent's own LMDB index: one record per copy it holds,

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum cfg_type { T_PATH, T_NAME, T_TCP_ADDR, T_SOCKET, T_ROLE, T_SIZE, T_COUNT, T_DURATION, T_LOGLEVEL, T_UINT };
+enum cfg_type { T_PATH, T_NAME, T_TCP_ADDR, T_SOCKET, T_ROLE, T_SIZE, T_SIZE0, T_COUNT, T_DURATION, T_LOGLEVEL, T_UINT };
 
 typedef struct cfg_entry {
 	const char *name; /* flag without "--", and config-file key */
@@ -32,7 +32,9 @@ static const cfg_entry table[] = {
 	{ "root", T_PATH, F(root), NULL, "CKPT_ROOT", "directory for this daemon's LMDB index and disk tier" },
 	{ "listen", T_TCP_ADDR, F(listen), NULL, "CKPT_LISTEN", "TCP host:port for agents and the CLI; only this address is bound (unset: no TCP)" },
 	{ "socket", T_SOCKET, F(socket), NULL, "CKPT_SOCKET", "Unix socket path for local ranks, created 0600 (unset: none)" },
-	{ "pool-size", T_SIZE, F(pool_size), "1G", "CKPT_POOL_SIZE", "node DRAM pool, bytes (K, M, G, T suffixes)" },
+	{ "pool-size", T_SIZE, F(pool_size), "1G", "CKPT_POOL_SIZE", "agent: node DRAM for checkpoints, bytes (K, M, G, T suffixes): all jobs' pools together" },
+	{ "job-pool-size", T_SIZE0, F(job_pool_size), "0", "CKPT_JOB_POOL_SIZE", "agent: one job's DRAM pool, its own memory that no other job can map (0: all of --pool-size)" },
+	{ "segment-wait", T_DURATION, F(segment_wait_ms), "10s", "CKPT_SEGMENT_WAIT", "agent: how long a DRAM request waits while its job's pool is prepared (first save of a job on this node); then: disk only" },
 	{ "coordinator", T_TCP_ADDR, F(coordinator), NULL, "CKPT_COORDINATOR", "coordinator host:port (for agents)" },
 	{ "token-file", T_PATH, F(token_file), NULL, "CKPT_TOKEN_FILE", "file holding the cluster secret, mode 0600 (unset: the CKPT_TOKEN variable)" },
 	{ "node", T_NAME, F(node), NULL, "CKPT_NODE", "this node's name (unset: the host name)" },
@@ -46,7 +48,7 @@ static const cfg_entry table[] = {
 	{ "domain", T_NAME, F(domain), NULL, "CKPT_DOMAIN", "agent: this node's failure domain (rack), for partner placement" },
 	{ "agent-grace", T_DURATION, F(agent_grace_ms), "30s", "CKPT_AGENT_GRACE", "coordinator: a disconnected agent's copies are dropped after this" },
 	{ "retention-interval", T_DURATION, F(retention_interval_ms), "60s", "CKPT_RETENTION_INTERVAL", "coordinator: how often retention runs (0: never)" },
-	{ "keep-dram", T_UINT, F(keep_dram), "0", "CKPT_KEEP_DRAM", "retention: DRAM copies of the newest K versions (0 with keep-disk and keep-every 0: each job's own policy)" },
+	{ "keep-dram", T_UINT, F(keep_dram), "0", "CKPT_KEEP_DRAM", "retention for jobs without their own policy (ckpt gc --daemon sets one): DRAM copies of the newest K versions (all three 0: keep everything)" },
 	{ "keep-disk", T_UINT, F(keep_disk), "0", "CKPT_KEEP_DISK", "retention: disk copies of the newest M versions" },
 	{ "keep-every", T_UINT, F(keep_every), "0", "CKPT_KEEP_EVERY", "retention: disk copies of every N-th version kept forever (0: none)" },
 };
@@ -172,6 +174,12 @@ static int set_field(ckptd_config *cfg, const cfg_entry *e, const char *v, const
 	case T_SIZE:
 		*expect = "a size in bytes, > 0 (suffixes K, M, G, T)";
 		if (ckptd_parse_size(v, &u) < 0 || u == 0)
+			return -EINVAL;
+		*(uint64_t *)base = u;
+		return 0;
+	case T_SIZE0:
+		*expect = "a size in bytes (suffixes K, M, G, T), or 0";
+		if (ckptd_parse_size(v, &u) < 0)
 			return -EINVAL;
 		*(uint64_t *)base = u;
 		return 0;
@@ -400,6 +408,7 @@ void ckptd_config_print(const ckptd_config *cfg, FILE *out)
 			break;
 		}
 		case T_SIZE:
+		case T_SIZE0:
 		case T_DURATION:
 			snprintf(v, sizeof(v), "%llu%s", (unsigned long long)*(const uint64_t *)base,
 			         table[i].type == T_DURATION ? "ms" : "");

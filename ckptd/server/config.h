@@ -28,7 +28,9 @@ typedef struct ckptd_config {
 	char *root;              /* index and disk tier; NULL: not set */
 	char *listen;            /* "host:port" for TCP, NULL: no TCP listener */
 	char *socket;            /* Unix socket path (no "unix:"), NULL: none */
-	uint64_t pool_size;      /* node DRAM pool, bytes */
+	uint64_t pool_size;      /* node DRAM budget, bytes: every job's pool together */
+	uint64_t job_pool_size;  /* one job's pool, bytes; 0: pool_size */
+	uint64_t segment_wait_ms; /* a segment request waits this long for its job's pool */
 	char *coordinator;       /* "host:port", NULL: none */
 	char *token_file;        /* NULL: CKPT_TOKEN */
 	char *node;              /* this daemon's node name; NULL: host name */
@@ -42,7 +44,7 @@ typedef struct ckptd_config {
 	char *domain;            /* failure domain (rack) an agent reports; NULL: none */
 	uint64_t agent_grace_ms; /* coordinator: a disconnected agent is lost after this */
 	uint64_t retention_interval_ms; /* coordinator: retention timer; 0: off */
-	uint32_t keep_dram;      /* retention default: DRAM copies of the newest K versions (0: the job's policy) */
+	uint32_t keep_dram;      /* retention default for jobs without a policy: DRAM copies of the newest K */
 	uint32_t keep_disk;      /* ... disk copies of the newest M */
 	uint32_t keep_every;     /* ... disk copies of every N-th version forever */
 	uint8_t source[32];      /* per table entry: where its value came from */
