@@ -148,6 +148,26 @@ start
 wait_for root_versions "14 18"
 wait_for daemon_versions "14 18"
 [ ! -e "$(shard 16)" ] || fail "version 16's file survived"
+# The coordinator's own schedule: its --keep-* defaults for a job without a
+# policy (jp), and each job's own (jr's keep 1 now drops 14: 14 % 4 != 0).
+stop
+rm -f "$sock"
+"$BIN/ckptd" --role both --socket "$sock" --root "$tmp/droot" --node n0 --pool-size 64M \
+	--retention-interval 200ms --keep-dram 1 --keep-disk 2 >>"$tmp/ckptd.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
+for v in 1 2 3 4; do
+	head -c 5000 /dev/urandom >"$tmp/p$v.bin"
+	CKPT_DAEMON="unix:$sock" CKPT_TIERS=local_mem,local_disk \
+		"$BIN/ckpt" save --root "$tmp/root" --job jp --version $v "$tmp/p$v.bin" >/dev/null || fail "save jp $v"
+done
+jp_versions() { "$BIN/ckpt" ls --root "$tmp/root" --job jp --json | j 'print(" ".join(str(x["version"]) for x in d))'; }
+wait_for jp_versions "3 4"
+"$BIN/ckpt" show --daemon "unix:$sock" --job jp --version 3 --json >"$tmp/show.json" || fail "show jp 3"
+j 'assert [c["tier"] for c in d["copies"]] == ["local_disk"], d' <"$tmp/show.json" ||
+	fail "jp 3 kept its DRAM copy: $(cat "$tmp/show.json")"
+wait_for root_versions "18"
+
 # What is left restores bit-exact.
 "$BIN/ckpt" restore --root "$tmp/root" --job jr --version 18 --out "$tmp/out" >/dev/null || fail "restore 18"
 cmp -s "$tmp/out/s18.bin" "$tmp/s18.bin" || fail "restored bytes differ"

@@ -1,0 +1,93 @@
+/* A client that sends requests and never reads the replies: the daemon
+ * stops reading it once its replies queue up (--out-queue), so its memory
+ * stays bounded and the client's own sends block; everyone else is served
+ * meanwhile, and the flooding client, once it reads, gets every reply in
+ * order. */
+#include "helpers.h"
+#include "roles_test.h"
+
+static long rss_kib(pid_t pid)
+{
+	char p[64], line[256];
+	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(p, "r");
+	long kib = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+int main(void)
+{
+	rt_env env;
+	rt_init(&env, "roles-backpressure");
+	daemon_t d;
+	static const char *const args[] = { "--role", "both", "--pool-size", "16M", "--out-queue", "64K",
+	                                    "--retention-interval", "0", NULL };
+	rt_daemon(&env, &d, "n1", 0, args);
+	rt_start(&env, &d);
+	ckptd_secret *js = rt_job_secret(&env, "bp");
+	ckptd_client *flood = rt_connect(d.unixa, "bp", CKPTD_ROLE_CLI, js);
+	ckptd_client *other = rt_connect(d.unixa, "bp", CKPTD_ROLE_CLI, js);
+	long rss0 = rss_kib(d.pid);
+	T_ASSERT(rss0 > 0);
+
+	/* Send until the daemon stops taking requests (our send blocks). */
+	ckptd_client_set_timeout(flood, 300);
+	ckptd_msg req = { .type = CKPTD_MSG_LIST_VERSIONS };
+	snprintf(req.u.list_versions.job, sizeof(req.u.list_versions.job), "bp");
+	long sent = 0;
+	int r = 0;
+	while (sent < 2000000 && (r = ckptd_client_send(flood, &req)) == 0)
+		sent++;
+	if (r != -ETIMEDOUT)
+		T_FAIL("after %ld requests the send ended with %d, want a timeout (the daemon kept reading?)", sent, r);
+	long rss1 = rss_kib(d.pid);
+	fprintf(stderr, "flood: %ld requests sent before the daemon stopped reading; daemon RSS %ld -> %ld KiB\n", sent,
+	        rss0, rss1);
+	if (rss1 - rss0 > 32 * 1024)
+		T_FAIL("the daemon grew by %ld KiB for one client's unread replies", rss1 - rss0);
+
+	/* Everyone else is served, promptly. */
+	for (int i = 0; i < 20; i++) {
+		uint64_t t0 = rt_ms();
+		ckptd_msg st = { .type = CKPTD_MSG_STATUS }, rep;
+		T_ASSERT(ckptd_client_call(other, &st, &rep) == 0 && rep.type == CKPTD_MSG_STATUS_REPLY);
+		ckptd_msg_free(&rep);
+		if (rt_ms() - t0 > 1000)
+			T_FAIL("STATUS took %llu ms while another client flooded", (unsigned long long)(rt_ms() - t0));
+	}
+	/* The flooding client's last frame may be cut (its send timed out half
+	 * way): it reads what it was answered, in order, until the daemon drops
+	 * it for the incomplete frame or it has them all. */
+	ckptd_client_set_timeout(flood, 15000);
+	long got = 0;
+	for (;;) {
+		ckptd_msg rep;
+		if (ckptd_client_recv(flood, &rep) < 0)
+			break;
+		if (rep.type == CKPTD_MSG_VERSIONS)
+			got++;
+		else if (rep.type != CKPTD_MSG_ERROR)
+			T_FAIL("reply %ld is %u", got, rep.type);
+		ckptd_msg_free(&rep);
+		if (got == sent)
+			break;
+	}
+	if (got < sent - 1)
+		T_FAIL("only %ld of %ld replies arrived", got, sent);
+	fprintf(stderr, "flood: %ld replies read back\n", got);
+	ckptd_client_close(flood);
+	ckptd_msg st = { .type = CKPTD_MSG_STATUS }, rep;
+	T_ASSERT(ckptd_client_call(other, &st, &rep) == 0 && rep.type == CKPTD_MSG_STATUS_REPLY);
+	ckptd_msg_free(&rep);
+	ckptd_client_close(other);
+	ckptd_secret_free(js);
+	T_ASSERT(rt_stop(&d) == 0);
+	ckptd_secret_free(env.cluster);
+	t_rmrf(env.dir);
+	return T_EXIT_PASS;
+}
