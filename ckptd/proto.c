@@ -158,6 +158,12 @@ static const char *check_status_reply(const void *r)
 	return m->pool_used > m->pool_bytes ? "pool used exceeds pool size" : NULL;
 }
 
+static const char *check_tier_stat(const void *r)
+{
+	const ckptd_tier_stat *t = r;
+	return one_tier(t->tier) ? NULL : "tier is not one known tier";
+}
+
 static const char *check_held(const void *r)
 {
 	const ckptd_held_shard *h = r;
@@ -352,6 +358,12 @@ static const ckptd__field f_agent_info[] = {
 	F_U32(ckptd_agent_info, state, CKPTD_TAG_STATE, REQ),
 };
 static const ckptd__schema s_agent_info = SCHEMA(ckptd_agent_info, f_agent_info, check_agent_info);
+static const ckptd__field f_tier_stat[] = {
+	F_U32(ckptd_tier_stat, tier, CKPTD_TAG_TIER, REQ),
+	F_U32(ckptd_tier_stat, versions, CKPTD_TAG_VERSIONS, REQ),
+	F_U64(ckptd_tier_stat, bytes, CKPTD_TAG_BYTES, REQ),
+};
+static const ckptd__schema s_tier_stat = SCHEMA(ckptd_tier_stat, f_tier_stat, check_tier_stat);
 static const ckptd__field f_status_reply[] = {
 	F_STR(ckptd_status_reply, node, CKPTD_TAG_NODE, REQ, CK_NAME),
 	F_U32(ckptd_status_reply, roles, CKPTD_TAG_ROLES, REQ),
@@ -360,6 +372,7 @@ static const ckptd__field f_status_reply[] = {
 	F_U32(ckptd_status_reply, jobs, CKPTD_TAG_JOBS, OPT),
 	F_U32(ckptd_status_reply, versions, CKPTD_TAG_VERSIONS, OPT),
 	F_LIST(ckptd_status_reply, entries, count, CKPTD_TAG_ENTRIES, s_agent_info),
+	F_LIST(ckptd_status_reply, tier_stats, ntiers, CKPTD_TAG_TIER_STATS, s_tier_stat),
 };
 static const ckptd__field f_agent_hello[] = {
 	F_STR(ckptd_agent_hello, node, CKPTD_TAG_NODE, REQ, CK_NAME),

@@ -116,7 +116,7 @@ enum {
 	CKPTD_TAG_COMMITTED, CKPTD_TAG_STEP, CKPTD_TAG_STEP_NS,
 	/* 1.1 */
 	CKPTD_TAG_ROOT, CKPTD_TAG_COUNT, CKPTD_TAG_KEEP_DRAM, CKPTD_TAG_KEEP_DISK,
-	CKPTD_TAG_KEEP_EVERY, CKPTD_TAG_POLICY, CKPTD_TAG_RESTORABLE,
+	CKPTD_TAG_KEEP_EVERY, CKPTD_TAG_POLICY, CKPTD_TAG_RESTORABLE, CKPTD_TAG_TIER_STATS,
 };
 
 /* GC.keep_dram / keep_disk: no limit. */
@@ -330,6 +330,13 @@ typedef struct ckptd_agent_info {
 	uint32_t state;     /* CKPTD_AGENT_* */
 } ckptd_agent_info;
 
+/* Versions committed at one tier (STATUS_REPLY.tier_stats, 1.1). */
+typedef struct ckptd_tier_stat {
+	uint32_t tier;     /* one ckpt_tier bit */
+	uint32_t versions; /* versions committed there */
+	uint64_t bytes;    /* their bytes, summed */
+} ckptd_tier_stat;
+
 typedef struct ckptd_status_reply {
 	char node[CKPTD_NAME_MAX + 1];
 	uint32_t roles;      /* CKPTD_SERVES_* mask, not 0 */
@@ -339,6 +346,8 @@ typedef struct ckptd_status_reply {
 	uint32_t versions;   /* optional */
 	uint32_t count;      /* agents known (coordinator), <= CKPTD_MAX_LIST */
 	ckptd_agent_info *entries;
+	uint32_t ntiers;     /* optional (1.1): per tier, versions committed there */
+	ckptd_tier_stat *tier_stats;
 } ckptd_status_reply;
 
 typedef struct ckptd_agent_hello {

@@ -62,8 +62,9 @@ shard() { echo "$tmp/root/jobs/jr/v$(printf '%020d' "$1")/r000000.ckpt"; }
 start
 for v in 2 4 6 8 10 12 14; do
 	head -c $((100000 + v)) /dev/urandom >"$tmp/s$v.bin"
-	CKPT_DAEMON="unix:$sock" CKPT_TIERS=local_mem,local_disk \
-		"$BIN/ckpt" save --root "$tmp/root" --job jr --version $v "$tmp/s$v.bin" >/dev/null || fail "save $v"
+	"$BIN/ckpt" save --daemon "unix:$sock" --root "$tmp/root" --job jr --version $v --json "$tmp/s$v.bin" >"$tmp/save.json" ||
+		fail "save $v"
+	j 'assert d["committed"] and d["local_mem"], d' <"$tmp/save.json" || fail "save --daemon: $(cat "$tmp/save.json")"
 done
 wait_for daemon_versions "2 4 6 8 10 12 14"
 wait_for root_versions "2 4 6 8 10 12 14"

@@ -53,6 +53,8 @@ for addr in "unix:$sock" "127.0.0.1:$port"; do
 		fail "ls with CKPT_TOKEN"
 	"$BIN/ckpt" status --daemon "$addr" --token-file "$tmp/token" --json >"$tmp/st.json" || fail "status $addr"
 	j 'assert d["node"]=="n0" and "agent" in d["roles"] and "coordinator" in d["roles"], d' <"$tmp/st.json" || fail "status json $addr"
+	j 't={x["tier"]: x for x in d["tiers"]}; assert t["local_mem"]["versions"]==1 and t["local_disk"]["versions"]==1 and t["peer_mem"]["versions"]==0 and t["local_disk"]["bytes"]>=200000 and d["versions"]==1, d' <"$tmp/st.json" ||
+		fail "status per tier $addr: $(cat "$tmp/st.json")"
 	"$BIN/ckpt" status --daemon "$addr" --token-file "$tmp/token" | grep "node n0" >/dev/null || fail "status text $addr"
 	[ "$(code "$BIN/ckpt" ls --daemon "$addr" --token-file "$tmp/bad" --job jd)" = 1 ] || fail "wrong token: not 1"
 	grep -q "refused the token" "$tmp/err" || fail "wrong token message: $(cat "$tmp/err")"

@@ -443,6 +443,24 @@ int ckptd_coordinator_list(ckptd_coordinator *c, const ckptd_list_versions *req,
 	return r < 0 ? r : 0;
 }
 
+typedef struct tier_acc {
+	uint32_t versions;
+	uint32_t at[CKPTD_COORD_TIERS];
+	uint64_t bytes[CKPTD_COORD_TIERS];
+} tier_acc;
+
+static int tier_cb(void *arg, const ckptd_coord_version *v)
+{
+	tier_acc *t = arg;
+	t->versions++;
+	for (int i = 0; i < CKPTD_COORD_TIERS; i++)
+		if (v->committed & (1u << i)) {
+			t->at[i]++;
+			t->bytes[i] += v->bytes;
+		}
+	return 0;
+}
+
 int ckptd_coordinator_status(ckptd_coordinator *c, const char *job, ckptd_status_reply *out)
 {
 	size_t n = 0;
@@ -466,6 +484,17 @@ int ckptd_coordinator_status(ckptd_coordinator *c, const char *job, ckptd_status
 		e->state = p->up ? CKPTD_AGENT_UP : CKPTD_AGENT_DOWN;
 	}
 	out->jobs = (uint32_t)c->njobs;
+	/* Versions per tier, over the job asked about or every job known. */
+	flush_batch(c);
+	tier_acc t = { 0 };
+	for (size_t j = 0; j < c->njobs; j++)
+		if (!job || !job[0] || !strcmp(c->jobs[j], job))
+			ckptd_coord_list(c->db, c->jobs[j], 0, tier_cb, &t);
+	out->versions = t.versions;
+	if (!(out->tier_stats = calloc(CKPTD_COORD_TIERS, sizeof(*out->tier_stats))))
+		return -ENOMEM;
+	for (int i = 0; i < CKPTD_COORD_TIERS; i++)
+		out->tier_stats[out->ntiers++] = (ckptd_tier_stat){ 1u << i, t.at[i], t.bytes[i] };
 	return 0;
 }
 

@@ -64,11 +64,15 @@ static int status(ckptd_server *srv, ckptd_session *s, const ckptd_msg *req, voi
 	if (r->coord) {
 		const char *job = sjob[0] ? sjob : req->u.status.job;
 		int e = ckptd_coordinator_status(r->coord, job, o);
-		if (e < 0)
+		if (e < 0) {
+			free(o->entries);
+			free(o->tier_stats);
 			return e;
+		}
 	}
 	int e = ckptd_session_send(s, &m, -1);
 	free(o->entries);
+	free(o->tier_stats);
 	return e;
 }
 

@@ -25,6 +25,7 @@ typedef struct t_store {
 	ckptd_agent_info a[3];
 	ckptd_held_shard h[5];
 	ckptd_copy_info c[4];
+	ckptd_tier_stat t[4];
 } t_store;
 
 /* A string of n characters c (n < cap). */
@@ -163,6 +164,10 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 		}
 		t_str(st->a[0].address, CKPTD_ADDR_MAX, 'a');
 		memcpy(st->a[0].address, "unix:/", 6);
+		m->u.status_reply.ntiers = full ? 4 : 0;
+		m->u.status_reply.tier_stats = st->t;
+		for (int i = 0; i < 4; i++)
+			st->t[i] = (ckptd_tier_stat){ 1u << i, (uint32_t)(10 * i), (uint64_t)i << 35 };
 		break;
 	case CKPTD_MSG_AGENT_HELLO:
 		t_str(m->u.agent_hello.node, full ? CKPTD_NAME_MAX : 1, 'h');

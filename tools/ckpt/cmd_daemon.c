@@ -254,6 +254,13 @@ int cmd_status(cli *c, int argc, char **argv)
 			       (unsigned long long)a->pool_bytes, (unsigned long long)a->pool_used,
 			       a->state == CKPTD_AGENT_UP ? "up" : "down");
 		}
+		printf("], \"tiers\": [");
+		for (uint32_t i = 0; i < s->ntiers; i++) {
+			char tb[32];
+			tiers_text(s->tier_stats[i].tier, tb, sizeof(tb));
+			printf("%s{\"tier\": \"%s\", \"versions\": %u, \"bytes\": %llu}", i ? ", " : "", tb,
+			       s->tier_stats[i].versions, (unsigned long long)s->tier_stats[i].bytes);
+		}
 		printf("]}\n");
 	} else {
 		printf("daemon %s: node %s, roles %s\n", c->daemon, s->node, roles);
@@ -261,6 +268,12 @@ int cmd_status(cli *c, int argc, char **argv)
 			printf("pool: %s used of %s\n", cli_human(s->pool_used, b1, sizeof(b1)),
 			       cli_human(s->pool_bytes, b2, sizeof(b2)));
 		printf("jobs: %u, versions: %u\n", s->jobs, s->versions);
+		for (uint32_t i = 0; i < s->ntiers; i++) {
+			char tb[32];
+			tiers_text(s->tier_stats[i].tier, tb, sizeof(tb));
+			printf("  committed at %-11s %6u versions, %s\n", tb, s->tier_stats[i].versions,
+			       cli_human(s->tier_stats[i].bytes, b1, sizeof(b1)));
+		}
 		if (s->count) {
 			printf("%-24s %-28s %-12s %-5s %12s %12s\n", "AGENT", "ADDRESS", "DOMAIN", "STATE", "POOL USED",
 			       "POOL");
@@ -286,7 +299,8 @@ void help_status(FILE *o)
 	           "comes from --token-file, CKPT_TOKEN_FILE or CKPT_TOKEN; with --job the session\n"
 	           "is that job's and sees only what concerns it.\n"
 	           "--json prints one object: daemon, node, roles, pool_bytes, pool_used, jobs,\n"
-	           "versions, agents (node, address, domain, pool_bytes, pool_used, state).\n");
+	           "versions, agents (node, address, domain, pool_bytes, pool_used, state), tiers\n"
+	           "(tier, versions committed there, their bytes).\n");
 }
 
 /* ------------------------------------------------------------- show, rm, gc */

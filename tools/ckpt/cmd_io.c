@@ -32,12 +32,15 @@ int cmd_save(cli *c, int argc, char **argv)
 	uint32_t world = 1;
 	int compress = 0;
 	uint64_t chunk = 0;
+	uint32_t tiers = 0;
 	char **files = calloc((size_t)argc, sizeof(char *));
 	int nfiles = 0;
 	if (!files)
 		return EXIT_ERROR;
 	for (int i = 1; i < argc; i++) {
-		int r = cli_common_opt(c, argc, argv, &i);
+		int r = cli_daemon_opt(c, argc, argv, &i);
+		if (r == 0)
+			r = cli_common_opt(c, argc, argv, &i);
 		if (r < 0) {
 			free(files);
 			return cli_usage("save", "bad value for %s", argv[i]);
@@ -54,6 +57,11 @@ int cmd_save(cli *c, int argc, char **argv)
 			world = (uint32_t)w;
 		} else if (!strcmp(argv[i], "--compress")) {
 			compress = 1;
+		} else if (!strcmp(argv[i], "--tiers") && i + 1 < argc) {
+			if (!(tiers = cli_tiers_parse(argv[++i]))) {
+				free(files);
+				return cli_usage("save", "--tiers: a list of local_mem, local_disk");
+			}
 		} else if (!strcmp(argv[i], "--chunk-bytes") && i + 1 < argc) {
 			if (ckpt__parse_size(argv[++i], &chunk) < 0) {
 				free(files);
@@ -83,6 +91,16 @@ int cmd_save(cli *c, int argc, char **argv)
 	cfg.compress = compress;
 	if (chunk)
 		cfg.chunk_bytes = chunk;
+	/* --daemon: through the node's agent, into its DRAM as well by default. */
+	if (c->daemon_flag) {
+		cfg.daemon = c->daemon;
+		if (!tiers && !getenv("CKPT_TIERS"))
+			tiers = CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK;
+	}
+	if (c->token_file)
+		cfg.token_file = c->token_file;
+	if (tiers)
+		cfg.tiers = tiers;
 	struct mapped { void *p; size_t n; } *maps = calloc((size_t)nfiles, sizeof(*maps));
 	ckpt_ctx *ctx = NULL;
 	ckpt_handle *h = NULL;
@@ -141,16 +159,26 @@ int cmd_save(cli *c, int argc, char **argv)
 		fprintf(stderr, "ckpt save: %s\n", ckpt_strerror(err));
 		goto out;
 	}
+	/* Through a daemon, the DRAM copy's global commit too (bounded: the
+	 * other ranks of a multi-rank job may not have saved yet). */
+	int mem = -1;
+	if (cfg.daemon && *cfg.daemon && (cfg.tiers & CKPT_TIER_LOCAL_MEM)) {
+		ckpt_status ms = { .size = sizeof(ms) };
+		mem = ckpt_handle_wait(h, CKPT_TIER_LOCAL_MEM, 10000, &ms) == 0 && ms.committed;
+	}
 	if (c->json)
 		printf("{\"job\": \"%s\", \"version\": %llu, \"rank\": %u, \"bytes\": %llu, \"stored_bytes\": %llu, "
-		       "\"committed\": %s}\n", c->job, (unsigned long long)c->version, cfg.rank,
+		       "\"committed\": %s%s}\n", c->job, (unsigned long long)c->version, cfg.rank,
 		       (unsigned long long)st.bytes, (unsigned long long)st.stored_bytes,
-		       st.committed ? "true" : "false");
+		       st.committed ? "true" : "false",
+		       mem < 0 ? "" : mem ? ", \"local_mem\": true" : ", \"local_mem\": false");
 	else
 		printf("saved job %s version %llu rank %u: %llu bytes (%llu stored), %s\n", c->job,
 		       (unsigned long long)c->version, cfg.rank, (unsigned long long)st.bytes,
 		       (unsigned long long)st.stored_bytes,
 		       st.committed ? "version COMMITTED" : "waiting for other ranks");
+	if (!c->json && mem >= 0)
+		printf("node DRAM copy: %s\n", mem ? "committed" : "not committed (see the daemon's log)");
 	rc = EXIT_OK;
 out:
 	ckpt_handle_free(h);
