@@ -205,6 +205,20 @@ static const char *check_tiers_mask(const void *r)
 	return m->tiers & ~0xfu ? "unknown tier bits" : NULL;
 }
 
+static const char *check_vresult(const void *r)
+{
+	const ckptd_verify_result *v = r;
+	if (!one_tier(v->tier))
+		return "tier is not one known tier";
+	return v->code <= CKPTD_VERIFY_ERROR ? NULL : "unknown verify result";
+}
+
+static const char *check_vreply(const void *r)
+{
+	const ckptd_verify_reply *m = r;
+	return m->more > 1 ? "MORE is not 0 or 1" : NULL;
+}
+
 static const char *check_gone(const void *r)
 {
 	const ckptd_copies_gone *m = r;
@@ -340,6 +354,23 @@ static const ckptd__field f_detail[] = {
 	F_U32(ckptd_version_detail, more, CKPTD_TAG_MORE, OPT),
 	F_LIST(ckptd_version_detail, entries, count, CKPTD_TAG_ENTRIES, s_copy_info),
 };
+static const ckptd__field f_verify[] = {
+	F_STR(ckptd_verify, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_verify, version, CKPTD_TAG_VERSION, REQ),
+};
+static const ckptd__field f_vresult[] = {
+	F_U32(ckptd_verify_result, rank, CKPTD_TAG_RANK, REQ),
+	F_U32(ckptd_verify_result, tier, CKPTD_TAG_TIER, REQ),
+	F_U32(ckptd_verify_result, code, CKPTD_TAG_CODE, OPT),
+	F_STR(ckptd_verify_result, text, CKPTD_TAG_TEXT, OPT, CK_TEXT),
+};
+static const ckptd__schema s_vresult = SCHEMA(ckptd_verify_result, f_vresult, check_vresult);
+static const ckptd__field f_vreply[] = {
+	F_STR(ckptd_verify_reply, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_verify_reply, version, CKPTD_TAG_VERSION, REQ),
+	F_U32(ckptd_verify_reply, more, CKPTD_TAG_MORE, OPT),
+	F_LIST(ckptd_verify_reply, entries, count, CKPTD_TAG_ENTRIES, s_vresult),
+};
 static const ckptd__field f_gone[] = {
 	F_STR(ckptd_copies_gone, node, CKPTD_TAG_NODE, REQ, CK_NAME),
 	F_STR(ckptd_copies_gone, job, CKPTD_TAG_JOB, REQ, CK_JOB),
@@ -432,6 +463,8 @@ static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_SHOW_VERSION, "SHOW_VERSION", SCHEMA(ckptd_show_version, f_show, NULL) },
 	{ CKPTD_MSG_VERSION_DETAIL, "VERSION_DETAIL", SCHEMA(ckptd_version_detail, f_detail, check_detail) },
 	{ CKPTD_MSG_COPIES_GONE, "COPIES_GONE", SCHEMA(ckptd_copies_gone, f_gone, check_gone) },
+	{ CKPTD_MSG_VERIFY, "VERIFY", SCHEMA(ckptd_verify, f_verify, NULL) },
+	{ CKPTD_MSG_VERIFY_REPLY, "VERIFY_REPLY", SCHEMA(ckptd_verify_reply, f_vreply, check_vreply) },
 };
 
 static const ckptd__msgdef *find_msg(uint16_t type)

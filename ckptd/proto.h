@@ -88,6 +88,8 @@ typedef enum ckptd_msg_type {
 	CKPTD_MSG_GC = 53,            /* 1.1 */
 	CKPTD_MSG_SHOW_VERSION = 54,  /* 1.1 */
 	CKPTD_MSG_VERSION_DETAIL = 55, /* 1.1 */
+	CKPTD_MSG_VERIFY = 56,        /* 1.1 */
+	CKPTD_MSG_VERIFY_REPLY = 57,  /* 1.1 */
 	CKPTD_MSG_AGENT_HELLO = 64,
 	CKPTD_MSG_AGENT_INVENTORY = 65,
 	CKPTD_MSG_COPIES_GONE = 66,   /* 1.1 */
@@ -308,6 +310,34 @@ typedef struct ckptd_version_detail {
 	ckptd_copy_info *entries;
 } ckptd_version_detail;
 
+/* VERIFY (1.1): an agent reads every copy of a version it holds. */
+typedef struct ckptd_verify {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+} ckptd_verify;
+
+/* VERIFY_REPLY entries: one copy's result. */
+enum {
+	CKPTD_VERIFY_OK = 0,      /* every check and every chunk checksum passed */
+	CKPTD_VERIFY_CORRUPT = 1, /* a check failed: TEXT names the region and chunk */
+	CKPTD_VERIFY_MISSING = 2, /* recorded but not there (file gone, segment evicted) */
+	CKPTD_VERIFY_ERROR = 3,   /* could not be read (I/O error, no memory) */
+};
+typedef struct ckptd_verify_result {
+	uint32_t rank;
+	uint32_t tier;                 /* one ckpt_tier bit */
+	uint32_t code;                 /* CKPTD_VERIFY_* */
+	char text[CKPTD_TEXT_MAX + 1]; /* optional: why */
+} ckptd_verify_result;
+
+typedef struct ckptd_verify_reply {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+	uint32_t more;  /* 1: another VERIFY_REPLY follows */
+	uint32_t count;
+	ckptd_verify_result *entries;
+} ckptd_verify_reply;
+
 /* COPIES_GONE (1.1): an agent deleted every copy it held of a version at
  * these tiers. */
 typedef struct ckptd_copies_gone {
@@ -408,6 +438,8 @@ typedef struct ckptd_msg {
 		ckptd_show_version show_version;
 		ckptd_version_detail version_detail;
 		ckptd_copies_gone copies_gone;
+		ckptd_verify verify;
+		ckptd_verify_reply verify_reply;
 	} u;
 } ckptd_msg;
 

@@ -70,6 +70,32 @@ wait_for daemon_versions "2 4 6 8 10 12 14"
 wait_for root_versions "2 4 6 8 10 12 14"
 [ -e "$(shard 4)" ] || fail "layout: $(shard 4) missing; $(find "$tmp/root" -name '*.ckpt' | head -3)"
 
+# verify --daemon: the agent reads every copy it holds.
+"$BIN/ckpt" verify --daemon "unix:$sock" --job jr --version 14 --json >"$tmp/v.json" || fail "verify 14: $(cat "$tmp/v.json")"
+j 'assert sorted((c["tier"], c["ok"]) for c in d["copies"]) == [("local_disk", True), ("local_mem", True)] and d["restorable"], d' \
+	<"$tmp/v.json" || fail "verify 14: $(cat "$tmp/v.json")"
+# A flipped data byte in a file: that copy is CORRUPT (exit 3), the DRAM one intact.
+python3 - "$(shard 10)" <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(4096 + 777); b = f.read(1); f.seek(4096 + 777); f.write(bytes([b[0] ^ 0x5a]))
+PY
+set +e
+"$BIN/ckpt" verify --daemon "unix:$sock" --job jr --version 10 --json >"$tmp/v.json" 2>"$tmp/err"
+rc=$?
+set -e
+[ $rc -eq 3 ] || fail "verify of a damaged file: exit $rc: $(cat "$tmp/v.json" "$tmp/err")"
+j 'c={x["tier"]: x for x in d["copies"]}; assert not c["local_disk"]["ok"] and "checksum" in c["local_disk"]["error"] and c["local_mem"]["ok"] and d["restorable"], d' \
+	<"$tmp/v.json" || fail "verify 10: $(cat "$tmp/v.json")"
+# A file gone: MISSING.
+mv "$(shard 8)" "$tmp/v8.keep"
+set +e
+"$BIN/ckpt" verify --daemon "unix:$sock" --job jr --version 8 >"$tmp/v.txt" 2>&1
+rc=$?
+set -e
+[ $rc -eq 3 ] && grep "local_disk on n0: MISSING" "$tmp/v.txt" >/dev/null || fail "verify of a missing file: exit $rc: $(cat "$tmp/v.txt")"
+mv "$tmp/v8.keep" "$(shard 8)"
+
 # rm of one version: every copy goes, files first.
 "$BIN/ckpt" rm --daemon "unix:$sock" --job jr --version 4 --json >"$tmp/rm.json" || fail "rm --daemon"
 j 'assert d["copies"] == 2, d' <"$tmp/rm.json" || fail "rm marked $(cat "$tmp/rm.json")"

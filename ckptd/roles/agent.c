@@ -82,6 +82,8 @@ struct ckptd_agent {
 	done_item *done;
 	size_t ndone, capdone;
 	ckpt_faults faults; /* CKPT_FAULT points of the agent (tests) */
+	struct vrun *vruns;  /* verifications in flight */
+	size_t nvruns;
 	ckpt_logger lg;     /* for libckpt's maintenance code */
 };
 
@@ -669,8 +671,210 @@ static int on_shard_done(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const 
 	return 0;
 }
 
+/* ---------------------------------------------------------------- verify */
+
+#define MAX_VERIFY 4 /* verifications in flight at once */
+
+/* A verification in flight: who asked, what is pinned. */
+typedef struct vrun {
+	struct vrun *next;
+	ckptd_agent *a;
+	ckptd_vtask *t;
+	uint64_t serial; /* the asking session */
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+} vrun;
+
+typedef struct vcollect {
+	ckptd_agent *a;
+	const char *job;
+	uint64_t version;
+	ckptd_vitem *items;
+	size_t n, cap;
+	int err;
+} vcollect;
+
+typedef struct root_find {
+	char *path;
+	size_t cap;
+	const char *job;
+	uint64_t version;
+	uint32_t rank;
+	int found;
+} root_find;
+
+static int root_find_cb(void *arg, const char *root)
+{
+	root_find *f = arg;
+	struct stat st;
+	if (ckpt__shard_path(f->path, f->cap, root, f->job, f->version, f->rank) == 0 && stat(f->path, &st) == 0) {
+		f->found = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static int vcollect_cb(void *arg, const ckptd_aidx_rec *r)
+{
+	vcollect *c = arg;
+	if (r->version != c->version || strcmp(r->job, c->job))
+		return 0;
+	if (c->n == c->cap) {
+		size_t nc = c->cap ? c->cap * 2 : 16;
+		void *p = realloc(c->items, nc * sizeof(*c->items));
+		if (!p) {
+			c->err = -ENOMEM;
+			return 1;
+		}
+		c->items = p;
+		c->cap = nc;
+	}
+	ckptd_vitem *it = &c->items[c->n++];
+	memset(it, 0, sizeof(*it));
+	it->res.rank = r->rank;
+	it->res.tier = r->tier;
+	it->checksum = r->checksum;
+	it->seg_id = UINT64_MAX;
+	if (r->tier == CKPT_TIER_LOCAL_MEM) {
+		ckptd_pool *pool = ckptd_jpools_get(c->a->pools, r->job, NULL);
+		ckptd_seg_info si;
+		if (!pool || ckptd_pool_find(pool, r->job, r->version, r->rank, &si) < 0 || si.state != CKPTD_SEG_HELD ||
+		    ckptd_pool_seg_pin(pool, si.id) < 0) {
+			it->res.code = CKPTD_VERIFY_MISSING;
+			snprintf(it->res.text, sizeof(it->res.text), "no DRAM segment holds it any more");
+		} else {
+			it->seg_id = si.id;
+			it->img = (const uint8_t *)ckptd_pool_base(pool) + si.off;
+			it->len = si.len;
+		}
+	} else if (r->tier == CKPT_TIER_LOCAL_DISK) {
+		root_find f = { it->path, sizeof(it->path), r->job, r->version, r->rank, 0 };
+		ckptd_aidx_roots(c->a->idx, r->job, root_find_cb, &f);
+		if (!f.found) {
+			it->res.code = CKPTD_VERIFY_MISSING;
+			snprintf(it->res.text, sizeof(it->res.text), "no shard file under the roots its ranks registered");
+		}
+	} else {
+		it->res.code = CKPTD_VERIFY_ERROR;
+		snprintf(it->res.text, sizeof(it->res.text), "tier not verified by agents");
+	}
+	return 0;
+}
+
+static void unpin_items(ckptd_agent *a, const char *job, ckptd_vitem *items, size_t n)
+{
+	ckptd_pool *pool = ckptd_jpools_get(a->pools, job, NULL);
+	for (size_t i = 0; pool && i < n; i++)
+		if (items[i].seg_id != UINT64_MAX)
+			ckptd_pool_seg_unpin(pool, items[i].seg_id);
+}
+
+/* Answers in pages of at most CKPTD_MAX_LIST entries (MORE on all but the last). */
+static void send_results(ckptd_session *s, const char *job, uint64_t version, ckptd_vitem *items, size_t n)
+{
+	ckptd_verify_result *e = calloc(n < CKPTD_MAX_LIST ? (n ? n : 1) : CKPTD_MAX_LIST, sizeof(*e));
+	if (!e) {
+		ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "out of memory");
+		return;
+	}
+	size_t i = 0;
+	do {
+		ckptd_msg m = { .type = CKPTD_MSG_VERIFY_REPLY };
+		ckptd_verify_reply *r = &m.u.verify_reply;
+		snprintf(r->job, sizeof(r->job), "%s", job);
+		r->version = version;
+		r->entries = e;
+		for (; i < n && r->count < CKPTD_MAX_LIST; i++)
+			e[r->count++] = items[i].res;
+		r->more = i < n;
+		if (ckptd_session_send(s, &m, -1) < 0)
+			break;
+	} while (i < n);
+	free(e);
+}
+
+static void on_vdone(void *arg, ckptd_vtask *t, ckptd_vitem *items, size_t n)
+{
+	vrun *v = arg;
+	ckptd_agent *a = v->a;
+	unpin_items(a, v->job, items, n);
+	rank_sess *rs = rank_by_serial(a, v->serial);
+	size_t bad = 0;
+	for (size_t i = 0; i < n; i++)
+		bad += items[i].res.code != CKPTD_VERIFY_OK;
+	CKPTD_INFO(a->log, NULL, v->job, "version %llu: verified %zu copies, %zu not intact", (unsigned long long)v->version,
+	           n, bad);
+	if (rs)
+		send_results(rs->s, v->job, v->version, items, n);
+	for (vrun **pp = &a->vruns; *pp; pp = &(*pp)->next)
+		if (*pp == v) {
+			*pp = v->next;
+			break;
+		}
+	a->nvruns--;
+	(void)t;
+	free(v);
+}
+
+static int on_verify(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_verify *m)
+{
+	if (a->nvruns >= MAX_VERIFY)
+		return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "verifications already running here; try again");
+	vcollect c = { a, m->job, m->version, NULL, 0, 0, 0 };
+	int r = ckptd_aidx_each(a->idx, vcollect_cb, &c);
+	if (r < 0 || c.err < 0) {
+		unpin_items(a, m->job, c.items, c.n);
+		free(c.items);
+		return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "cannot list the copies held here");
+	}
+	if (!c.n) {
+		free(c.items);
+		send_results(s, m->job, m->version, NULL, 0);
+		return 0;
+	}
+	vrun *v = calloc(1, sizeof(*v));
+	if (!v) {
+		unpin_items(a, m->job, c.items, c.n);
+		free(c.items);
+		return -ENOMEM;
+	}
+	v->a = a;
+	v->serial = rs->serial;
+	snprintf(v->job, sizeof(v->job), "%s", m->job);
+	v->version = m->version;
+	if ((r = ckptd_vtask_start(a->srv, m->job, m->version, c.items, c.n, on_vdone, v, &v->t)) < 0) {
+		unpin_items(a, m->job, c.items, c.n);
+		free(c.items);
+		free(v);
+		return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "cannot start the verification");
+	}
+	v->next = a->vruns;
+	a->vruns = v;
+	a->nvruns++;
+	return 0;
+}
+
+/* The ckpt tool on the agent: verification of what this node holds. */
+static int cli_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
+{
+	const char *sjob = ckptd_session_job(s);
+	rank_sess *rs = rank_of(a, s);
+	if (!rs)
+		return -ENOMEM;
+	switch (m->type) {
+	case CKPTD_MSG_VERIFY:
+		if (sjob[0] && strcmp(sjob, m->u.verify.job) != 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
+		return on_verify(a, s, rs, &m->u.verify);
+	default:
+		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "the tool may not send that to an agent");
+	}
+}
+
 int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 {
+	if (ckptd_session_role(s) == CKPTD_ROLE_CLI)
+		return cli_handle(a, s, m);
 	if (ckptd_session_role(s) != CKPTD_ROLE_RANK)
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "only ranks speak to the agent this way");
 	rank_sess *rs = rank_of(a, s);
@@ -829,6 +1033,12 @@ void ckptd_agent_free(ckptd_agent *a)
 		return;
 	/* Sessions are gone (the server is freed first); their records too. */
 	ckptd_client_close(a->link);
+	/* Verifications still reading pinned segments end before the pools go. */
+	for (vrun *v = a->vruns, *n; v; v = n) {
+		n = v->next;
+		ckptd_vtask_join(v->t);
+		free(v);
+	}
 	ckptd_jpools_free(a->pools);
 	ckptd_aidx_close(a->idx);
 	free(a->fifo);

@@ -63,6 +63,28 @@ ckptd_pool *ckptd_jpools_get(ckptd_jpools *p, const char *job, int *preparing);
 /* Bytes held in segments across every pool. */
 void ckptd_jpools_used(ckptd_jpools *p, uint64_t *used);
 
+/* ---------------------------------------------------------------- verification */
+
+/* One copy to verify (agent_verify.c). The caller sets res.rank, res.tier,
+ * checksum and either img/len (a pinned DRAM segment) or path (a shard
+ * file), or res.code (decided already: MISSING). */
+typedef struct ckptd_vitem {
+	ckptd_verify_result res;
+	const uint8_t *img;
+	uint64_t len;
+	uint64_t seg_id;
+	char path[CKPTD_PATH_MAX + 80];
+	uint64_t checksum; /* the footer checksum recorded for it; 0: not checked */
+} ckptd_vitem;
+typedef struct ckptd_vtask ckptd_vtask;
+/* In the event loop, once every item has its result; items are freed after. */
+typedef void (*ckptd_vtask_done_fn)(void *arg, ckptd_vtask *t, ckptd_vitem *items, size_t n);
+/* Verifies items (malloc'd; the task owns them) on a thread. */
+int ckptd_vtask_start(ckptd_server *srv, const char *job, uint64_t version, ckptd_vitem *items, size_t n,
+                      ckptd_vtask_done_fn done, void *arg, ckptd_vtask **out);
+/* At shutdown (the server is gone): waits for the thread, frees; done is not called. */
+void ckptd_vtask_join(ckptd_vtask *t);
+
 /* ---------------------------------------------------------------- agent index */
 
 /* The agent's own LMDB index: one record per copy it holds,

@@ -173,3 +173,63 @@ out:
 	ZSTD_freeDCtx(dctx);
 	return err;
 }
+
+int ckpt__shard_read_mem(const uint8_t *img, uint64_t len, const ckpt_shard *s, const ckpt_read_opts *o,
+                         ckpt_sink_fn sink, void *arg)
+{
+	const ckpt_fmt_footer *f = &s->footer;
+	uint8_t *plain = NULL, *scratch = NULL;
+	ZSTD_DCtx *dctx = NULL;
+	int err = 0;
+	for (uint64_t ci = 0; ci < f->chunk_count && !err; ci++) {
+		const ckpt_fmt_chunk *c = &f->chunks[ci];
+		const ckpt_fmt_region *r = &f->regions[c->region];
+		uint64_t k = ci - r->chunk_first;
+		if (o->want && !o->want[c->region])
+			continue;
+		/* The parser checked the table against the image's size; checked
+		 * again here, since nothing may be read outside the image. */
+		if (c->offset > len || c->stored_len > len - c->offset || c->raw_len > f->chunk_bytes) {
+			err = -CKPT_ECORRUPT;
+			snprintf(o->why, o->whycap, "version %llu rank %u region '%s' chunk %llu: outside the image",
+			         (unsigned long long)s->header.version, s->header.rank, r->name, (unsigned long long)k);
+			break;
+		}
+		const uint8_t *data = img + c->offset;
+		if (c->flags & CKPT_CHUNK_ZSTD) {
+			unsigned elem = (c->flags >> CKPT_CHUNK_SHUFFLE_SHIFT) & 0xffu;
+			if (!dctx)
+				dctx = ZSTD_createDCtx();
+			if (!plain)
+				plain = malloc(f->chunk_bytes);
+			if (!scratch && elem > 1)
+				scratch = malloc(f->chunk_bytes);
+			if (!dctx || !plain || (elem > 1 && !scratch)) {
+				err = -ENOMEM;
+				break;
+			}
+			if (ckpt_kern_decompress(dctx, plain, c->raw_len, data, c->stored_len, elem, scratch) < 0) {
+				err = -CKPT_ECORRUPT;
+				snprintf(o->why, o->whycap,
+				         "version %llu rank %u region '%s' chunk %llu: compressed data does not decode",
+				         (unsigned long long)s->header.version, s->header.rank, r->name, (unsigned long long)k);
+				break;
+			}
+			data = plain;
+		}
+		uint64_t sum = ckpt_kern_checksum(data, c->raw_len);
+		if (sum != c->checksum) {
+			err = -CKPT_ECORRUPT;
+			snprintf(o->why, o->whycap,
+			         "version %llu rank %u region '%s' chunk %llu: checksum mismatch (stored %016llx, computed %016llx)",
+			         (unsigned long long)s->header.version, s->header.rank, r->name, (unsigned long long)k,
+			         (unsigned long long)c->checksum, (unsigned long long)sum);
+			break;
+		}
+		err = sink(arg, c->region, k * f->chunk_bytes, data, c->raw_len);
+	}
+	free(plain);
+	free(scratch);
+	ZSTD_freeDCtx(dctx);
+	return err;
+}

@@ -29,4 +29,10 @@ typedef struct ckpt_read_opts {
 int ckpt__shard_read(const char *path, const ckpt_shard *s, const ckpt_read_opts *o,
                      ckpt_sink_fn sink, void *arg);
 
+/* The same from a shard image in memory (a node-DRAM copy): s was parsed
+ * from it by ckpt__shard_parse_mem(img, len). o's backend, depth, buffers
+ * and direct are unused. */
+int ckpt__shard_read_mem(const uint8_t *img, uint64_t len, const ckpt_shard *s, const ckpt_read_opts *o,
+                         ckpt_sink_fn sink, void *arg);
+
 #endif

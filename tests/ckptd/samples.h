@@ -15,7 +15,8 @@ static const uint16_t t_types[] = {
 	CKPTD_MSG_SHARD_DONE, CKPTD_MSG_COMMIT_NOTICE, CKPTD_MSG_STEP_REPORT, CKPTD_MSG_LIST_VERSIONS,
 	CKPTD_MSG_VERSIONS, CKPTD_MSG_DELETE_VERSION, CKPTD_MSG_STATUS, CKPTD_MSG_STATUS_REPLY,
 	CKPTD_MSG_AGENT_HELLO, CKPTD_MSG_AGENT_INVENTORY, CKPTD_MSG_SEGMENT_RELEASE, CKPTD_MSG_GC,
-	CKPTD_MSG_SHOW_VERSION, CKPTD_MSG_VERSION_DETAIL, CKPTD_MSG_COPIES_GONE,
+	CKPTD_MSG_SHOW_VERSION, CKPTD_MSG_VERSION_DETAIL, CKPTD_MSG_COPIES_GONE, CKPTD_MSG_VERIFY,
+	CKPTD_MSG_VERIFY_REPLY,
 };
 #define T_NTYPES (sizeof(t_types) / sizeof(t_types[0]))
 
@@ -26,6 +27,7 @@ typedef struct t_store {
 	ckptd_held_shard h[5];
 	ckptd_copy_info c[4];
 	ckptd_tier_stat t[4];
+	ckptd_verify_result vr[3];
 } t_store;
 
 /* A string of n characters c (n < cap). */
@@ -231,6 +233,24 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 			snprintf(c->node, sizeof(c->node), "node-%d", i);
 			c->bytes = (uint64_t)i << 30;
 			c->checksum = 0x0123456789abcdefull ^ (uint64_t)i;
+		}
+		break;
+	case CKPTD_MSG_VERIFY:
+		snprintf(m->u.verify.job, sizeof(m->u.verify.job), "%s", job);
+		m->u.verify.version = full ? 123 : 0;
+		break;
+	case CKPTD_MSG_VERIFY_REPLY:
+		snprintf(m->u.verify_reply.job, sizeof(m->u.verify_reply.job), "%s", job);
+		m->u.verify_reply.version = full ? 123 : 0;
+		m->u.verify_reply.more = full ? 1 : 0;
+		m->u.verify_reply.count = full ? 3 : 0;
+		m->u.verify_reply.entries = st->vr;
+		for (int i = 0; i < 3; i++) {
+			st->vr[i].rank = (uint32_t)i;
+			st->vr[i].tier = i ? CKPT_TIER_LOCAL_DISK : CKPT_TIER_LOCAL_MEM;
+			st->vr[i].code = (uint32_t)i;
+			if (i == 1)
+				t_str(st->vr[i].text, CKPTD_TEXT_MAX, 'x');
 		}
 		break;
 	case CKPTD_MSG_COPIES_GONE:

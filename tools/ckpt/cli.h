@@ -57,6 +57,8 @@ int cli_daemon_ls(cli *c);
  * 0 if not, or -EXIT_USAGE after a usage message. */
 int cli_use_daemon(cli *c, const char *cmd);
 int cli_daemon_show(cli *c);
+/* Every copy of a version, read by the agents that hold them. */
+int cli_daemon_verify(cli *c);
 int cli_daemon_rm(cli *c, uint32_t tiers);
 /* Options < 0 are absent. None given: the job's stored policy runs now;
  * else they are stored as its policy first (keep: DRAM and disk alike). */

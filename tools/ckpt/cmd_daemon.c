@@ -496,3 +496,213 @@ int cli_daemon_gc(cli *c, long keep, long kdram, long kdisk, long long kevery)
 	ckptd_client_close(cl);
 	return rc;
 }
+
+/* ------------------------------------------------------------- verify */
+
+typedef struct vcopy {
+	uint32_t rank, tier;
+	char node[CKPTD_NAME_MAX + 1];
+	int live;
+	int code; /* -1: not verified yet; else CKPTD_VERIFY_* */
+	char text[CKPTD_TEXT_MAX + 1];
+} vcopy;
+
+/* Every copy of version v the coordinator knows, by rank. */
+static int collect_copies(cli *c, const char *cmd, ckptd_client *cl, uint64_t v, vcopy **out, size_t *n,
+                          uint32_t *world)
+{
+	size_t cap = 0;
+	uint64_t start = 0;
+	*out = NULL;
+	*n = 0;
+	for (;;) {
+		ckptd_msg req = { .type = CKPTD_MSG_SHOW_VERSION }, rep;
+		snprintf(req.u.show_version.job, sizeof(req.u.show_version.job), "%s", c->job);
+		req.u.show_version.version = v;
+		req.u.show_version.start = start;
+		int rc = daemon_call(c, cmd, cl, &req, CKPTD_MSG_VERSION_DETAIL, &rep);
+		if (rc)
+			return rc;
+		const ckptd_version_detail *d = &rep.u.version_detail;
+		*world = d->world_size;
+		for (uint32_t i = 0; i < d->count; i++) {
+			if (*n == cap) {
+				cap = cap ? 2 * cap : 64;
+				vcopy *p = realloc(*out, cap * sizeof(*p));
+				if (!p) {
+					ckptd_msg_free(&rep);
+					return EXIT_ERROR;
+				}
+				*out = p;
+			}
+			vcopy *e = &(*out)[(*n)++];
+			memset(e, 0, sizeof(*e));
+			e->rank = d->entries[i].rank;
+			e->tier = d->entries[i].tier;
+			e->live = d->entries[i].state == 1;
+			e->code = -1;
+			snprintf(e->node, sizeof(e->node), "%s", d->entries[i].node);
+		}
+		int more = d->more && d->count > 0;
+		if (more)
+			start = (uint64_t)d->entries[d->count - 1].rank + 1;
+		ckptd_msg_free(&rep);
+		if (!more)
+			return EXIT_OK;
+	}
+}
+
+/* Asks the agent at addr to verify what it holds of v; fills the matching copies. */
+static int verify_at(cli *c, const char *node, const char *addr, uint64_t v, vcopy *cp, size_t n)
+{
+	cli sub = *c;
+	sub.daemon = addr;
+	ckptd_client *cl = NULL;
+	int rc = daemon_connect(&sub, "verify", c->job, &cl);
+	if (rc)
+		return rc;
+	/* Reading a node's copies takes as long as its disks and memory take. */
+	ckptd_client_set_timeout(cl, 3600 * 1000);
+	ckptd_msg req = { .type = CKPTD_MSG_VERIFY }, rep;
+	snprintf(req.u.verify.job, sizeof(req.u.verify.job), "%s", c->job);
+	req.u.verify.version = v;
+	if ((rc = daemon_call(&sub, "verify", cl, &req, CKPTD_MSG_VERIFY_REPLY, &rep)) == EXIT_OK) {
+		for (;;) {
+			const ckptd_verify_reply *r = &rep.u.verify_reply;
+			for (uint32_t i = 0; i < r->count; i++)
+				for (size_t k = 0; k < n; k++)
+					if (cp[k].rank == r->entries[i].rank && cp[k].tier == r->entries[i].tier &&
+					    !strcmp(cp[k].node, node)) {
+						cp[k].code = (int)r->entries[i].code;
+						snprintf(cp[k].text, sizeof(cp[k].text), "%s", r->entries[i].text);
+					}
+			int more = r->more;
+			ckptd_msg_free(&rep);
+			if (!more)
+				break;
+			int err = ckptd_client_recv(cl, &rep);
+			if (err < 0 || rep.type != CKPTD_MSG_VERIFY_REPLY) {
+				if (err == 0)
+					ckptd_msg_free(&rep);
+				fprintf(stderr, "ckpt verify: the agent at %s stopped answering\n", addr);
+				rc = EXIT_ERROR;
+				break;
+			}
+		}
+	}
+	ckptd_client_close(cl);
+	return rc;
+}
+
+static const char *vcode_name(int code)
+{
+	switch (code) {
+	case CKPTD_VERIFY_OK: return "ok";
+	case CKPTD_VERIFY_CORRUPT: return "CORRUPT";
+	case CKPTD_VERIFY_MISSING: return "MISSING";
+	case CKPTD_VERIFY_ERROR: return "ERROR";
+	default: return "NOT VERIFIED";
+	}
+}
+
+int cli_daemon_verify(cli *c)
+{
+	if (ckpt__job_valid(c->job) < 0)
+		return cli_usage("verify", "a valid --job is required");
+	if (c->version == VERSION_ALL)
+		return cli_usage("verify", "with --daemon, give a version or 'latest'");
+	ckptd_client *cl = NULL;
+	int rc = daemon_connect(c, "verify", c->job, &cl);
+	if (rc)
+		return rc;
+	uint64_t v = c->version;
+	vcopy *cp = NULL;
+	size_t n = 0;
+	uint32_t world = 0;
+	ckptd_msg st = { .type = CKPTD_MSG_STATUS }, srep;
+	int have_status = 0;
+	if ((v == VERSION_UNSET || v == VERSION_LATEST) && (rc = daemon_latest(c, "verify", cl, &v)))
+		goto out;
+	if ((rc = collect_copies(c, "verify", cl, v, &cp, &n, &world)))
+		goto out;
+	snprintf(st.u.status.job, sizeof(st.u.status.job), "%s", c->job);
+	if ((rc = daemon_call(c, "verify", cl, &st, CKPTD_MSG_STATUS_REPLY, &srep)))
+		goto out;
+	have_status = 1;
+	/* Each node's agent reads its own copies; agents work one after the other. */
+	for (size_t i = 0; i < n; i++) {
+		if (cp[i].code >= 0 || !cp[i].live)
+			continue;
+		const ckptd_agent_info *ag = NULL;
+		for (uint32_t k = 0; k < srep.u.status_reply.count; k++)
+			if (!strcmp(srep.u.status_reply.entries[k].node, cp[i].node))
+				ag = &srep.u.status_reply.entries[k];
+		int vr = EXIT_ERROR;
+		if (ag && ag->state == CKPTD_AGENT_UP)
+			vr = verify_at(c, cp[i].node, ag->address, v, cp, n);
+		for (size_t k = 0; k < n; k++)
+			if (!strcmp(cp[k].node, cp[i].node) && cp[k].code < 0 && cp[k].live) {
+				cp[k].code = vr == EXIT_OK ? CKPTD_VERIFY_MISSING : 4;
+				snprintf(cp[k].text, sizeof(cp[k].text), "%s",
+				         vr == EXIT_OK ? "the agent does not hold it"
+				         : ag && ag->state == CKPTD_AGENT_UP ? "the agent could not be asked"
+				                                             : "its agent is down");
+			}
+	}
+	int bad = 0;
+	uint32_t intact_ranks = 0;
+	if (c->json)
+		printf("{\"job\": \"%s\", \"version\": %llu, \"world_size\": %u, \"copies\": [", c->job,
+		       (unsigned long long)v, world);
+	for (size_t i = 0, first = 1; i < n; i++) {
+		if (!cp[i].live || (c->rank >= 0 && cp[i].rank != (uint64_t)c->rank))
+			continue;
+		char tb[32];
+		tiers_text(cp[i].tier, tb, sizeof(tb));
+		bad |= cp[i].code != CKPTD_VERIFY_OK;
+		if (c->json) {
+			printf("%s\n  {\"rank\": %u, \"tier\": \"%s\", \"node\": ", first ? "" : ",", cp[i].rank, tb);
+			cli_json_str(stdout, cp[i].node);
+			printf(", \"ok\": %s, \"result\": \"%s\"", cp[i].code == CKPTD_VERIFY_OK ? "true" : "false",
+			       vcode_name(cp[i].code));
+			if (cp[i].text[0]) {
+				printf(", \"error\": ");
+				cli_json_str(stdout, cp[i].text);
+			}
+			printf("}");
+		} else {
+			printf("version %llu rank %u %s on %s: %s%s%s\n", (unsigned long long)v, cp[i].rank, tb, cp[i].node,
+			       vcode_name(cp[i].code), cp[i].text[0] ? ": " : "", cp[i].text);
+		}
+		first = 0;
+	}
+	for (uint32_t r = 0; r < world; r++) {
+		int ok = 0;
+		for (size_t i = 0; i < n; i++)
+			ok |= cp[i].rank == r && cp[i].live && cp[i].code == CKPTD_VERIFY_OK;
+		intact_ranks += (uint32_t)ok;
+	}
+	if (c->json)
+		printf("%s], \"intact_ranks\": %u, \"restorable\": %s}\n", n ? "\n" : "", intact_ranks,
+		       intact_ranks == world ? "true" : "false");
+	else
+		printf("version %llu: %u of %u ranks have an intact copy%s\n", (unsigned long long)v, intact_ranks, world,
+		       intact_ranks == world ? "" : ": NOT restorable from what was verified");
+	int unreached = 0;
+	for (size_t i = 0; i < n; i++)
+		if (cp[i].live && (c->rank < 0 || cp[i].rank == (uint64_t)c->rank))
+			unreached |= cp[i].code == CKPTD_VERIFY_ERROR || cp[i].code == 4;
+	/* Damage found is 3; a copy that could not be checked at all is 1. */
+	if (bad && !unreached)
+		rc = EXIT_CORRUPT;
+	else if (unreached)
+		rc = EXIT_ERROR;
+	else
+		rc = intact_ranks < world ? EXIT_CORRUPT : EXIT_OK;
+out:
+	if (have_status)
+		ckptd_msg_free(&srep);
+	free(cp);
+	ckptd_client_close(cl);
+	return rc;
+}

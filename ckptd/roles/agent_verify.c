@@ -1,0 +1,164 @@
+/* VERIFY on an agent: every copy of a version this node holds is read and
+ * checked (structure, the checksum the agent recorded, every chunk) on a
+ * thread of its own, since reading gigabytes must not stall the event loop.
+ * The thread says it is done through a pipe the loop watches; the loop then
+ * calls back the agent, which answers the client and unpins what was read. */
+#include "roles_int.h"
+
+#include "format.h"
+#include "reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct ckptd_vtask {
+	ckptd_server *srv;
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+	ckptd_vitem *items;
+	size_t n;
+	ckptd_vtask_done_fn done;
+	void *arg;
+	pthread_t thr;
+	int pipe[2];
+};
+
+static int null_sink(void *arg, uint32_t ri, uint64_t off, const void *data, size_t len)
+{
+	(void)arg, (void)ri, (void)off, (void)data, (void)len;
+	return 0;
+}
+
+static void set(ckptd_vitem *it, uint32_t code, const char *fmt, const char *detail)
+{
+	it->res.code = code;
+	snprintf(it->res.text, sizeof(it->res.text), fmt, detail);
+	/* Error texts travel as protocol text: printable ASCII only. */
+	for (char *p = it->res.text; *p; p++)
+		if (*p < 0x20 || *p > 0x7e)
+			*p = '?';
+}
+
+/* The shard must be the one the agent recorded, of this job, version, rank. */
+static int same_shard(const ckptd_vtask *t, const ckptd_vitem *it, const ckpt_shard *s, char *why, size_t cap)
+{
+	if (s->header.version != t->version || s->header.rank != it->res.rank || strcmp(s->header.job, t->job)) {
+		snprintf(why, cap, "holds job %s version %llu rank %u, not this shard", s->header.job,
+		         (unsigned long long)s->header.version, s->header.rank);
+		return 0;
+	}
+	if (it->checksum && s->tail.footer_checksum != it->checksum) {
+		snprintf(why, cap, "footer checksum %016llx differs from the recorded %016llx",
+		         (unsigned long long)s->tail.footer_checksum, (unsigned long long)it->checksum);
+		return 0;
+	}
+	return 1;
+}
+
+static void verify_one(const ckptd_vtask *t, ckptd_vitem *it)
+{
+	char why[700] = "";
+	ckpt_shard s;
+	ckpt_read_opts o = { .depth = 4, .direct = 1, .why = why, .whycap = sizeof(why) };
+	int err;
+	if (it->res.code)
+		return; /* decided before the thread (missing) */
+	if (it->img) {
+		err = ckpt__shard_parse_mem(it->img, it->len, &s, why, sizeof(why));
+	} else {
+		err = ckpt__shard_open(it->path, &s, why, sizeof(why));
+		if (err == -ENOENT) {
+			set(it, CKPTD_VERIFY_MISSING, "shard file %.900s is gone", it->path);
+			return;
+		}
+	}
+	if (err < 0) {
+		set(it, err == -CKPT_ECORRUPT || err == -CKPT_EFORMAT ? CKPTD_VERIFY_CORRUPT : CKPTD_VERIFY_ERROR, "%s",
+		    why[0] ? why : ckpt_strerror(err));
+		return;
+	}
+	if (!same_shard(t, it, &s, why, sizeof(why))) {
+		set(it, CKPTD_VERIFY_CORRUPT, "%s", why);
+	} else {
+		err = it->img ? ckpt__shard_read_mem(it->img, it->len, &s, &o, null_sink, NULL)
+		              : ckpt__shard_read(it->path, &s, &o, null_sink, NULL);
+		if (err < 0)
+			set(it, err == -CKPT_ECORRUPT ? CKPTD_VERIFY_CORRUPT : CKPTD_VERIFY_ERROR, "%s",
+			    why[0] ? why : ckpt_strerror(err));
+	}
+	ckpt__shard_close(&s);
+}
+
+static void *verify_main(void *arg)
+{
+	ckptd_vtask *t = arg;
+	for (size_t i = 0; i < t->n; i++)
+		verify_one(t, &t->items[i]);
+	char one = 1;
+	while (write(t->pipe[1], &one, 1) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static void on_verified(ckptd_server *srv, int fd, uint32_t events, void *arg)
+{
+	(void)events;
+	ckptd_vtask *t = arg;
+	char b;
+	if (read(fd, &b, 1) != 1 && errno == EAGAIN)
+		return;
+	ckptd_server_unwatch(srv, fd);
+	pthread_join(t->thr, NULL);
+	close(t->pipe[0]);
+	close(t->pipe[1]);
+	t->done(t->arg, t, t->items, t->n);
+	free(t->items);
+	free(t);
+}
+
+int ckptd_vtask_start(ckptd_server *srv, const char *job, uint64_t version, ckptd_vitem *items, size_t n,
+                      ckptd_vtask_done_fn done, void *arg, ckptd_vtask **out)
+{
+	ckptd_vtask *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->srv = srv;
+	snprintf(t->job, sizeof(t->job), "%s", job);
+	t->version = version;
+	t->items = items;
+	t->n = n;
+	t->done = done;
+	t->arg = arg;
+	if (pipe2(t->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		int e = -errno;
+		free(t);
+		return e;
+	}
+	int r = ckptd_server_watch(srv, t->pipe[0], on_verified, t);
+	if (r == 0 && (r = -pthread_create(&t->thr, NULL, verify_main, t)) < 0)
+		ckptd_server_unwatch(srv, t->pipe[0]);
+	if (r < 0) {
+		close(t->pipe[0]);
+		close(t->pipe[1]);
+		free(t);
+		return r;
+	}
+	*out = t;
+	return 0;
+}
+
+void ckptd_vtask_join(ckptd_vtask *t)
+{
+	if (!t)
+		return;
+	pthread_join(t->thr, NULL);
+	close(t->pipe[0]);
+	close(t->pipe[1]);
+	free(t->items);
+	free(t);
+}
