@@ -99,8 +99,8 @@ static const char *check_seg_request(const void *r)
 	const ckptd_segment_request *m = r;
 	if (m->mode == CKPTD_SEG_WRITE)
 		return m->bytes ? NULL : "segment of 0 bytes";
-	if (m->mode == CKPTD_SEG_READ)
-		return m->bytes ? "a read request names no size" : NULL;
+	if (m->mode == CKPTD_SEG_READ || m->mode == CKPTD_SEG_LOCATE)
+		return m->bytes ? "a read or locate request names no size" : NULL;
 	return "unknown segment mode";
 }
 
@@ -217,6 +217,14 @@ static const char *check_vreply(const void *r)
 {
 	const ckptd_verify_reply *m = r;
 	return m->more > 1 ? "MORE is not 0 or 1" : NULL;
+}
+
+static const char *check_location(const void *r)
+{
+	const ckptd_location *m = r;
+	if (m->tiers & ~0xfu)
+		return "unknown tier bits";
+	return !m->root[0] == !(m->tiers & CKPT_TIER_LOCAL_DISK) ? NULL : "ROOT goes with LOCAL_DISK";
 }
 
 static const char *check_gone(const void *r)
@@ -371,6 +379,14 @@ static const ckptd__field f_vreply[] = {
 	F_U32(ckptd_verify_reply, more, CKPTD_TAG_MORE, OPT),
 	F_LIST(ckptd_verify_reply, entries, count, CKPTD_TAG_ENTRIES, s_vresult),
 };
+static const ckptd__field f_location[] = {
+	F_STR(ckptd_location, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_location, version, CKPTD_TAG_VERSION, REQ),
+	F_U32(ckptd_location, rank, CKPTD_TAG_RANK, REQ),
+	F_U32(ckptd_location, tiers, CKPTD_TAG_TIERS, OPT),
+	F_STR(ckptd_location, root, CKPTD_TAG_ROOT, OPT, CK_PATH),
+	F_U64(ckptd_location, checksum, CKPTD_TAG_CHECKSUM, OPT),
+};
 static const ckptd__field f_gone[] = {
 	F_STR(ckptd_copies_gone, node, CKPTD_TAG_NODE, REQ, CK_NAME),
 	F_STR(ckptd_copies_gone, job, CKPTD_TAG_JOB, REQ, CK_JOB),
@@ -465,6 +481,7 @@ static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_COPIES_GONE, "COPIES_GONE", SCHEMA(ckptd_copies_gone, f_gone, check_gone) },
 	{ CKPTD_MSG_VERIFY, "VERIFY", SCHEMA(ckptd_verify, f_verify, NULL) },
 	{ CKPTD_MSG_VERIFY_REPLY, "VERIFY_REPLY", SCHEMA(ckptd_verify_reply, f_vreply, check_vreply) },
+	{ CKPTD_MSG_LOCATION, "LOCATION", SCHEMA(ckptd_location, f_location, check_location) },
 };
 
 static const ckptd__msgdef *find_msg(uint16_t type)

@@ -90,6 +90,7 @@ typedef enum ckptd_msg_type {
 	CKPTD_MSG_VERSION_DETAIL = 55, /* 1.1 */
 	CKPTD_MSG_VERIFY = 56,        /* 1.1 */
 	CKPTD_MSG_VERIFY_REPLY = 57,  /* 1.1 */
+	CKPTD_MSG_LOCATION = 58,      /* 1.1 */
 	CKPTD_MSG_AGENT_HELLO = 64,
 	CKPTD_MSG_AGENT_INVENTORY = 65,
 	CKPTD_MSG_COPIES_GONE = 66,   /* 1.1 */
@@ -138,6 +139,7 @@ enum { CKPTD_SERVES_AGENT = 1u << 0, CKPTD_SERVES_COORDINATOR = 1u << 1 };
 enum {
 	CKPTD_SEG_WRITE = 1, /* a new segment for a shard about to be saved */
 	CKPTD_SEG_READ = 2,  /* the segment holding a saved shard, for restore */
+	CKPTD_SEG_LOCATE = 3, /* 1.1: where this node holds a shard (LOCATION), no segment */
 };
 
 /* Agent state in STATUS_REPLY entries. */
@@ -338,6 +340,16 @@ typedef struct ckptd_verify_reply {
 	ckptd_verify_result *entries;
 } ckptd_verify_reply;
 
+/* LOCATION (1.1): the copies of one shard on this node. */
+typedef struct ckptd_location {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+	uint32_t rank;
+	uint32_t tiers;                /* held here: LOCAL_MEM, LOCAL_DISK; 0: none */
+	char root[CKPTD_PATH_MAX + 1]; /* LOCAL_DISK: the checkpoint root holding the file */
+	uint64_t checksum;             /* optional: the footer checksum recorded for the disk copy */
+} ckptd_location;
+
 /* COPIES_GONE (1.1): an agent deleted every copy it held of a version at
  * these tiers. */
 typedef struct ckptd_copies_gone {
@@ -440,6 +452,7 @@ typedef struct ckptd_msg {
 		ckptd_copies_gone copies_gone;
 		ckptd_verify verify;
 		ckptd_verify_reply verify_reply;
+		ckptd_location location;
 	} u;
 } ckptd_msg;
 

@@ -87,6 +87,14 @@ set -e
 [ $rc -eq 3 ] || fail "verify of a damaged file: exit $rc: $(cat "$tmp/v.json" "$tmp/err")"
 j 'c={x["tier"]: x for x in d["copies"]}; assert not c["local_disk"]["ok"] and "checksum" in c["local_disk"]["error"] and c["local_mem"]["ok"] and d["restorable"], d' \
 	<"$tmp/v.json" || fail "verify 10: $(cat "$tmp/v.json")"
+# restore --daemon reads this node's copies: DRAM first (14), the DRAM copy
+# when the file is damaged (10).
+for v in 14 10; do
+	"$BIN/ckpt" restore --daemon "unix:$sock" --job jr --version $v --out "$tmp/o$v" --json >"$tmp/r.json" ||
+		fail "restore --daemon $v"
+	j 'assert d["from_local_mem"] == 1 and d["from_local_disk"] == 0, d' <"$tmp/r.json" || fail "restore $v: $(cat "$tmp/r.json")"
+	cmp -s "$tmp/o$v/s$v.bin" "$tmp/s$v.bin" || fail "restore --daemon $v: bytes differ"
+done
 # A file gone: MISSING.
 mv "$(shard 8)" "$tmp/v8.keep"
 set +e
@@ -114,6 +122,15 @@ set -e
 j 'assert [c["tier"] for c in d["copies"]] == ["local_disk"] and d["restorable"], d' <"$tmp/show.json" ||
 	fail "after rm --tiers local_mem: $(cat "$tmp/show.json")"
 [ -e "$(shard 12)" ] || fail "version 12's file went with its DRAM copy"
+"$BIN/ckpt" restore --daemon "unix:$sock" --job jr --version 12 --out "$tmp/o12" --json >"$tmp/r.json" ||
+	fail "restore --daemon 12"
+j 'assert d["from_local_mem"] == 0 and d["from_local_disk"] == 1, d' <"$tmp/r.json" || fail "restore 12: $(cat "$tmp/r.json")"
+cmp -s "$tmp/o12/s12.bin" "$tmp/s12.bin" || fail "restore --daemon 12 (disk): bytes differ"
+set +e
+"$BIN/ckpt" restore --daemon "unix:$sock" --job jr --version 4 --out "$tmp/o4" >/dev/null 2>"$tmp/err"
+rc=$?
+set -e
+[ $rc -eq 4 ] || fail "restore --daemon of a deleted version: exit $rc: $(cat "$tmp/err")"
 
 # gc with a policy: DRAM of the newest 1, disk of the newest 2, every 6th forever.
 "$BIN/ckpt" gc --daemon "unix:$sock" --job jr --keep-dram 1 --keep-disk 2 --keep-every 6 >/dev/null || fail "gc"

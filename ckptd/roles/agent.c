@@ -511,7 +511,7 @@ static void rank_sess_free(void *arg)
 	rank_sess *rs = arg;
 	ckptd_agent *a = rs->a;
 	/* A rank gone before SHARD_DONE leaves a half-written segment. */
-	ckptd_pool *pool = rs->registered ? ckptd_jpools_get(a->pools, rs->job, NULL) : NULL;
+	ckptd_pool *pool = rs->job[0] ? ckptd_jpools_get(a->pools, rs->job, NULL) : NULL;
 	for (size_t i = 0; pool && i < rs->nwriting; i++)
 		ckptd_pool_seg_free(pool, rs->writing[i]);
 	for (size_t i = 0; pool && i < rs->npinned; i++)
@@ -854,18 +854,123 @@ static int on_verify(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckpt
 	return 0;
 }
 
-/* The ckpt tool on the agent: verification of what this node holds. */
+typedef struct loc_acc {
+	uint32_t tiers;
+	uint64_t checksum;
+} loc_acc;
+
+typedef struct loc_walk {
+	const char *job;
+	uint64_t version;
+	uint32_t rank;
+	loc_acc *acc;
+} loc_walk;
+
+static int loc_cb(void *arg, const ckptd_aidx_rec *r)
+{
+	loc_walk *w = arg;
+	if (r->version == w->version && r->rank == w->rank && !strcmp(r->job, w->job)) {
+		w->acc->tiers |= r->tier;
+		if (r->tier == CKPT_TIER_LOCAL_DISK)
+			w->acc->checksum = r->checksum;
+	}
+	return 0;
+}
+
+/* LOCATE: which tiers this node holds a shard in, and the root of its file. */
+static int on_locate(ckptd_agent *a, ckptd_session *s, const ckptd_segment_request *m)
+{
+	ckptd_msg rep = { .type = CKPTD_MSG_LOCATION };
+	ckptd_location *l = &rep.u.location;
+	snprintf(l->job, sizeof(l->job), "%s", m->job);
+	l->version = m->version;
+	l->rank = m->rank;
+	loc_acc acc = { 0, 0 };
+	loc_walk w = { m->job, m->version, m->rank, &acc };
+	if (ckptd_aidx_each(a->idx, loc_cb, &w) < 0)
+		return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "cannot read the agent index");
+	l->tiers = acc.tiers & (CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK);
+	if (l->tiers & CKPT_TIER_LOCAL_DISK) {
+		char path[CKPTD_PATH_MAX + 80];
+		root_find f = { path, sizeof(path), m->job, m->version, m->rank, 0 };
+		ckptd_aidx_roots(a->idx, m->job, root_find_cb, &f);
+		if (f.found && strlen(path) < sizeof(path)) {
+			/* The root is the path up to "/jobs/<job>/". */
+			char *cut = strstr(path, "/jobs/");
+			size_t n = cut ? (size_t)(cut - path) : 0;
+			for (char *q = cut; q && (q = strstr(q + 1, "/jobs/"));)
+				n = (size_t)(q - path); /* the last one: a root may itself hold "/jobs/" */
+			if (n && n <= CKPTD_PATH_MAX) {
+				memcpy(l->root, path, n);
+				l->root[n] = 0;
+				l->checksum = acc.checksum;
+			}
+		}
+		if (!l->root[0])
+			l->tiers &= ~(uint32_t)CKPT_TIER_LOCAL_DISK; /* recorded, but the file is not there */
+	}
+	return ckptd_session_send(s, &rep, -1);
+}
+
+/* The ckpt tool on the agent: what this node holds (verify, locate, read),
+ * and questions for the coordinator, passed on. A session scoped to a job
+ * reaches that job only. */
 static int cli_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 {
 	const char *sjob = ckptd_session_job(s);
 	rank_sess *rs = rank_of(a, s);
 	if (!rs)
 		return -ENOMEM;
+	const char *job = m->type == CKPTD_MSG_VERIFY          ? m->u.verify.job
+	                : m->type == CKPTD_MSG_SEGMENT_REQUEST ? m->u.segment_request.job
+	                : m->type == CKPTD_MSG_LIST_VERSIONS   ? m->u.list_versions.job
+	                : m->type == CKPTD_MSG_SHOW_VERSION    ? m->u.show_version.job
+	                                                       : sjob;
+	if (sjob[0] && strcmp(sjob, job) != 0)
+		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 	switch (m->type) {
 	case CKPTD_MSG_VERIFY:
-		if (sjob[0] && strcmp(sjob, m->u.verify.job) != 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		return on_verify(a, s, rs, &m->u.verify);
+	case CKPTD_MSG_LIST_VERSIONS:
+	case CKPTD_MSG_SHOW_VERSION:
+		if (link_send(a, m, FWD_LIST, rs->serial) < 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "coordinator unreachable; try again");
+		return 0;
+	case CKPTD_MSG_SEGMENT_REQUEST: {
+		const ckptd_segment_request *q = &m->u.segment_request;
+		if (q->mode == CKPTD_SEG_LOCATE)
+			return on_locate(a, s, q);
+		if (q->mode != CKPTD_SEG_READ || !sjob[0])
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "the tool reads segments of its job only");
+		if (ckptd_session_transport(s) != CKPTD_TRANSPORT_UNIX)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED,
+			                                "DRAM segments are handed over the agent's Unix socket only");
+		snprintf(rs->job, sizeof(rs->job), "%s", sjob); /* for unpinning when it goes */
+		ckptd_pool *pool = ckptd_jpools_get(a->pools, q->job, NULL);
+		ckptd_seg_info si;
+		if (!pool || ckptd_pool_find(pool, q->job, q->version, q->rank, &si) < 0 || si.state != CKPTD_SEG_HELD ||
+		    ckptd_pool_seg_pin(pool, si.id) < 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no DRAM copy of that shard on this node");
+		if (push_id(&rs->pinned, &rs->npinned, &rs->cappinned, si.id) < 0) {
+			ckptd_pool_seg_unpin(pool, si.id);
+			return -ENOMEM;
+		}
+		ckptd_msg g = { .type = CKPTD_MSG_SEGMENT_GRANT };
+		g.u.segment_grant.segment_id = si.id;
+		g.u.segment_grant.offset = si.off;
+		g.u.segment_grant.bytes = si.len;
+		return ckptd_session_send(s, &g, ckptd_pool_fd(pool));
+	}
+	case CKPTD_MSG_SEGMENT_RELEASE: {
+		uint64_t id = m->u.segment_release.segment_id;
+		if (!drop_id(rs->pinned, &rs->npinned, id))
+			return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "this session holds no such read grant");
+		ckptd_pool *pool = ckptd_jpools_get(a->pools, rs->job, NULL);
+		if (pool)
+			ckptd_pool_seg_unpin(pool, id);
+		ckptd_msg ok = { .type = CKPTD_MSG_OK };
+		return ckptd_session_send(s, &ok, -1);
+	}
 	default:
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "the tool may not send that to an agent");
 	}
@@ -893,6 +998,8 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 	switch (m->type) {
 	case CKPTD_MSG_SEGMENT_REQUEST:
+		if (m->u.segment_request.mode == CKPTD_SEG_LOCATE)
+			return on_locate(a, s, &m->u.segment_request);
 		/* A segment is a file descriptor: only a Unix socket carries one. */
 		if (ckptd_session_transport(s) != CKPTD_TRANSPORT_UNIX)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED,

@@ -20,6 +20,7 @@ static int route(ckptd_server *srv, ckptd_session *s, const ckptd_msg *m, void *
 	(void)srv;
 	ckptd_roles *r = arg;
 	int from_rank = ckptd_session_role(s) == CKPTD_ROLE_RANK;
+	int from_cli = ckptd_session_role(s) == CKPTD_ROLE_CLI;
 	switch (m->type) {
 	case CKPTD_MSG_REGISTER_RANK:
 	case CKPTD_MSG_SEGMENT_REQUEST:
@@ -34,6 +35,9 @@ static int route(ckptd_server *srv, ckptd_session *s, const ckptd_msg *m, void *
 			return ckptd_agent_handle(r->agent, s, m);
 		if (!from_rank && r->coord)
 			return ckptd_coordinator_handle(r->coord, s, m);
+		/* The tool on an agent-only daemon: the agent passes it on. */
+		if (from_cli && r->agent && m->type == CKPTD_MSG_LIST_VERSIONS)
+			return ckptd_agent_handle(r->agent, s, m);
 		break;
 	case CKPTD_MSG_AGENT_HELLO:
 	case CKPTD_MSG_AGENT_INVENTORY:
@@ -43,6 +47,8 @@ static int route(ckptd_server *srv, ckptd_session *s, const ckptd_msg *m, void *
 	case CKPTD_MSG_COPIES_GONE:
 		if (r->coord)
 			return ckptd_coordinator_handle(r->coord, s, m);
+		if (from_cli && r->agent && m->type == CKPTD_MSG_SHOW_VERSION)
+			return ckptd_agent_handle(r->agent, s, m);
 		break;
 	default:
 		break;

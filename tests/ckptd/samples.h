@@ -16,7 +16,7 @@ static const uint16_t t_types[] = {
 	CKPTD_MSG_VERSIONS, CKPTD_MSG_DELETE_VERSION, CKPTD_MSG_STATUS, CKPTD_MSG_STATUS_REPLY,
 	CKPTD_MSG_AGENT_HELLO, CKPTD_MSG_AGENT_INVENTORY, CKPTD_MSG_SEGMENT_RELEASE, CKPTD_MSG_GC,
 	CKPTD_MSG_SHOW_VERSION, CKPTD_MSG_VERSION_DETAIL, CKPTD_MSG_COPIES_GONE, CKPTD_MSG_VERIFY,
-	CKPTD_MSG_VERIFY_REPLY,
+	CKPTD_MSG_VERIFY_REPLY, CKPTD_MSG_LOCATION,
 };
 #define T_NTYPES (sizeof(t_types) / sizeof(t_types[0]))
 
@@ -251,6 +251,16 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 			st->vr[i].code = (uint32_t)i;
 			if (i == 1)
 				t_str(st->vr[i].text, CKPTD_TEXT_MAX, 'x');
+		}
+		break;
+	case CKPTD_MSG_LOCATION:
+		snprintf(m->u.location.job, sizeof(m->u.location.job), "%s", job);
+		m->u.location.version = full ? 9 : 0;
+		m->u.location.rank = full ? 3 : 0;
+		m->u.location.tiers = full ? (CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK) : 0;
+		if (full) {
+			snprintf(m->u.location.root, sizeof(m->u.location.root), "/nvme/ckpt");
+			m->u.location.checksum = 0xabcdef;
 		}
 		break;
 	case CKPTD_MSG_COPIES_GONE:

@@ -67,6 +67,21 @@ int cli_daemon_gc(cli *c, long keep, long keep_dram, long keep_disk, long long k
 uint32_t cli_tiers_parse(const char *s);
 int cmd_status(cli *c, int argc, char **argv);
 void help_status(FILE *out);
+/* Where a shard is restored from: a file, or an image in memory. */
+typedef struct cli_shard_src {
+	const char *path;        /* a shard file, or NULL */
+	const uint8_t *img;      /* a shard image (a node-DRAM copy), or NULL */
+	uint64_t len;
+	int check_sum;           /* compare the footer checksum with footer_checksum */
+	uint64_t footer_checksum;
+} cli_shard_src;
+/* Writes each region of the shard (version v, rank) as a file into the
+ * directory outfd, every chunk verified first. Returns 0 or an error (why says). */
+int cli_restore_shard(cli *c, const cli_shard_src *src, uint64_t v, uint32_t rank, int outfd, char *why, size_t cap);
+/* Moves a staging directory's files (and rank-N directories) into dst. */
+int cli_publish_dir(const char *stage, const char *dst, char *why, size_t cap);
+void cli_remove_stage(const char *dir);
+int cli_restore_daemon(cli *c, const char *out);
 int cli_open_index(cli *c);
 int cli_need(cli *c, int root, int job);
 void cli_json_str(FILE *out, const char *s);

@@ -3,10 +3,13 @@
  * (derived from the cluster token) when a job is named, else the cluster's. */
 #include "cli.h"
 #include "client.h"
+#include "fdpass.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DAEMON_TIMEOUT_MS 5000
 
@@ -702,6 +705,188 @@ int cli_daemon_verify(cli *c)
 out:
 	if (have_status)
 		ckptd_msg_free(&srep);
+	free(cp);
+	ckptd_client_close(cl);
+	return rc;
+}
+
+/* ------------------------------------------------------------- restore */
+
+/* LOCATE on the agent: tiers this node holds (job, v, rank) in, its file's root. */
+static int locate(cli *c, ckptd_client *cl, uint64_t v, uint32_t rank, ckptd_location *out)
+{
+	ckptd_msg req = { .type = CKPTD_MSG_SEGMENT_REQUEST }, rep;
+	snprintf(req.u.segment_request.job, sizeof(req.u.segment_request.job), "%s", c->job);
+	req.u.segment_request.version = v;
+	req.u.segment_request.rank = rank;
+	req.u.segment_request.mode = CKPTD_SEG_LOCATE;
+	int rc = daemon_call(c, "restore", cl, &req, CKPTD_MSG_LOCATION, &rep);
+	if (rc == EXIT_OK) {
+		*out = rep.u.location;
+		ckptd_msg_free(&rep);
+	}
+	return rc;
+}
+
+/* This rank's DRAM copy on this node, restored into outfd. */
+static int restore_dram(cli *c, ckptd_client *cl, uint64_t v, uint32_t rank, int outfd, char *why, size_t cap)
+{
+	ckptd_msg req = { .type = CKPTD_MSG_SEGMENT_REQUEST }, rep;
+	snprintf(req.u.segment_request.job, sizeof(req.u.segment_request.job), "%s", c->job);
+	req.u.segment_request.version = v;
+	req.u.segment_request.rank = rank;
+	req.u.segment_request.mode = CKPTD_SEG_READ;
+	int err = ckptd_client_call(cl, &req, &rep);
+	int fd = ckptd_client_take_fd(cl);
+	if (err == 0 && rep.type != CKPTD_MSG_SEGMENT_GRANT) {
+		snprintf(why, cap, "no DRAM grant: %.600s", rep.type == CKPTD_MSG_ERROR ? rep.u.error.text : "unexpected answer");
+		err = -ENOENT;
+	}
+	if (err < 0) {
+		if (fd >= 0)
+			close(fd);
+		ckptd_msg_free(&rep);
+		return err;
+	}
+	ckptd_mapping map;
+	uint64_t id = rep.u.segment_grant.segment_id;
+	err = fd < 0 ? -EPROTO : ckptd_seg_map(fd, rep.u.segment_grant.offset, rep.u.segment_grant.bytes, 0, &map);
+	ckptd_msg_free(&rep);
+	if (fd >= 0)
+		close(fd);
+	if (err == 0) {
+		cli_shard_src src = { .img = map.addr, .len = map.len };
+		err = cli_restore_shard(c, &src, v, rank, outfd, why, cap);
+		ckptd_seg_unmap(&map);
+	}
+	ckptd_msg rel = { .type = CKPTD_MSG_SEGMENT_RELEASE }, ok;
+	rel.u.segment_release.segment_id = id;
+	if (ckptd_client_call(cl, &rel, &ok) == 0)
+		ckptd_msg_free(&ok);
+	return err;
+}
+
+int cli_restore_daemon(cli *c, const char *out)
+{
+	if (ckpt__job_valid(c->job) < 0)
+		return cli_usage("restore", "a valid --job is required");
+	if (strncmp(c->daemon, "unix:", 5) != 0)
+		return cli_usage("restore", "--daemon: restore reads this node's copies; give its agent's Unix socket "
+		                            "(unix:/path), not %s", c->daemon);
+	ckptd_client *cl = NULL;
+	int rc = daemon_connect(c, "restore", c->job, &cl);
+	if (rc)
+		return rc;
+	uint64_t v = c->version;
+	vcopy *cp = NULL;
+	size_t n = 0;
+	uint32_t world = 0;
+	char stage[4200] = "", why[700] = "", node[CKPTD_NAME_MAX + 1] = "";
+	ckptd_msg st = { .type = CKPTD_MSG_STATUS }, srep;
+	if ((v == VERSION_UNSET || v == VERSION_LATEST || v == VERSION_ALL) && (rc = daemon_latest(c, "restore", cl, &v)))
+		goto out;
+	if ((rc = collect_copies(c, "restore", cl, v, &cp, &n, &world)))
+		goto out;
+	if ((rc = daemon_call(c, "restore", cl, &st, CKPTD_MSG_STATUS_REPLY, &srep)))
+		goto out;
+	snprintf(node, sizeof(node), "%s", srep.u.status_reply.node);
+	ckptd_msg_free(&srep);
+	if (c->rank >= 0 && (uint64_t)c->rank >= world) {
+		rc = cli_usage("restore", "rank %lld not below world size %u", (long long)c->rank, world);
+		goto out;
+	}
+	int err = ckpt__mkdir_p(out, 0755);
+	snprintf(stage, sizeof(stage), "%s/.ckpt-restore-XXXXXX", out);
+	if (err < 0 || !mkdtemp(stage)) {
+		fprintf(stderr, "ckpt restore: cannot create a directory in %s: %s\n", out,
+		        err < 0 ? ckpt_strerror(err) : strerror(errno));
+		stage[0] = 0;
+		rc = EXIT_ERROR;
+		goto out;
+	}
+	uint32_t missing = 0, corrupt = 0, from_mem = 0, from_disk = 0;
+	for (uint32_t r = 0; r < world; r++) {
+		if (c->rank >= 0 && (uint32_t)c->rank != r)
+			continue;
+		char dir[4300];
+		snprintf(dir, sizeof(dir), world > 1 && c->rank < 0 ? "%s/rank-%u" : "%s", stage, r);
+		ckptd_location loc;
+		int dfd = -1;
+		if ((err = ckpt__mkdir_p(dir, 0700)) < 0 || (dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+		    (rc = locate(c, cl, v, r, &loc))) {
+			if (dfd >= 0)
+				close(dfd);
+			rc = rc ? rc : EXIT_ERROR;
+			goto out;
+		}
+		err = -ENOENT;
+		why[0] = 0;
+		if (loc.tiers & CKPT_TIER_LOCAL_MEM) {
+			err = restore_dram(c, cl, v, r, dfd, why, sizeof(why));
+			if (err == 0)
+				from_mem++;
+			else
+				fprintf(stderr, "ckpt restore: rank %u: DRAM copy: %s%s\n", r, why[0] ? why : ckpt_strerror(err),
+				        loc.tiers & CKPT_TIER_LOCAL_DISK ? "; reading the disk copy" : "");
+		}
+		if (err < 0 && (loc.tiers & CKPT_TIER_LOCAL_DISK)) {
+			/* A copy that failed half way left files: start the rank afresh. */
+			char path[4096];
+			ckpt__shard_path(path, sizeof(path), loc.root, c->job, v, r);
+			close(dfd);
+			cli_remove_stage(dir);
+			dfd = -1;
+			if (ckpt__mkdir_p(dir, 0700) == 0)
+				dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			cli_shard_src src = { .path = path, .check_sum = loc.checksum != 0, .footer_checksum = loc.checksum };
+			why[0] = 0;
+			err = dfd < 0 ? -errno : cli_restore_shard(c, &src, v, r, dfd, why, sizeof(why));
+			if (err == 0)
+				from_disk++;
+			else
+				fprintf(stderr, "ckpt restore: rank %u: disk copy %s: %s\n", r, path, why[0] ? why : ckpt_strerror(err));
+		}
+		if (dfd >= 0)
+			close(dfd);
+		if (err < 0 && !loc.tiers) {
+			missing++;
+			char nodes[256] = "";
+			size_t k = 0;
+			for (size_t i = 0; i < n; i++)
+				if (cp[i].rank == r && cp[i].live && !strstr(nodes, cp[i].node))
+					k += (size_t)snprintf(nodes + k, k < sizeof(nodes) ? sizeof(nodes) - k : 0, "%s%s",
+					                      k ? ", " : "", cp[i].node);
+			fprintf(stderr, "ckpt restore: rank %u has no copy on this node (%s); it is held on: %s\n", r, node,
+			        nodes[0] ? nodes : "no node");
+		} else if (err < 0) {
+			corrupt++;
+		}
+	}
+	if (missing || corrupt) {
+		fprintf(stderr, "ckpt restore: version %llu not restored: %u ranks not on this node, %u without an intact copy "
+		                "here (restore those ranks on the nodes that hold them, with --rank)\n",
+		        (unsigned long long)v, missing, corrupt);
+		rc = corrupt ? EXIT_CORRUPT : EXIT_NOTFOUND;
+		goto out;
+	}
+	if ((err = cli_publish_dir(stage, out, why, sizeof(why))) < 0) {
+		fprintf(stderr, "ckpt restore: %s\n", why[0] ? why : ckpt_strerror(err));
+		rc = EXIT_ERROR;
+		goto out;
+	}
+	if (c->json) {
+		printf("{\"job\": \"%s\", \"version\": %llu, \"from_local_mem\": %u, \"from_local_disk\": %u, \"out\": ",
+		       c->job, (unsigned long long)v, from_mem, from_disk);
+		cli_json_str(stdout, out);
+		printf("}\n");
+	} else {
+		printf("restored job %s version %llu into %s (%u ranks from this node's DRAM, %u from its disk)\n", c->job,
+		       (unsigned long long)v, out, from_mem, from_disk);
+	}
+	rc = EXIT_OK;
+out:
+	if (stage[0])
+		cli_remove_stage(stage);
 	free(cp);
 	ckptd_client_close(cl);
 	return rc;

@@ -390,20 +390,18 @@ static int file_sink(void *arg, uint32_t ri, uint64_t off, const void *data, siz
 /* Region names were validated by the footer decoder (no '/', not '.' or
  * '..'); files are created with openat in a fresh private directory, so
  * every file stays inside it whatever a name says. */
-static int restore_shard(cli *c, uint64_t v, uint32_t rank, int outfd, char *why, size_t cap)
+int cli_restore_shard(cli *c, const cli_shard_src *src, uint64_t v, uint32_t rank, int outfd, char *why, size_t cap)
 {
-	char path[4096];
-	ckpt__shard_path(path, sizeof(path), c->root, c->job, v, rank);
+	const char *path = src->path ? src->path : "the DRAM copy";
 	ckpt_shard s;
-	int err = ckpt__shard_open(path, &s, why, cap);
+	int err = src->img ? ckpt__shard_parse_mem(src->img, src->len, &s, why, cap)
+	                   : ckpt__shard_open(src->path, &s, why, cap);
 	if (err < 0)
 		return err;
-	/* The file must be the shard the index committed, not one put there. */
-	ckpt_idx_shard rec;
+	/* It must be the shard that was committed, not one put there. */
 	if (s.header.version != v || s.header.rank != rank || strcmp(s.header.job, c->job) ||
-	    ckpt__index_get_shard(c->ix, c->job, v, rank, &rec) < 0 ||
-	    rec.footer_checksum != s.tail.footer_checksum) {
-		snprintf(why, cap, "%.300s is not the shard the index committed for version %llu rank %u", path,
+	    (src->check_sum && src->footer_checksum != s.tail.footer_checksum)) {
+		snprintf(why, cap, "%.300s is not the shard committed for version %llu rank %u", path,
 		         (unsigned long long)v, rank);
 		ckpt__shard_close(&s);
 		return -CKPT_ECORRUPT;
@@ -434,7 +432,8 @@ static int restore_shard(cli *c, uint64_t v, uint32_t rank, int outfd, char *why
 	progress p = { isatty(2) && !c->json, 0, s.footer.data_bytes, -1, what };
 	struct out_files of = { outfd, &s, fds, &p };
 	ckpt_read_opts o = { .depth = 8, .direct = 1, .lg = &c->lg, .why = why, .whycap = cap };
-	err = ckpt__shard_read(path, &s, &o, file_sink, &of);
+	err = src->img ? ckpt__shard_read_mem(src->img, src->len, &s, &o, file_sink, &of)
+	               : ckpt__shard_read(src->path, &s, &o, file_sink, &of);
 	if (p.on && err < 0)
 		fprintf(stderr, "\n");
 	for (uint32_t i = 0; err == 0 && i < n; i++)
@@ -449,8 +448,21 @@ done:
 	return err;
 }
 
+static int restore_shard(cli *c, uint64_t v, uint32_t rank, int outfd, char *why, size_t cap)
+{
+	char path[4096];
+	ckpt__shard_path(path, sizeof(path), c->root, c->job, v, rank);
+	ckpt_idx_shard rec;
+	if (ckpt__index_get_shard(c->ix, c->job, v, rank, &rec) < 0) {
+		snprintf(why, cap, "the index has no shard of version %llu rank %u", (unsigned long long)v, rank);
+		return -CKPT_ECORRUPT;
+	}
+	cli_shard_src src = { .path = path, .check_sum = 1, .footer_checksum = rec.footer_checksum };
+	return cli_restore_shard(c, &src, v, rank, outfd, why, cap);
+}
+
 /* Removes a staging directory: files, and rank-N directories of files. */
-static void remove_stage(const char *dir)
+void cli_remove_stage(const char *dir)
 {
 	DIR *d = opendir(dir);
 	if (!d)
@@ -462,14 +474,14 @@ static void remove_stage(const char *dir)
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
 		if (unlink(p) < 0 && (errno == EISDIR || errno == EPERM))
-			remove_stage(p);
+			cli_remove_stage(p);
 	}
 	closedir(d);
 	rmdir(dir);
 }
 
 /* Moves every file of stage (one level) into dst, replacing same names. */
-static int publish_dir(const char *stage, const char *dst, char *why, size_t cap)
+int cli_publish_dir(const char *stage, const char *dst, char *why, size_t cap)
 {
 	int err = ckpt__mkdir_p(dst, 0755);
 	if (err < 0) {
@@ -488,7 +500,7 @@ static int publish_dir(const char *stage, const char *dst, char *why, size_t cap
 		snprintf(to, sizeof(to), "%s/%s", dst, e->d_name);
 		struct stat st;
 		if (lstat(from, &st) == 0 && S_ISDIR(st.st_mode)) {
-			if ((err = publish_dir(from, to, why, cap)) < 0)
+			if ((err = cli_publish_dir(from, to, why, cap)) < 0)
 				break;
 			continue;
 		}
@@ -539,8 +551,8 @@ static int restore_version(cli *c, uint64_t v, uint32_t world, const char *out, 
 		close(dfd);
 	}
 	if (err == 0)
-		err = publish_dir(stage, out, why, cap);
-	remove_stage(stage);
+		err = cli_publish_dir(stage, out, why, cap);
+	cli_remove_stage(stage);
 	return err;
 }
 
@@ -548,7 +560,9 @@ int cmd_restore(cli *c, int argc, char **argv)
 {
 	const char *out = NULL;
 	for (int i = 1; i < argc; i++) {
-		int r = cli_common_opt(c, argc, argv, &i);
+		int r = cli_daemon_opt(c, argc, argv, &i);
+		if (r == 0)
+			r = cli_common_opt(c, argc, argv, &i);
 		if (r < 0)
 			return cli_usage("restore", "bad value for %s", argv[i]);
 		if (r)
@@ -558,6 +572,13 @@ int cmd_restore(cli *c, int argc, char **argv)
 		else
 			return cli_usage("restore", "unknown option '%s'", argv[i]);
 	}
+	int use = cli_use_daemon(c, "restore");
+	if (use < 0)
+		return -use;
+	if (use && !out)
+		return cli_usage("restore", "--out is required");
+	if (use)
+		return cli_restore_daemon(c, out);
 	if (cli_need(c, 1, 1) < 0 || !out)
 		return cli_usage("restore", "--root, a valid --job and --out are required");
 	if (c->version == VERSION_ALL)
