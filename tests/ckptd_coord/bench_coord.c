@@ -122,7 +122,10 @@ int main(int argc, char **argv)
 	ckptd_coord_close(co);
 	free(s);
 	free(names);
-	if (argc <= 1)
+	/* CKPT_BENCH_KEEP=1: leave the 10^6-record index for tools/bench-ls.sh. */
+	if (getenv("CKPT_BENCH_KEEP"))
+		printf("kept: %s\n", dir);
+	else if (argc <= 1)
 		t_rmrf(base);
 	else
 		t_rm_db(dir);
