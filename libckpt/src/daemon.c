@@ -3,6 +3,7 @@
  * pool, LIST_VERSIONS, COMMIT_NOTICE. */
 #include "daemon.h"
 #include "ctx.h"
+#include "index.h"
 #include "../../ckptd/server/client.h"
 #include "../../ckptd/mem/fdpass.h"
 
@@ -57,6 +58,13 @@ static void on_notice(const ckptd_msg *m, void *arg)
 	d->notices[i].tiers |= m->u.commit_notice.tier;
 	pthread_cond_broadcast(&ctx->notice_cv);
 	pthread_mutex_unlock(&ctx->lock);
+	/* The root keeps it: this node's root holds only its own ranks' shards,
+	 * and a rank restarting without its agent must still know the version
+	 * is complete (restore.c), and never drop its shard as stale. */
+	int err = ckpt__index_note_global(ctx->index, ctx->job, m->u.commit_notice.version, m->u.commit_notice.tier);
+	if (err < 0)
+		LOG_W(&ctx->log, m->u.commit_notice.version, "daemon: cannot record the commit in the index: %s",
+		      ckpt_strerror(err));
 	LOG_T(&ctx->log, m->u.commit_notice.version, "daemon: COMMITTED at tier 0x%x", m->u.commit_notice.tier);
 }
 

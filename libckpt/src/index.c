@@ -11,6 +11,7 @@
 struct ckpt_index {
 	MDB_env *env;
 	MDB_dbi meta, versions, shards;
+	MDB_dbi global; /* versions a ckptd coordinator announced COMMITTED: tiers mask */
 	const ckpt_logger *lg;
 };
 
@@ -155,7 +156,8 @@ int ckpt__index_open(const char *root, const ckpt_logger *lg, ckpt_index **out)
 	if ((rc = mdb_txn_begin(ix->env, NULL, 0, &txn)) ||
 	    (rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &ix->meta)) ||
 	    (rc = mdb_dbi_open(txn, "versions", MDB_CREATE, &ix->versions)) ||
-	    (rc = mdb_dbi_open(txn, "shards", MDB_CREATE, &ix->shards))) {
+	    (rc = mdb_dbi_open(txn, "shards", MDB_CREATE, &ix->shards)) ||
+	    (rc = mdb_dbi_open(txn, "global", MDB_CREATE, &ix->global))) {
 		err = lmdb_err(ix, "open tables", rc);
 		goto fail;
 	}
@@ -410,7 +412,12 @@ int ckpt__index_drop_stale(ckpt_index *ix, const char *job, uint32_t rank, uint6
 	int dropped = 0;
 	for (size_t i = 0; err == 0 && i < a.n; i++) {
 		ckpt_idx_shard s;
+		uint32_t g;
 		if (ckpt__index_get_shard(ix, job, a.v[i], rank, &s) < 0)
+			continue;
+		/* Committed across the cluster (other ranks' shards live in other
+		 * roots): part of a restorable version, never stale. */
+		if (ckpt__index_global(ix, job, a.v[i], &g) == 0)
 			continue;
 		if (before)
 			before(arg, a.v[i]);
@@ -503,7 +510,84 @@ int ckpt__index_remove(ckpt_index *ix, const char *job, uint64_t version)
 	int err = (rc && rc != MDB_NOTFOUND) ? lmdb_err(ix, "delete version", rc) : 0;
 	if (err == 0)
 		err = del_range(ix, txn, ix->shards, kb, kl);
+	if (err == 0 && (rc = mdb_del(txn, ix->global, &k, NULL)) && rc != MDB_NOTFOUND)
+		err = lmdb_err(ix, "delete global commit", rc);
 	return commit(ix, txn, err);
+}
+
+int ckpt__index_note_global(ckpt_index *ix, const char *job, uint64_t version, uint32_t tiers)
+{
+	MDB_txn *txn;
+	CKPT_TRY(begin(ix, 0, &txn));
+	uint8_t kb[CKPT_IDX_KEY_MAX], vb[4];
+	MDB_val k = { ckpt__idx_key(kb, job, version, 0, 0), kb }, v;
+	int rc = mdb_get(txn, ix->global, &k, &v);
+	if (rc == 0 && v.mv_size == 4)
+		tiers |= ckpt__get_le32(v.mv_data);
+	ckpt__put_le32(vb, tiers);
+	v = (MDB_val){ 4, vb };
+	int err = 0;
+	if ((rc = mdb_put(txn, ix->global, &k, &v, 0)))
+		err = lmdb_err(ix, "note global commit", rc);
+	return commit(ix, txn, err);
+}
+
+int ckpt__index_global(ckpt_index *ix, const char *job, uint64_t version, uint32_t *tiers)
+{
+	MDB_txn *txn;
+	CKPT_TRY(begin(ix, 1, &txn));
+	uint8_t kb[CKPT_IDX_KEY_MAX];
+	MDB_val k = { ckpt__idx_key(kb, job, version, 0, 0), kb }, v;
+	int rc = mdb_get(txn, ix->global, &k, &v);
+	int err = rc == MDB_NOTFOUND ? -ENOENT : rc ? lmdb_err(ix, "read global commit", rc) : 0;
+	if (err == 0)
+		*tiers = v.mv_size == 4 ? ckpt__get_le32(v.mv_data) : 0;
+	mdb_txn_abort(txn);
+	return err;
+}
+
+int ckpt__index_global_list(ckpt_index *ix, const char *job, uint32_t mask, uint64_t **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	MDB_txn *txn;
+	CKPT_TRY(begin(ix, 1, &txn));
+	MDB_cursor *c;
+	int rc = mdb_cursor_open(txn, ix->global, &c);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return lmdb_err(ix, "cursor", rc);
+	}
+	uint8_t kb[CKPT_IDX_KEY_MAX];
+	size_t klen = ckpt__idx_key(kb, job, 0, 0, 0), plen = klen - 8, cap = 0;
+	MDB_val k = { klen, kb }, v;
+	int err = 0;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != klen || memcmp(k.mv_data, kb, plen))
+			break;
+		if (v.mv_size != 4 || !(ckpt__get_le32(v.mv_data) & mask))
+			continue;
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 16;
+			uint64_t *p = realloc(*out, cap * sizeof(*p));
+			if (!p) {
+				err = -ENOMEM;
+				break;
+			}
+			*out = p;
+		}
+		(*out)[(*n)++] = ckpt__get_be64((const uint8_t *)k.mv_data + plen);
+	}
+	mdb_cursor_close(c);
+	mdb_txn_abort(txn);
+	if (err == 0 && rc && rc != MDB_NOTFOUND)
+		err = lmdb_err(ix, "scan global commits", rc);
+	if (err < 0) {
+		free(*out);
+		*out = NULL;
+		*n = 0;
+	}
+	return err;
 }
 
 int ckpt__index_each_version(ckpt_index *ix, const char *job, ckpt_idx_version_fn fn, void *arg)

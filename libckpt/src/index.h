@@ -57,6 +57,15 @@ int ckpt__index_shard_done(ckpt_index *ix, const char *job, uint64_t version, ui
  * malloc'd array (*out, free it; NULL when *n is 0). */
 int ckpt__index_select(ckpt_index *ix, const char *job, uint32_t state, uint64_t from,
                        uint64_t **out, size_t *n);
+/* Versions a ckptd coordinator announced COMMITTED (COMMIT_NOTICE): with a
+ * daemon, a job's ranks spread over nodes, each node's root holds its own
+ * ranks' shards only, and this is how a root knows that a version it holds
+ * part of is complete elsewhere. tiers accumulate. */
+int ckpt__index_note_global(ckpt_index *ix, const char *job, uint64_t version, uint32_t tiers);
+/* 0 and *tiers, or -ENOENT when the version was not announced. */
+int ckpt__index_global(ckpt_index *ix, const char *job, uint64_t version, uint32_t *tiers);
+/* Versions announced at a tier in mask, ascending. [out] out: free() it. */
+int ckpt__index_global_list(ckpt_index *ix, const char *job, uint32_t mask, uint64_t **out, size_t *n);
 /* Removes rank's shard records from PENDING versions >= from: a restarted
  * rank's shards of versions after the one it resumed from belong to its
  * previous run. Returns the number removed or a negative error; fn, if not

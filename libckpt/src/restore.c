@@ -32,15 +32,23 @@ static int restore_sink(void *arg, uint32_t ri, uint64_t off, const void *data, 
 	return 0;
 }
 
-static int restore_one(ckpt_ctx *ctx, uint64_t version)
+/* listed: the coordinator lists the version as committed. A version whose
+ * other ranks' shards live in other nodes' roots stays PENDING in this
+ * root's index; it is restorable here when the coordinator lists it, or
+ * announced its commit earlier (the index noted it). */
+static int restore_one(ckpt_ctx *ctx, uint64_t version, int listed)
 {
 	char path[4096], why[512] = "";
 	ckpt_idx_version v;
 	ckpt_idx_shard rec;
+	uint32_t g;
 	int err = ckpt__index_get(ctx->index, ctx->job, version, &v);
 	if (err < 0)
 		return err;
-	if (v.state != CKPT_STATE_COMMITTED) {
+	if (v.state == CKPT_STATE_PENDING && (listed || ckpt__index_global(ctx->index, ctx->job, version, &g) == 0)) {
+		LOG_I(&ctx->log, version, "restore: committed across the cluster; this root holds %u of %u shards",
+		      v.shards_done, v.world_size);
+	} else if (v.state != CKPT_STATE_COMMITTED) {
 		LOG_E(&ctx->log, version, "restore: version is %s, not COMMITTED", ckpt_state_name(v.state));
 		return -CKPT_ENOVERSION;
 	}
@@ -225,7 +233,7 @@ out:
 
 /* With a daemon, node DRAM first; the disk path when that copy is missing
  * or does not verify. */
-static int restore_any(ckpt_ctx *ctx, uint64_t version)
+static int restore_any(ckpt_ctx *ctx, uint64_t version, int listed)
 {
 	if (ctx->daemon) {
 		int err = restore_mem(ctx, version);
@@ -237,7 +245,7 @@ static int restore_any(ckpt_ctx *ctx, uint64_t version)
 			return err;
 		LOG_I(&ctx->log, version, "no usable LOCAL_MEM copy (%s); reading disk", ckpt_strerror(err));
 	}
-	return restore_one(ctx, version);
+	return restore_one(ctx, version, listed);
 }
 
 /* This rank resumes from `base` (0: from scratch); its shards of pending
@@ -264,6 +272,43 @@ static void drop_stale(ckpt_ctx *ctx, uint64_t from)
 		LOG_W(&ctx->log, CKPT_NO_VERSION, "could not drop stale pending shards: %s", ckpt_strerror(n));
 }
 
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* Without the coordinator's word: versions COMMITTED in this root, and those
+ * a coordinator announced committed earlier (noted in the index), ascending. */
+static int local_candidates(ckpt_ctx *ctx, uint64_t **out, size_t *n)
+{
+	uint64_t *c = NULL, *g = NULL;
+	size_t nc = 0, ng = 0;
+	int err = ckpt__index_select(ctx->index, ctx->job, CKPT_STATE_COMMITTED, 0, &c, &nc);
+	if (err == 0)
+		err = ckpt__index_global_list(ctx->index, ctx->job, 0xfu, &g, &ng);
+	if (err < 0) {
+		free(c);
+		return err;
+	}
+	uint64_t *all = realloc(c, (nc + ng + 1) * sizeof(*all));
+	if (!all) {
+		free(c);
+		free(g);
+		return -ENOMEM;
+	}
+	memcpy(all + nc, g, ng * sizeof(*g));
+	free(g);
+	size_t m = nc + ng, k = 0;
+	qsort(all, m, sizeof(*all), cmp_u64);
+	for (size_t i = 0; i < m; i++)
+		if (!k || all[k - 1] != all[i])
+			all[k++] = all[i];
+	*out = all;
+	*n = k;
+	return 0;
+}
+
 int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *restored)
 {
 	if (!ctx || flags)
@@ -271,7 +316,7 @@ int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *rest
 	if (ctx->nregions == 0)
 		return -CKPT_ESTATE;
 	if (version != CKPT_LATEST) {
-		int err = restore_any(ctx, version);
+		int err = restore_any(ctx, version, 0);
 		if (err == 0) {
 			ctx->lineage = ckpt__lineage(ctx->cfg.incarnation, version + 1);
 			drop_stale(ctx, version + 1);
@@ -287,14 +332,15 @@ int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *rest
 	if (ctx->daemon && (err = ckpt__daemon_versions(ctx, &a.v, &a.n)) < 0)
 		LOG_W(&ctx->log, CKPT_NO_VERSION, "restore: daemon cannot list versions (%s); using the local index",
 		      ckpt_strerror(err));
-	if (err < 0 || a.n == 0) {
+	int listed = err == 0 && a.n > 0;
+	if (!listed) {
 		free(a.v);
-		if ((err = ckpt__index_select(ctx->index, ctx->job, CKPT_STATE_COMMITTED, 0, &a.v, &a.n)) < 0)
+		if ((err = local_candidates(ctx, &a.v, &a.n)) < 0)
 			return err;
 	}
 	int first_err = -CKPT_ENOVERSION;
 	for (size_t i = a.n; i-- > 0;) {
-		err = restore_any(ctx, a.v[i]);
+		err = restore_any(ctx, a.v[i], listed);
 		if (err == 0) {
 			if (i + 1 < a.n)
 				LOG_W(&ctx->log, a.v[i], "restored an older version: newer ones did not verify");

@@ -4,7 +4,7 @@
 #ifndef CKPTD_ROLES_TEST_H
 #define CKPTD_ROLES_TEST_H
 
-#include "helpers.h"
+#include "ckptd_helper.h"
 
 #include "addr.h"
 #include "auth.h"
@@ -12,27 +12,11 @@
 #include "fdpass.h"
 #include "proto.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 
-typedef struct daemon_t {
-	pid_t pid;
-	int port;                 /* 0: no TCP */
-	char name[32];
-	char tcp[64];             /* "127.0.0.1:port" */
-	char sock[600], unixa[620];
-	char log[600], root[600];
-	const char *args[24];     /* the role's flags, kept for restarts */
-	int nargs;
-} daemon_t;
+/* A daemon of the test (tests/ckptd_helper.h): on 127.0.0.1, its socket,
+ * log and --root in the test's temp dir. */
+typedef td_daemon daemon_t;
 
 typedef struct rt_env {
 	char dir[512];
@@ -42,48 +26,16 @@ typedef struct rt_env {
 
 static inline uint64_t rt_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static inline int rt_free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t sl = sizeof(a);
-	T_ASSERT(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	T_ASSERT(getsockname(fd, (struct sockaddr *)&a, &sl) == 0);
-	close(fd);
-	return ntohs(a.sin_port);
+	return td_ms();
 }
 
 /* A temp dir with a 0600 cluster token; skips when ckptd is not built. */
 static inline void rt_init(rt_env *e, const char *tag)
 {
-	const char *bin = getenv("CKPT_BIN");
-	char exe[600];
-	if (!bin) {
-		fprintf(stderr, "skip: CKPT_BIN not set\n");
-		exit(T_EXIT_SKIP);
-	}
-	snprintf(exe, sizeof(exe), "%s/ckptd", bin);
-	if (access(exe, X_OK) != 0) {
-		fprintf(stderr, "skip: no %s\n", exe);
-		exit(T_EXIT_SKIP);
-	}
-	signal(SIGPIPE, SIG_IGN);
+	td_require_ckptd();
 	snprintf(e->dir, sizeof(e->dir), "%s", t_tmpdir(tag));
 	snprintf(e->tokpath, sizeof(e->tokpath), "%s/token", e->dir);
-	uint8_t raw[32];
-	char tok[40];
-	t_fill(raw, sizeof(raw), (uint64_t)getpid() ^ (uint64_t)time(NULL));
-	for (size_t i = 0; i < 32; i++)
-		tok[i] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"[raw[i] % 62];
-	tok[32] = 0;
-	int fd = open(e->tokpath, O_WRONLY | O_CREAT | O_EXCL, 0600);
-	T_ASSERT(fd >= 0 && write(fd, tok, 32) == 32);
-	close(fd);
+	td_token_write(e->tokpath, NULL, 0);
 	char err[256];
 	T_ASSERT(ckptd_secret_load_file(e->tokpath, &e->cluster, err, sizeof(err)) == 0);
 }
@@ -95,92 +47,48 @@ static inline ckptd_secret *rt_job_secret(const rt_env *e, const char *job)
 	return s;
 }
 
-/* Describes a daemon; args: the role's flags (NULL-terminated, static). */
-static inline void rt_daemon(const rt_env *e, daemon_t *d, const char *name, int tcp, const char *const *args)
+/* Describes a daemon on host (NULL: no TCP) with the common flags (token,
+ * root, node name, debug log) followed by args (NULL-terminated); kept for
+ * restarts. */
+static inline void rt_daemon_on(const rt_env *e, daemon_t *d, const char *name, const char *host,
+                                const char *const *args)
 {
-	memset(d, 0, sizeof(*d));
-	snprintf(d->name, sizeof(d->name), "%s", name);
-	if (tcp) {
-		d->port = rt_free_port();
-		snprintf(d->tcp, sizeof(d->tcp), "127.0.0.1:%d", d->port);
+	td_daemon_init(d, e->dir, name, host, TD_SOCKET | TD_ROOT);
+	const char *argv[TD_MAX_ARGS] = { "--token-file", e->tokpath, "--root", d->root, "--node", name,
+	                                  "--log-level", "debug" };
+	int n = 8;
+	for (int i = 0; args && args[i]; i++) {
+		if (n + 1 >= TD_MAX_ARGS)
+			T_FAIL("ckptd %s: too many flags", name);
+		argv[n++] = args[i];
 	}
-	snprintf(d->sock, sizeof(d->sock), "%s/%s.sock", e->dir, name);
-	snprintf(d->unixa, sizeof(d->unixa), "unix:%s", d->sock);
-	snprintf(d->log, sizeof(d->log), "%s/%s.log", e->dir, name);
-	snprintf(d->root, sizeof(d->root), "%s/%s.root", e->dir, name);
-	mkdir(d->root, 0700);
-	for (d->nargs = 0; args && args[d->nargs]; d->nargs++)
-		d->args[d->nargs] = args[d->nargs];
+	argv[n] = NULL;
+	td_daemon_set_args(d, argv);
 }
 
+/* As rt_daemon_on, on 127.0.0.1 when tcp is set. */
+static inline void rt_daemon(const rt_env *e, daemon_t *d, const char *name, int tcp, const char *const *args)
+{
+	rt_daemon_on(e, d, name, tcp ? "127.0.0.1" : NULL, args);
+}
+
+/* Starts (or restarts, with the same flags and address) the daemon and
+ * waits until its socket accepts. */
 static inline void rt_start(const rt_env *e, daemon_t *d)
 {
-	char exe[600];
-	snprintf(exe, sizeof(exe), "%s/ckptd", getenv("CKPT_BIN"));
-	const char *argv[48] = { exe, "--socket", d->sock, "--token-file", e->tokpath, "--root", d->root,
-	                         "--node", d->name, "--log-level", "debug" };
-	int n = 11;
-	if (d->port) {
-		argv[n++] = "--listen";
-		argv[n++] = d->tcp;
-	}
-	for (int i = 0; i < d->nargs; i++)
-		argv[n++] = d->args[i];
-	argv[n] = NULL;
-	d->pid = fork();
-	T_ASSERT(d->pid >= 0);
-	if (d->pid == 0) {
-		/* A test that fails or is killed must not leave daemons behind, nor
-		 * keep CTest's output pipe open (CTest would wait for them). */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		unsetenv("CKPT_TOKEN");
-		execv(exe, (char **)argv);
-		_exit(127);
-	}
-	ckptd_addr a;
-	T_ASSERT(ckptd_addr_parse(d->unixa, CKPTD_ADDR_UNIX, &a, NULL) == 0);
-	for (int i = 0; i < 500; i++) {
-		int fd = ckptd_addr_connect(&a, 100);
-		if (fd >= 0) {
-			close(fd);
-			return;
-		}
-		int st;
-		if (waitpid(d->pid, &st, WNOHANG) == d->pid)
-			T_FAIL("ckptd %s exited early (status %d); see %s", d->name, st, d->log);
-		usleep(20000);
-	}
-	T_FAIL("ckptd %s did not come up", d->name);
+	(void)e;
+	td_daemon_start(d, NULL);
 }
 
 static inline void rt_kill9(daemon_t *d)
 {
-	if (d->pid <= 0)
-		return;
-	kill(d->pid, SIGKILL);
-	waitpid(d->pid, NULL, 0);
-	d->pid = 0;
+	td_daemon_kill9(d);
 }
 
 /* SIGTERM; returns the exit status (or -1 after a forced kill). */
 static inline int rt_stop(daemon_t *d)
 {
-	int st = 0;
-	if (d->pid <= 0)
-		return -1;
-	kill(d->pid, SIGTERM);
-	for (int i = 0; i < 1000; i++) {
-		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
-			d->pid = 0;
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		}
-		usleep(10000);
-	}
-	rt_kill9(d);
-	return -1;
+	return td_daemon_stop(d);
 }
 
 static inline ckptd_client *rt_connect(const char *addr, const char *job, uint32_t role, const ckptd_secret *s)

@@ -4,138 +4,66 @@
  * is served; the connection cap; idle timeout; socket file safety;
  * SIGTERM; the token never in ps or the log.
  * Needs CKPT_BIN (the directory holding ckptd). Exit 0 / 1 / 77. */
-#include "helpers.h"
+#include "ckptd_helper.h"
 
 #include "addr.h"
 #include "auth.h"
 #include "client.h"
 #include "proto.h"
 
-#include <sys/prctl.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <sys/wait.h>
-#include <time.h>
+typedef td_daemon daemon_t;
 
-typedef struct daemon {
-	pid_t pid;
-	int port;
-	char sock[600], log[600], tcp[64], unixa[620];
-} daemon_t;
-
-static char dir[512], tokpath[600], token[128];
+static char dir[512], tokpath[600], token[40];
 static ckptd_secret *cluster;
 
 static uint64_t ms_now(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return td_ms();
 }
 
-static int free_port(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t sl = sizeof(a);
-	T_ASSERT(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	T_ASSERT(getsockname(fd, (struct sockaddr *)&a, &sl) == 0);
-	close(fd);
-	return ntohs(a.sin_port);
-}
-
-/* Starts ckptd with the common flags plus extra (NULL-terminated). */
+/* Starts ckptd on 127.0.0.1 and a socket in dir, with the common flags
+ * plus extra (NULL-terminated). */
 static void start(daemon_t *d, const char *name, const char *const *extra)
 {
-	const char *bin = getenv("CKPT_BIN");
-	char exe[600], portarg[64];
-	snprintf(exe, sizeof(exe), "%s/ckptd", bin);
-	d->port = free_port();
-	snprintf(d->sock, sizeof(d->sock), "%s/%s.sock", dir, name);
-	snprintf(d->log, sizeof(d->log), "%s/%s.log", dir, name);
-	snprintf(portarg, sizeof(portarg), "127.0.0.1:%d", d->port);
-	snprintf(d->tcp, sizeof(d->tcp), "%s", portarg);
-	snprintf(d->unixa, sizeof(d->unixa), "unix:%s", d->sock);
-	const char *argv[32] = { exe, "--listen", portarg, "--socket", d->sock, "--token-file", tokpath,
-	                         "--frame-timeout", "1s", "--handshake-timeout", "2s", "--log-level", "debug" };
-	int n = 13;
+	const char *argv[TD_MAX_ARGS] = { "--token-file", tokpath, "--frame-timeout", "1s", "--handshake-timeout", "2s",
+	                                  "--log-level", "debug" };
+	int n = 8;
 	for (int i = 0; extra && extra[i]; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;
-	d->pid = fork();
-	T_ASSERT(d->pid >= 0);
-	if (d->pid == 0) {
-		/* Dies with the test, and keeps CTest's output pipe free. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		unsetenv("CKPT_TOKEN");
-		execv(exe, (char **)argv);
-		_exit(127);
-	}
-	/* Ready once the socket answers. */
-	ckptd_addr a;
-	T_ASSERT(ckptd_addr_parse(d->unixa, CKPTD_ADDR_UNIX, &a, NULL) == 0);
-	for (int i = 0; i < 200; i++) {
-		int fd = ckptd_addr_connect(&a, 100);
-		if (fd >= 0) {
-			close(fd);
-			return;
-		}
-		int st;
-		if (waitpid(d->pid, &st, WNOHANG) == d->pid)
-			T_FAIL("ckptd %s exited early (status %d); see %s", name, st, d->log);
-		usleep(20000);
-	}
-	T_FAIL("ckptd %s did not come up", name);
+	td_daemon_init(d, dir, name, "127.0.0.1", TD_SOCKET);
+	td_daemon_start(d, argv);
 }
 
 static int stop(daemon_t *d)
 {
-	int st = 0;
-	if (d->pid <= 0)
-		return -1;
-	kill(d->pid, SIGTERM);
-	for (int i = 0; i < 500; i++) {
-		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
-			d->pid = 0;
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		}
-		usleep(10000);
-	}
-	kill(d->pid, SIGKILL);
-	waitpid(d->pid, &st, 0);
-	d->pid = 0;
-	return -1;
+	return td_daemon_stop(d);
 }
 
 static int log_has(const daemon_t *d, const char *needle)
 {
-	FILE *f = fopen(d->log, "r");
-	char line[2048];
-	int found = 0;
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, needle) != NULL;
-	fclose(f);
-	return found;
+	return td_log_has(d, needle);
 }
 
 static void wait_log(const daemon_t *d, const char *needle)
 {
-	for (int i = 0; i < 300; i++) {
-		if (log_has(d, needle))
-			return;
-		usleep(10000);
+	td_wait_log(d, needle, 3000);
+}
+
+/* A second ckptd on path that must refuse to start: exits non-zero, soon. */
+static void start_refused(const char *name, const char *path)
+{
+	char log[600];
+	int st;
+	snprintf(log, sizeof(log), "%s/%s.log", dir, name);
+	const char *argv[] = { td_ckptd_exe(), "--socket", path, "--token-file", tokpath, NULL };
+	pid_t p = td_spawn(argv, log);
+	if (td_wait_pid(p, 10000, &st) < 0) {
+		kill(p, SIGKILL);
+		waitpid(p, NULL, 0);
+		T_FAIL("ckptd on %s was expected to refuse to start, but it runs; see %s", path, log);
 	}
-	T_FAIL("no log line containing '%s' in %s", needle, d->log);
+	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) != 0);
 }
 
 static ckptd_client *connect_ok(const char *addr, const char *job, uint32_t role, const ckptd_secret *s)
@@ -146,6 +74,24 @@ static ckptd_client *connect_ok(const char *addr, const char *job, uint32_t role
 	if (r < 0)
 		T_FAIL("connect %s job '%s': %d %s", addr, job ? job : "", r, err);
 	return c;
+}
+
+/* As connect_ok, retrying while the daemon answers BUSY: connections
+ * that were closed (probes, b below) count against --max-conns until the
+ * daemon has seen them close. */
+static ckptd_client *connect_when_free(const char *addr, const ckptd_secret *s)
+{
+	uint64_t end = ms_now() + 3000;
+	for (;;) {
+		ckptd_client *c = NULL;
+		char err[256] = "";
+		int r = ckptd_client_connect(addr, NULL, CKPTD_ROLE_CLI, s, 3000, &c, err, sizeof(err));
+		if (r == 0)
+			return c;
+		if (r != -EBUSY || ms_now() >= end)
+			T_FAIL("connect %s: %d %s", addr, r, err);
+		usleep(20000);
+	}
 }
 
 static void status_ok(ckptd_client *c, const char *job)
@@ -417,34 +363,20 @@ static void test_cap_idle(void)
 	T_ASSERT(stat(d2.sock, &st) == 0 && (st.st_mode & 0777) == 0600);
 
 	/* ... but a live daemon's socket is not */
-	daemon_t d3 = d2;
-	{
-		char exe[600];
-		snprintf(exe, sizeof(exe), "%s/ckptd", getenv("CKPT_BIN"));
-		pid_t p = fork();
-		if (p == 0) {
-			int nul = open("/dev/null", O_WRONLY);
-			dup2(nul, 2);
-			execl(exe, exe, "--socket", d2.sock, "--token-file", tokpath, (char *)NULL);
-			_exit(127);
-		}
-		int ws;
-		waitpid(p, &ws, 0);
-		T_ASSERT(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
-		T_ASSERT(stat(d2.sock, &st) == 0);
-	}
-	(void)d3;
+	start_refused("d2-second", d2.sock);
+	T_ASSERT(stat(d2.sock, &st) == 0);
 
-	ckptd_client *a = connect_ok(d2.unixa, NULL, CKPTD_ROLE_CLI, cluster);
-	ckptd_client *b = connect_ok(d2.tcp, NULL, CKPTD_ROLE_CLI, cluster);
+	/* the readiness probe and the second daemon's liveness probe have
+	 * connected and closed: a and b wait until they are gone */
+	ckptd_client *a = connect_when_free(d2.unixa, cluster);
+	ckptd_client *b = connect_when_free(d2.tcp, cluster);
 	ckptd_client *c = NULL;
 	char err[256];
 	T_ERR(ckptd_client_connect(d2.tcp, NULL, CKPTD_ROLE_CLI, cluster, 3000, &c, err, sizeof(err)), -EBUSY);
 	wait_log(&d2, "refused: connection limit (2) reached");
 	status_ok(a, NULL);
 	ckptd_client_close(b);
-	usleep(100000);
-	c = connect_ok(d2.tcp, NULL, CKPTD_ROLE_CLI, cluster);
+	c = connect_when_free(d2.tcp, cluster);
 	status_ok(c, NULL);
 	ckptd_client_close(c);
 	/* idle: silent for longer than 1 s */
@@ -463,22 +395,12 @@ static void test_cap_idle(void)
 
 static void test_not_a_socket(void)
 {
-	char path[600], exe[600];
+	char path[600];
 	snprintf(path, sizeof(path), "%s/plain-file", dir);
 	FILE *f = fopen(path, "w");
 	fputs("keep me\n", f);
 	fclose(f);
-	snprintf(exe, sizeof(exe), "%s/ckptd", getenv("CKPT_BIN"));
-	pid_t p = fork();
-	if (p == 0) {
-		int nul = open("/dev/null", O_WRONLY);
-		dup2(nul, 2);
-		execl(exe, exe, "--socket", path, "--token-file", tokpath, (char *)NULL);
-		_exit(127);
-	}
-	int ws;
-	waitpid(p, &ws, 0);
-	T_ASSERT(WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+	start_refused("plain-file", path);
 	struct stat st;
 	T_ASSERT(stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 8);
 	fprintf(stderr, "ok: a file that is not a socket is never replaced\n");
@@ -503,26 +425,10 @@ static void test_token_hidden(const daemon_t *d)
 
 int main(void)
 {
-	const char *bin = getenv("CKPT_BIN");
-	char exe[600];
-	if (!bin)
-		return T_EXIT_SKIP;
-	snprintf(exe, sizeof(exe), "%s/ckptd", bin);
-	if (access(exe, X_OK) != 0) {
-		fprintf(stderr, "skip: no %s\n", exe);
-		return T_EXIT_SKIP;
-	}
-	signal(SIGPIPE, SIG_IGN);
+	td_require_ckptd();
 	snprintf(dir, sizeof(dir), "%s", t_tmpdir("ckptd-server"));
 	snprintf(tokpath, sizeof(tokpath), "%s/token", dir);
-	uint8_t raw[24];
-	t_fill(raw, sizeof(raw), (uint64_t)getpid() ^ (uint64_t)time(NULL));
-	for (size_t i = 0; i < sizeof(raw); i++)
-		token[i] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"[raw[i] % 62];
-	int fd = open(tokpath, O_WRONLY | O_CREAT | O_EXCL, 0600);
-	T_ASSERT(fd >= 0 && write(fd, token, strlen(token)) == (ssize_t)strlen(token));
-	(void)!write(fd, "\n", 1);
-	close(fd);
+	td_token_write(tokpath, token, sizeof(token));
 	char err[256];
 	T_OK(ckptd_secret_load_file(tokpath, &cluster, err, sizeof(err)));
 
