@@ -297,7 +297,8 @@ static int local_candidates(ckpt_ctx *ctx, uint64_t **out, size_t *n)
 		free(g);
 		return -ENOMEM;
 	}
-	memcpy(all + nc, g, ng * sizeof(*g));
+	if (ng)
+		memcpy(all + nc, g, ng * sizeof(*g));
 	free(g);
 	size_t m = nc + ng, k = 0;
 	qsort(all, m, sizeof(*all), cmp_u64);
