@@ -50,7 +50,7 @@ root_versions() {
 # wait_for WHAT WANT: polls daemon_versions/root_versions until it prints WANT.
 wait_for() {
 	local got=
-	for _ in $(seq 50); do
+	for _ in $(seq 200); do
 		got=$($1) || true
 		[ "$got" = "$2" ] && return 0
 		sleep 0.1
@@ -162,7 +162,7 @@ wait_for root_versions "12 14"
 stop
 start "agent.after_disk_delete=kill"
 "$BIN/ckpt" rm --daemon "unix:$sock" --job jr --version 12 >/dev/null 2>&1 || true
-for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$pid" 2>/dev/null && fail "the fault did not kill the agent"
 wait "$pid" 2>/dev/null || true
 pid=
@@ -182,7 +182,7 @@ wait_for daemon_versions "14 16 18"
 stop
 start "gc.mid_delete=kill"
 "$BIN/ckpt" rm --daemon "unix:$sock" --job jr --version 16 >/dev/null 2>&1 || true
-for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$pid" 2>/dev/null && fail "gc.mid_delete did not kill the agent"
 wait "$pid" 2>/dev/null || true
 pid=

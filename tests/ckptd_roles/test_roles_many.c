@@ -2,8 +2,8 @@
  * daemon in --role both: every save of every round commits, and the
  * daemon's resident memory stays bounded.
  *
- * The bound: VmRSS is read once the pool is faulted in and the ranks are
- * connected, and again after ROUNDS saves of every rank. What may grow in
+ * The bound: VmRSS is read once the job's pool is faulted in and the ranks
+ * are connected, and again after ROUNDS saves of every rank. What may grow in
  * between is per-request state (replies queued, the coordinator's batch
  * arrays: tens of bytes per rank), LMDB pages touched in the two indexes
  * (256 x ROUNDS records of under 100 bytes: well under 1 MiB each) and
@@ -76,6 +76,9 @@ int main(void)
 		T_ASSERT(pthread_create(&th[r], NULL, rank_main, &args_[r]) == 0);
 	}
 	pthread_barrier_wait(&connected);
+	/* The job's DRAM pool is made on a thread when its first rank
+	 * registers: measure once it is faulted in. */
+	td_wait_log(&d, "DRAM pool ready", 20000);
 	long before = rss_kb(d.pid);
 	uint64_t t0 = rt_ms();
 	pthread_barrier_wait(&measured);
