@@ -57,17 +57,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ckptd: --token-file: %s\n", err[0] ? err : strerror(-r));
 		goto out;
 	}
+	/* The roles keep their indexes (and an agent its disk tier) there. */
+	if (!cfg.root) {
+		fprintf(stderr, "ckptd: --root DIR is required (the daemon's LMDB index and disk tier; or CKPT_ROOT)\n");
+		rc = 2;
+		goto out;
+	}
 	r = ckptd_server_new(&cfg, secret, &log, &srv, err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "ckptd: %s\n", err);
 		rc = (r == -EINVAL) ? 2 : 1;
-		goto out;
-	}
-	/* Without a root the roles have nowhere to keep their indexes: the core
-	 * alone (handshake, STATUS) still runs, as before the roles existed. */
-	if (!cfg.root) {
-		CKPTD_WARN(&log, NULL, NULL, "--root not set: serving the handshake and STATUS only (no agent or coordinator)");
-		rc = ckptd_server_run(srv) == 0 ? 0 : 1;
 		goto out;
 	}
 	r = ckptd_roles_start(srv, &cfg, secret, &log, &roles, err, sizeof(err));

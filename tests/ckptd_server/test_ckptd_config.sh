@@ -79,8 +79,11 @@ bad "token" "$CKPTD" --socket "$dir/s.sock"
 echo "0123456789abcdef0123" > "$dir/tok"; chmod 644 "$dir/tok"
 bad "token-file" "$CKPTD" --socket "$dir/s.sock" --token-file "$dir/tok"
 [ -e "$dir/s.sock" ] && fail "socket created despite a bad token file"
-# nothing to listen on
+# nothing to listen on; no root for the indexes
 chmod 600 "$dir/tok"
-bad "listen" "$CKPTD" --token-file "$dir/tok"
+mkdir -p "$dir/root"
+bad "listen" "$CKPTD" --token-file "$dir/tok" --root "$dir/root"
+bad "root DIR is required" "$CKPTD" --token-file "$dir/tok" --socket "$dir/s.sock"
+[ -e "$dir/s.sock" ] && fail "socket created without a root"
 echo "ok: help, precedence, bad values"
 exit 0

@@ -25,13 +25,13 @@ static uint64_t ms_now(void)
  * plus extra (NULL-terminated). */
 static void start(daemon_t *d, const char *name, const char *const *extra)
 {
+	td_daemon_init(d, dir, name, "127.0.0.1", TD_SOCKET | TD_ROOT);
 	const char *argv[TD_MAX_ARGS] = { "--token-file", tokpath, "--frame-timeout", "1s", "--handshake-timeout", "2s",
-	                                  "--log-level", "debug" };
-	int n = 8;
+	                                  "--log-level", "debug", "--root", d->root };
+	int n = 10;
 	for (int i = 0; extra && extra[i]; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;
-	td_daemon_init(d, dir, name, "127.0.0.1", TD_SOCKET);
 	td_daemon_start(d, argv);
 }
 
@@ -56,7 +56,10 @@ static void start_refused(const char *name, const char *path)
 	char log[600];
 	int st;
 	snprintf(log, sizeof(log), "%s/%s.log", dir, name);
-	const char *argv[] = { td_ckptd_exe(), "--socket", path, "--token-file", tokpath, NULL };
+	char root[600];
+	snprintf(root, sizeof(root), "%s/%s.root", dir, name);
+	mkdir(root, 0700);
+	const char *argv[] = { td_ckptd_exe(), "--socket", path, "--token-file", tokpath, "--root", root, NULL };
 	pid_t p = td_spawn(argv, log);
 	if (td_wait_pid(p, 10000, &st) < 0) {
 		kill(p, SIGKILL);
