@@ -734,6 +734,7 @@ static int vcollect_cb(void *arg, const ckptd_aidx_rec *r)
 	it->res.rank = r->rank;
 	it->res.tier = r->tier;
 	it->checksum = r->checksum;
+	it->lineage = r->lineage;
 	it->seg_id = UINT64_MAX;
 	if (r->tier == CKPT_TIER_LOCAL_MEM) {
 		ckptd_pool *pool = ckptd_jpools_get(c->a->pools, r->job, NULL);

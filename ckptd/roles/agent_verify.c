@@ -52,7 +52,15 @@ static int same_shard(const ckptd_vtask *t, const ckptd_vitem *it, const ckpt_sh
 		         (unsigned long long)s->header.version, s->header.rank);
 		return 0;
 	}
-	if (it->checksum && s->tail.footer_checksum != it->checksum) {
+	/* The recorded checksum names the shard (its DRAM image's footer, see
+	 * SHARD_DONE), which a compressed disk file does not repeat: the run that
+	 * wrote the copy must match, and every chunk's checksum then does the rest. */
+	if (it->lineage && s->header.lineage && s->header.lineage != it->lineage) {
+		snprintf(why, cap, "written by another run of the job (lineage %016llx, recorded %016llx)",
+		         (unsigned long long)s->header.lineage, (unsigned long long)it->lineage);
+		return 0;
+	}
+	if (it->img && it->checksum && s->tail.footer_checksum != it->checksum) {
 		snprintf(why, cap, "footer checksum %016llx differs from the recorded %016llx",
 		         (unsigned long long)s->tail.footer_checksum, (unsigned long long)it->checksum);
 		return 0;

@@ -74,7 +74,8 @@ typedef struct ckptd_vitem {
 	uint64_t len;
 	uint64_t seg_id;
 	char path[CKPTD_PATH_MAX + 80];
-	uint64_t checksum; /* the footer checksum recorded for it; 0: not checked */
+	uint64_t checksum; /* the shard's recorded checksum (a DRAM image's own footer); 0: not checked */
+	uint64_t lineage;  /* the run recorded as its writer; 0: not checked */
 } ckptd_vitem;
 typedef struct ckptd_vtask ckptd_vtask;
 /* In the event loop, once every item has its result; items are freed after. */

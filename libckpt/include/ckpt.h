@@ -23,6 +23,11 @@
  *  - Memory: the staging pool is allocated, pre-faulted and (where the memlock
  *    limit allows) locked when the context opens, and reused for every save.
  *    Its size bounds the memory libckpt uses for snapshots; it never grows.
+ *    With the LOCAL_MEM tier (a ckptd agent on a Unix socket) a save
+ *    snapshots host regions straight into a segment of the agent's shared
+ *    memory instead, so the copy outlives the process; the staging pool then
+ *    only carries CUDA chunks. The context keeps one mapping of the agent's
+ *    pool for as long as it is open.
  *  - Regions: a registered region's memory must stay valid until the context
  *    is closed. A save copies it before ckpt_save() returns; after that the
  *    caller may change it freely.
@@ -83,6 +88,9 @@ enum {
 	CKPT_EDEVICE,   /* a CUDA call failed (details in the log) */
 	CKPT_ECONTRACT, /* lazy save: state changed before ckpt_fence, or the
 	                   copy was corrupted on its way from the device */
+	CKPT_EUNAVAIL,  /* the tier is not available to this context: no ckptd
+	                   agent could be reached when it opened, or the agent's
+	                   address is TCP, where no DRAM segment can be handed over */
 	CKPT_ELAST
 };
 
@@ -180,12 +188,19 @@ typedef struct ckpt_config {
 	                           (TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT), else 0.
 	                           With the version a rank restored, it keeps shards of
 	                           different runs out of one version. */
-	const char *daemon;     /* the node's ckptd agent, "unix:/path" (or "host:port"); NULL:
-	                           embedded mode, no daemon. Needed for CKPT_TIER_LOCAL_MEM.
-	                           CKPT_DAEMON */
+	const char *daemon;     /* the node's ckptd agent, "unix:/path", or "host:port" (no
+	                           LOCAL_MEM there: DRAM segments pass over the Unix socket
+	                           only); NULL: embedded mode, no daemon. Needed for
+	                           CKPT_TIER_LOCAL_MEM. CKPT_DAEMON */
 	const char *token_file; /* 0600 file holding the cluster token the job's secret is
 	                           derived from; NULL: the CKPT_TOKEN variable. CKPT_TOKEN_FILE */
 	void *owned_strings;    /* private: strings ckpt_config_load_file allocated */
+	int daemon_required;    /* 0 (default): an agent that cannot be reached when the
+	                           context opens (nobody listening, no socket, timeout) is
+	                           logged as a warning and the context runs embedded:
+	                           local_disk only, LOCAL_MEM waits fail with
+	                           -CKPT_EUNAVAIL. 1: ckpt_ctx_open fails instead. A refused
+	                           token fails the open either way. CKPT_DAEMON_REQUIRED */
 } ckpt_config;
 
 /* Fills cfg with defaults, then applies CKPT_* environment variables.
@@ -211,11 +226,18 @@ typedef struct ckpt_ctx ckpt_ctx;
 
 /* Opens a context: validates cfg, creates the root and its index if needed,
  * allocates and pre-faults the staging pool, starts the background threads,
- * and finishes any deletion a crashed process left half-done.
+ * and finishes any deletion a crashed process left half-done. With cfg->daemon
+ * set, it also authenticates to the ckptd agent and registers the rank; an
+ * agent that cannot be reached is an error only with cfg->daemon_required
+ * (otherwise a warning naming the address, and embedded mode).
  * [in] cfg  copied; the caller may free it afterwards.
  * [out] out the new context, NULL on error.
  * Returns 0; -CKPT_ECONFIG / -CKPT_ENAME on bad configuration; -ENOMEM if the
- * pool cannot be allocated; -errno for filesystem errors; -CKPT_EINDEX. */
+ * pool cannot be allocated; -errno for filesystem errors; -CKPT_EINDEX.
+ * With a daemon: -EACCES (the agent refused the token), -ENOKEY (no token),
+ * -EINVAL (bad address), -CKPT_EFORMAT (another protocol version), -EPROTO
+ * (registration refused); with daemon_required, also -ECONNREFUSED, -ENOENT,
+ * -ETIMEDOUT and the like when the agent is unreachable. */
 CKPT_API int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out);
 
 /* Waits for every save in progress to finish persisting (their handles stay
@@ -287,8 +309,11 @@ typedef struct ckpt_handle ckpt_handle;
 #define CKPT_SAVE_LAZY 0x1u
 
 /* Takes a checkpoint of every registered region as `version` (normally the
- * training step). Returns once the snapshot is in the staging pool; the rest
- * runs in the background.
+ * training step). Returns once the snapshot is in the staging pool, or, with
+ * the LOCAL_MEM tier, in the segment the ckptd agent granted for it; the rest
+ * runs in the background. If the agent cannot grant a segment (its pool is
+ * full, the link is lost) the save goes through the staging pool to disk
+ * alone, with a warning, and the handle's LOCAL_MEM status says why.
  * [out] out  a handle to wait on; free it with ckpt_handle_free (may be NULL
  *            if the caller does not want one).
  * Returns 0; -CKPT_ESKIPPED / -CKPT_ETOOBIG per CKPT_POOL_SKIP; -EEXIST if
@@ -314,9 +339,17 @@ CKPT_API int ckpt_cuda_available(void);
 /* Waits until the save is durable at `tier` (only CKPT_TIER_LOCAL_DISK in
  * the embedded default) or failed. CKPT_TIER_LOCAL_MEM (with a daemon):
  * returns once the daemon announced the version COMMITTED in node DRAM
- * (every rank's shard there); -ENOSPC if the agent had no room for this
- * rank's shard (the save still counts on disk). A LOCAL_MEM wait needs the
- * context open (its daemon connection); a LOCAL_DISK wait does not.
+ * (every rank's shard there). This rank's DRAM copy is reported as soon as
+ * every chunk of it is checksummed, without waiting for the disk. Errors of
+ * this tier alone (the save still counts on disk): -ENOSPC if the agent had
+ * no room for this rank's shard; -CKPT_EUNAVAIL if the tier is not
+ * available to the context (agent unreachable at open, TCP address);
+ * -ENOTCONN if the link to the agent was lost; -EEXIST if the agent already
+ * held this rank's copy of the version (an earlier attempt); the save's own
+ * error if it failed before its DRAM copy was complete. A LOCAL_MEM wait
+ * needs the context open (its daemon connection); a LOCAL_DISK wait does
+ * not. For LOCAL_MEM, st->stored_bytes is the size of the DRAM copy and
+ * st->durable_ns the time until it was reported to the agent.
  * [in] timeout_ms  -1 waits forever.
  * [out] st         may be NULL; set st->size first.
  * Returns 0 when durable; the save's error if it failed (also in st->error);

@@ -50,7 +50,9 @@ static const cfg_entry table[] = {
 	{ "incarnation", T_U64, F(incarnation), "0", "CKPT_INCARNATION",
 	  "launch number of the job (default: TORCHELASTIC_RESTART_COUNT or SLURM_RESTART_COUNT)" },
 	{ "daemon", T_STR, F(daemon), NULL, "CKPT_DAEMON",
-	  "local ckptd agent, unix:/path (unset: embedded mode, no daemon)" },
+	  "local ckptd agent: unix:/path, or host:port without local_mem (unset: embedded mode)" },
+	{ "daemon_required", T_BOOL, F(daemon_required), "0", "CKPT_DAEMON_REQUIRED",
+	  "1: opening fails when the agent is unreachable; 0: warn and run embedded (local_disk)" },
 	{ "token_file", T_STR, F(token_file), NULL, "CKPT_TOKEN_FILE",
 	  "0600 file with the cluster token (unset: the CKPT_TOKEN variable)" },
 };

@@ -28,6 +28,8 @@ static const char *const own_errors[] = {
 	[CKPT_EDEVICE - CKPT_ERRNO_OFFSET] = "CUDA call failed",
 	[CKPT_ECONTRACT - CKPT_ERRNO_OFFSET] =
 		"device state changed before ckpt_fence, or corrupted between device and host",
+	[CKPT_EUNAVAIL - CKPT_ERRNO_OFFSET] =
+		"storage tier not available: no ckptd agent reachable, or DRAM segments need its Unix socket",
 };
 /* Every code has its text: a new code without one fails to compile. */
 _Static_assert(sizeof(own_errors) / sizeof(own_errors[0]) == CKPT_ELAST - CKPT_ERRNO_OFFSET,
@@ -276,6 +278,16 @@ int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 	/* The handshake happens here, before the io thread takes the link over. */
 	if (ctx->daemon_addr && (err = ckpt__daemon_open(ctx)) < 0)
 		goto fail;
+	if (cfg->tiers & CKPT_TIER_LOCAL_MEM) {
+		ctx->mem_tier = ckpt__daemon_segments(ctx);
+		ctx->mem_unavail = ctx->mem_tier ? 0 : -CKPT_EUNAVAIL;
+		/* Unreachable agents were reported by ckpt__daemon_open. */
+		if (ctx->daemon && !ctx->mem_tier)
+			LOG_W(&ctx->log, CKPT_NO_VERSION,
+			      "LOCAL_MEM skipped: %s is a TCP address, and DRAM segments are handed over the agent's "
+			      "Unix socket only; saves go to local_disk",
+			      ctx->daemon_addr);
+	}
 	if ((err = ckpt__pipeline_start(ctx)) < 0)
 		goto fail;
 	*out = ctx;

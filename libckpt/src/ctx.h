@@ -37,13 +37,17 @@ typedef struct tagged_io {
 	struct tagged_io *next;   /* on the failed-submission list */
 } tagged_io;
 
-/* One chunk on its way from staging to disk. */
+/* One chunk on its way from staging (or the LOCAL_MEM segment) to disk. */
 typedef struct ckpt_chunk_task {
 	ckpt_save_op *op;
 	uint32_t index;     /* in the shard's chunk table */
 	int slot;           /* staging slot holding the raw bytes, -1 once released */
 	int cbuf;           /* compression buffer, -1 if none */
-	void *out;          /* what gets written: slot or compression buffer */
+	uint8_t *mem;       /* LOCAL_MEM: the chunk's place in the segment (the raw bytes
+	                       once the snapshot, or for a device chunk the worker, put them
+	                       there); NULL when staged */
+	uint64_t img_off;   /* LOCAL_MEM: its offset in the segment's shard image */
+	void *out;          /* what gets written: slot, segment or compression buffer */
 	uint32_t raw_len;
 	int dev;            /* the bytes come from the device: wait for the slot's copy */
 	uint32_t stored_len;
@@ -71,6 +75,8 @@ struct ckpt_save_op {
 	uint32_t chunks_total;
 	uint32_t chunks_queued;   /* handed to the pipeline by the snapshot */
 	uint32_t chunks_written;
+	uint32_t chunks_summed;   /* LOCAL_MEM, with ctx->lock: chunks checksummed */
+	int mem_ready;           /* with ctx->lock: every chunk checksummed, the copy can be reported */
 	int snapshot_done;
 	uint64_t next_off;       /* file space allocator (aligned) */
 	enum op_stage stage;
@@ -82,7 +88,17 @@ struct ckpt_save_op {
 	tagged_io aux;           /* header, trailer, sync: one at a time */
 	ckpt_chunk_task *tasks;  /* one per chunk */
 	uint64_t file_bytes;     /* the shard file's length, once the trailer is placed */
+	/* LOCAL_MEM: the snapshot went into a segment of the agent's pool that
+	 * holds an uncompressed shard image (docs/format.md); NULL once reported
+	 * (the agent owns it then) or when the save is staged. */
+	uint8_t *seg;
+	uint64_t seg_bytes;      /* the image's length */
+	uint64_t img_footer_off; /* where its footer starts */
+	int fixed_layout;        /* the disk file is the image byte for byte (no compression) */
+	int mem_state;           /* with op->mu: 0 in progress, 1 reported, -1 failed (mem_error) */
 	int mem_error;           /* LOCAL_MEM: 0, or why this rank's copy is missing */
+	uint64_t mem_sum;        /* the image's footer checksum, as reported */
+	uint64_t mem_ns;         /* save entry to the DRAM copy reported */
 	uint32_t tiers;          /* the context's tiers, kept: a handle may outlive it */
 	/* result */
 	int error;
@@ -104,6 +120,8 @@ struct ckpt_ctx {
 	ckpt_config cfg;         /* strings point into the owned copies below */
 	char *job, *root, *backend_name, *daemon_addr, *token_file;
 	struct ckpt_daemon *daemon; /* the ckptd agent's link; NULL in embedded mode */
+	int mem_tier;            /* LOCAL_MEM wanted and possible: a Unix-socket link */
+	int mem_unavail;         /* LOCAL_MEM wanted but not possible: -CKPT_EUNAVAIL, else 0 */
 	pthread_cond_t notice_cv;   /* with lock: a COMMIT_NOTICE arrived */
 	ckpt_logger log;
 	ckpt_faults faults;
@@ -130,6 +148,11 @@ struct ckpt_ctx {
 	pthread_cond_t work_cv;  /* workers wait for tasks */
 	pthread_cond_t space_cv; /* snapshot waits for slots / cbufs / io credits */
 	ckpt_chunk_task *work_head, *work_tail;
+	ckpt_chunk_task *write_head, *write_tail; /* LOCAL_MEM chunks checksummed, to write */
+	ckpt_save_op *seg_reader; /* io thread: the op whose DRAM copy was reported while its
+	                             disk writes still read the segment (at most one) */
+	int mem_reported;        /* io thread: some DRAM copy was reported */
+	uint64_t mem_newest;     /* io thread: the newest version reported */
 	uint32_t inflight;       /* data I/Os submitted, not completed */
 	int stopping;
 	int hold_work;           /* workers leave queued chunks alone (snapshot running) */
@@ -141,6 +164,7 @@ struct ckpt_ctx {
 	ckpt_save_op *live;      /* saves not finished */
 	tagged_io *failed_head, *failed_tail; /* submissions that failed */
 	tagged_io wake_io;
+	int wake_pending;        /* with lock: a wake-up for mem_ready is on its way */
 	uint32_t nlive;
 };
 

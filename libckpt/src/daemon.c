@@ -1,6 +1,6 @@
 /* The link to the node's ckptd agent (docs/protocol.md): REGISTER_RANK,
  * SHARD_DONE per tier, SEGMENT_REQUEST write/read into the agent's DRAM
- * pool, LIST_VERSIONS, COMMIT_NOTICE. */
+ * pool (Unix socket only), LIST_VERSIONS, COMMIT_NOTICE. */
 #include "daemon.h"
 #include "ctx.h"
 #include "index.h"
@@ -8,9 +8,10 @@
 #include "../../ckptd/mem/fdpass.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,16 +19,35 @@
 /* Committed (version, tiers) pairs remembered for waiters: saves in flight
  * are few, so a small ring is enough. */
 #define NOTICE_RING 64
+/* Mappings of an earlier pool fd, kept until close: saves in flight may
+ * still read their segment through them. The pool fd is fixed for an
+ * agent's life, so this only fills if the agent is replaced under us. */
+#define OLD_MAPS 4
+/* Page tables are built for the pool in units of this many bytes. */
+#define POP_UNIT (2ull << 20)
 
 struct ckpt_daemon {
 	pthread_mutex_t mu;    /* the client is used by one thread at a time */
 	ckptd_client *client;
+	int unix_link;         /* segments can pass (a Unix socket) */
+	int joined;            /* registered: a failure from now on is a lost link */
+	int broken;            /* with mu and ctx->lock: the connection failed */
 	/* One mapping of the pool per context, reused by every grant: a fresh
 	 * mapping per save would pay the page faults again (ckptd/mem/README.md). */
 	ckptd_mapping map;
 	int map_write;
 	dev_t map_dev;
 	ino_t map_ino;
+	ckptd_mapping old[OLD_MAPS];
+	/* Which units of the mapping have their page tables built for writing.
+	 * A unit is faulted in once, at its first grant or by the io thread
+	 * while idle, and never again: redoing it on present page tables still
+	 * costs half a memcpy. pop_mu guards these and, for the idle fill, the
+	 * mapping's address (taken under mu as well when it changes). */
+	pthread_mutex_t pop_mu;
+	uint64_t *pop;
+	size_t pop_units, pop_left, pop_next;
+	uint32_t pop_gen;
 	/* with ctx->lock */
 	struct { uint64_t version; uint32_t tiers; } notices[NOTICE_RING];
 	uint32_t nnext;
@@ -68,21 +88,64 @@ static void on_notice(const ckptd_msg *m, void *arg)
 	LOG_T(&ctx->log, m->u.commit_notice.version, "daemon: COMMITTED at tier 0x%x", m->u.commit_notice.tier);
 }
 
-/* A call whose answer must be `want`; an ERROR answer becomes *code. */
+/* With d->mu held: the connection is unusable after a transport error
+ * (ckptd_client_call). Said once; waiters for notices wake up and give up,
+ * and saves go to disk alone from here on. */
+static void link_lost(ckpt_ctx *ctx, int err)
+{
+	struct ckpt_daemon *d = ctx->daemon;
+	if (d->broken)
+		return;
+	if (d->joined)
+		LOG_W(&ctx->log, CKPT_NO_VERSION, "lost the ckptd agent %s (%s): saves go to local disk only from now on",
+		      ctx->daemon_addr, ckpt_strerror(err));
+	pthread_mutex_lock(&ctx->lock);
+	d->broken = 1;
+	pthread_cond_broadcast(&ctx->notice_cv);
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+/* With d->mu held. A call whose answer must be `want`; an ERROR answer
+ * becomes *code. */
 static int call_expect(ckpt_ctx *ctx, const ckptd_msg *req, uint16_t want, ckptd_msg *rep, uint32_t *code)
 {
+	if (ctx->daemon->broken)
+		return -ENOTCONN;
 	int r = ckptd_client_call(ctx->daemon->client, req, rep);
-	if (r < 0)
+	if (r < 0) {
+		if (r != -EINVAL)
+			link_lost(ctx, r);
 		return r;
+	}
 	if (rep->type == want)
 		return 0;
 	if (code)
 		*code = rep->type == CKPTD_MSG_ERROR ? rep->u.error.code : 0;
-	if (rep->type == CKPTD_MSG_ERROR)
+	int err = -EPROTO;
+	if (rep->type == CKPTD_MSG_ERROR) {
 		LOG_T(&ctx->log, CKPT_NO_VERSION, "daemon: %s refused: %u %s", ckptd_msg_name(req->type),
 		      rep->u.error.code, rep->u.error.text);
+		/* The answers a caller acts on, as errno values that say so. */
+		err = rep->u.error.code == CKPTD_ERR_NOT_FOUND ? -ENOENT
+		    : rep->u.error.code == CKPTD_ERR_NO_SPACE  ? -ENOSPC
+		    : rep->u.error.code == CKPTD_ERR_BUSY      ? -EBUSY
+		    : rep->u.error.code == CKPTD_ERR_DENIED    ? -EACCES
+		                                               : -EPROTO;
+	}
 	ckptd_msg_free(rep);
-	return -EPROTO;
+	return err;
+}
+
+/* Errors that say the agent is not there (down, restarting, no socket yet),
+ * as opposed to a configuration error such as a refused token. */
+static int unreachable(int err)
+{
+	switch (-err) {
+	case ECONNREFUSED: case ENOENT: case ETIMEDOUT: case EHOSTUNREACH: case ENETUNREACH:
+	case ECONNRESET: case ECONNABORTED: case EPIPE: case ENOTCONN: case EBUSY: case EADDRNOTAVAIL:
+		return 1;
+	}
+	return 0;
 }
 
 int ckpt__daemon_open(ckpt_ctx *ctx)
@@ -90,29 +153,30 @@ int ckpt__daemon_open(ckpt_ctx *ctx)
 	char why[300] = "";
 	ckptd_secret *cluster = NULL, *job = NULL;
 	ckptd_msg rep;
-	int err;
+	int err, reaching = 0;
 	struct ckpt_daemon *d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
 	pthread_mutex_init(&d->mu, NULL);
+	pthread_mutex_init(&d->pop_mu, NULL);
 	ctx->daemon = d;
+	d->unix_link = !strncmp(ctx->daemon_addr, "unix:", 5);
 	if (ctx->token_file)
 		err = ckptd_secret_load_file(ctx->token_file, &cluster, why, sizeof(why));
 	else
 		err = ckptd_secret_load_env(NULL, &cluster, why, sizeof(why));
 	if (err < 0) {
-		LOG_E(&ctx->log, CKPT_NO_VERSION, "daemon: no token (%s): %s",
-		      ctx->token_file ? ctx->token_file : CKPTD_TOKEN_ENV, why[0] ? why : ckpt_strerror(err));
+		snprintf(why + strlen(why), sizeof(why) - strlen(why), "%sno token from %s", why[0] ? ": " : "",
+		         ctx->token_file ? ctx->token_file : CKPTD_TOKEN_ENV);
 		goto out;
 	}
 	if ((err = ckptd_secret_derive_job(cluster, ctx->job, &job)) < 0)
 		goto out;
+	reaching = 1;
 	err = ckptd_client_connect(ctx->daemon_addr, ctx->job, CKPTD_ROLE_RANK, job, 0, &d->client, why,
 	                           sizeof(why));
-	if (err < 0) {
-		LOG_E(&ctx->log, CKPT_NO_VERSION, "daemon %s: %s", ctx->daemon_addr, why[0] ? why : ckpt_strerror(err));
+	if (err < 0)
 		goto out;
-	}
 	ckptd_client_on_notice(d->client, on_notice, ctx);
 	ckptd_msg m = { .type = CKPTD_MSG_REGISTER_RANK };
 	snprintf(m.u.register_rank.job, sizeof(m.u.register_rank.job), "%s", ctx->job);
@@ -129,16 +193,33 @@ int ckpt__daemon_open(ckpt_ctx *ctx)
 		LOG_W(&ctx->log, CKPT_NO_VERSION, "daemon: the root's absolute path is unknown or too long; "
 		      "the agent will not delete its copies");
 	free(abs);
-	if ((err = call_expect(ctx, &m, CKPTD_MSG_OK, &rep, NULL)) < 0) {
-		LOG_E(&ctx->log, CKPT_NO_VERSION, "daemon %s: REGISTER_RANK failed: %s", ctx->daemon_addr,
-		      ckpt_strerror(err));
+	pthread_mutex_lock(&d->mu);
+	err = call_expect(ctx, &m, CKPTD_MSG_OK, &rep, NULL);
+	pthread_mutex_unlock(&d->mu);
+	if (err < 0) {
+		snprintf(why, sizeof(why), "REGISTER_RANK failed: %s", ckpt_strerror(err));
 		goto out;
 	}
 	ckptd_msg_free(&rep);
+	d->joined = 1;
 	LOG_I(&ctx->log, CKPT_NO_VERSION, "joined ckptd agent %s", ctx->daemon_addr);
 out:
 	ckptd_secret_free(job);
 	ckptd_secret_free(cluster);
+	if (err == 0)
+		return 0;
+	if (reaching && unreachable(err) && !ctx->cfg.daemon_required) {
+		/* Training goes on without the agent: its DRAM tier holds a copy
+		 * of what the disk holds, never the only one. */
+		LOG_W(&ctx->log, CKPT_NO_VERSION,
+		      "ckptd agent %s unreachable (%s); running embedded: local_disk only%s "
+		      "(daemon_required=1 makes this an error)",
+		      ctx->daemon_addr, why[0] ? why : ckpt_strerror(err),
+		      ctx->cfg.tiers & CKPT_TIER_LOCAL_MEM ? ", LOCAL_MEM not available" : "");
+		ckpt__daemon_close(ctx);
+		return 0;
+	}
+	LOG_E(&ctx->log, CKPT_NO_VERSION, "daemon %s: %s", ctx->daemon_addr, why[0] ? why : ckpt_strerror(err));
 	return err;
 }
 
@@ -148,10 +229,25 @@ void ckpt__daemon_close(ckpt_ctx *ctx)
 	if (!d)
 		return;
 	ckptd_seg_unmap(&d->map);
+	for (int i = 0; i < OLD_MAPS; i++)
+		ckptd_seg_unmap(&d->old[i]);
 	ckptd_client_close(d->client);
 	pthread_mutex_destroy(&d->mu);
+	pthread_mutex_destroy(&d->pop_mu);
+	free(d->pop);
 	free(d);
 	ctx->daemon = NULL;
+}
+
+int ckpt__daemon_segments(ckpt_ctx *ctx)
+{
+	struct ckpt_daemon *d = ctx->daemon;
+	if (!d || !d->unix_link)
+		return 0;
+	pthread_mutex_lock(&ctx->lock);
+	int up = !d->broken;
+	pthread_mutex_unlock(&ctx->lock);
+	return up;
 }
 
 void ckpt__daemon_poll(ckpt_ctx *ctx)
@@ -159,16 +255,82 @@ void ckpt__daemon_poll(ckpt_ctx *ctx)
 	struct ckpt_daemon *d = ctx->daemon;
 	ckptd_msg m;
 	pthread_mutex_lock(&d->mu);
-	while (d->client && ckptd_client_poll(d->client, &m) == 1) {
+	while (!d->broken) {
+		int r = ckptd_client_poll(d->client, &m);
+		if (r < 0)
+			link_lost(ctx, r);
+		if (r != 1)
+			break;
 		on_notice(&m, ctx);
 		ckptd_msg_free(&m);
 	}
 	pthread_mutex_unlock(&d->mu);
 }
 
-/* With d->mu held: the grant's bytes in our mapping of the pool, mapping it
- * (again) only when the pool is new to us or has grown. */
-static int map_grant(ckpt_ctx *ctx, const ckptd_segment_grant *g, int write, uint8_t **out)
+/* With pop_mu held. */
+static int pop_has(const struct ckpt_daemon *d, size_t u)
+{
+	return (d->pop[u / 64] >> (u % 64)) & 1;
+}
+
+/* With pop_mu held: marks units [a, b) populated. */
+static void pop_mark(struct ckpt_daemon *d, size_t a, size_t b)
+{
+	for (size_t u = a; u < b; u++)
+		if (!pop_has(d, u)) {
+			d->pop[u / 64] |= 1ull << (u % 64);
+			d->pop_left--;
+		}
+}
+
+/* With mu held: page tables for writing [off, off+len) of the mapping,
+ * built only where they are not yet, whole units at a time so that each is
+ * done once. */
+static void prefault(struct ckpt_daemon *d, uint64_t off, uint64_t len)
+{
+	pthread_mutex_lock(&d->pop_mu);
+	size_t a = (size_t)(off / POP_UNIT), b = (size_t)((off + len + POP_UNIT - 1) / POP_UNIT);
+	for (size_t u = a; u < b;) {
+		if (pop_has(d, u)) {
+			u++;
+			continue;
+		}
+		size_t e = u;
+		while (e < b && !pop_has(d, e))
+			e++;
+		uint64_t lo = u * POP_UNIT, hi = CKPT_MIN(e * POP_UNIT, (uint64_t)d->map.len);
+		/* Only an optimisation (kernels before 5.14 lack it): errors pass. */
+		if (ckptd_seg_prefault(&d->map, lo, hi - lo, 1) == 0)
+			pop_mark(d, u, e);
+		u = e;
+	}
+	pthread_mutex_unlock(&d->pop_mu);
+}
+
+/* With mu held: 1 if [off, off+len) of the mapping has its page tables. */
+static int populated(struct ckpt_daemon *d, uint64_t off, uint64_t len)
+{
+	pthread_mutex_lock(&d->pop_mu);
+	size_t u = (size_t)(off / POP_UNIT), b = (size_t)((off + len + POP_UNIT - 1) / POP_UNIT);
+	while (u < b && pop_has(d, u))
+		u++;
+	pthread_mutex_unlock(&d->pop_mu);
+	return u == b;
+}
+
+void ckpt__daemon_fault_in(const void *p, size_t len)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = (uintptr_t)p / page * page, e = ((uintptr_t)p + len + page - 1) / page * page;
+	(void)madvise((void *)a, e - a, MADV_POPULATE_READ);
+}
+
+/* With d->mu held: the grant's bytes in our mapping of the pool. The whole
+ * fd is mapped once (again only if the agent hands over another pool). A
+ * write grant's range is faulted in the first time, so that the copy into it
+ * runs at memcpy speed instead of taking a page fault per 4 KiB; for a read
+ * grant *cold says whether the reader has to (it does so on its threads). */
+static int map_grant(ckpt_ctx *ctx, const ckptd_segment_grant *g, int write, uint8_t **out, int *cold)
 {
 	struct ckpt_daemon *d = ctx->daemon;
 	int fd = ckptd_client_take_fd(d->client), err = 0;
@@ -185,22 +347,147 @@ static int map_grant(ckpt_ctx *ctx, const ckptd_segment_grant *g, int write, uin
 	}
 	if (!d->map.addr || st.st_dev != d->map_dev || st.st_ino != d->map_ino || (write && !d->map_write) ||
 	    g->offset + g->bytes > d->map.len) {
-		int w = write || (ctx->cfg.tiers & CKPT_TIER_LOCAL_MEM);
-		ckptd_seg_unmap(&d->map);
-		if ((err = ckptd_seg_map(fd, 0, (uint64_t)st.st_size, w ? CKPTD_MAP_WRITE : 0, &d->map)) < 0)
+		int w = write || ctx->mem_tier;
+		int i = 0;
+		while (d->map.addr && i < OLD_MAPS && d->old[i].map_addr)
+			i++;
+		if (i == OLD_MAPS) {
+			err = -EBUSY;
 			goto out;
+		}
+		size_t units = (size_t)(((uint64_t)st.st_size + POP_UNIT - 1) / POP_UNIT);
+		uint64_t *pop = calloc(units / 64 + 1, sizeof(uint64_t));
+		ckptd_mapping m;
+		if (!pop) {
+			err = -ENOMEM;
+			goto out;
+		}
+		if ((err = ckptd_seg_map(fd, 0, (uint64_t)st.st_size, w ? CKPTD_MAP_WRITE : 0, &m)) < 0) {
+			free(pop);
+			goto out;
+		}
+		pthread_mutex_lock(&d->pop_mu);
+		if (d->map.addr)
+			d->old[i] = d->map;
+		d->map = m;
+		free(d->pop);
+		d->pop = pop;
+		d->pop_units = d->pop_left = units;
+		d->pop_next = 0;
+		d->pop_gen++;
+		pthread_mutex_unlock(&d->pop_mu);
 		d->map_write = w;
 		d->map_dev = st.st_dev;
 		d->map_ino = st.st_ino;
 	}
+	if (write)
+		prefault(d, g->offset, g->bytes);
+	else
+		*cold = !populated(d, g->offset, g->bytes);
 	*out = (uint8_t *)d->map.addr + g->offset;
 out:
 	close(fd);
 	return err;
 }
 
-static int shard_done(ckpt_ctx *ctx, ckpt_save_op *op, uint32_t tier, uint64_t bytes, uint64_t sum)
+int ckpt__daemon_prefault_idle(ckpt_ctx *ctx, uint64_t budget)
 {
+	struct ckpt_daemon *d = ctx->daemon;
+	if (!d || !ctx->mem_tier)
+		return 0;
+	pthread_mutex_lock(&d->pop_mu);
+	if (!d->pop || !d->pop_left || !d->map_write) {
+		pthread_mutex_unlock(&d->pop_mu);
+		return 0;
+	}
+	size_t a = d->pop_next;
+	while (a < d->pop_units && pop_has(d, a))
+		a++;
+	if (a == d->pop_units) {
+		/* Wrap: grants may have skipped ahead of the cursor. */
+		for (a = 0; a < d->pop_units && pop_has(d, a);)
+			a++;
+	}
+	size_t b = a, max = (size_t)CKPT_MAX(budget / POP_UNIT, 1);
+	while (b < d->pop_units && b - a < max && !pop_has(d, b))
+		b++;
+	ckptd_mapping m = d->map;
+	uint32_t gen = d->pop_gen;
+	pthread_mutex_unlock(&d->pop_mu);
+	/* Outside the lock: a grant must not wait for this. A remap meanwhile
+	 * leaves m mapped (retired until close), so this stays harmless. */
+	uint64_t lo = a * POP_UNIT, hi = CKPT_MIN(b * POP_UNIT, (uint64_t)m.len);
+	int ok = a < b && ckptd_seg_prefault(&m, lo, hi - lo, 1) == 0;
+	pthread_mutex_lock(&d->pop_mu);
+	if (d->pop_gen == gen) {
+		if (ok)
+			pop_mark(d, a, b);
+		else
+			d->pop_left = 0; /* not supported here: stop trying */
+		d->pop_next = b;
+	}
+	int more = d->pop_left > 0;
+	pthread_mutex_unlock(&d->pop_mu);
+	return more;
+}
+
+/* With d->mu held: an answer other than a grant may still carry an fd. */
+static void drop_fd(struct ckpt_daemon *d)
+{
+	int fd = ckptd_client_take_fd(d->client);
+	if (fd >= 0)
+		close(fd);
+}
+
+int ckpt__daemon_segment_write(ckpt_ctx *ctx, uint64_t version, uint64_t bytes, uint8_t **seg)
+{
+	struct ckpt_daemon *d = ctx->daemon;
+	ckptd_msg m = { .type = CKPTD_MSG_SEGMENT_REQUEST }, rep;
+	uint32_t code = 0;
+	*seg = NULL;
+	if (!d->unix_link)
+		return -CKPT_EUNAVAIL;
+	snprintf(m.u.segment_request.job, sizeof(m.u.segment_request.job), "%s", ctx->job);
+	m.u.segment_request.version = version;
+	m.u.segment_request.rank = ctx->cfg.rank;
+	m.u.segment_request.mode = CKPTD_SEG_WRITE;
+	m.u.segment_request.bytes = bytes;
+	pthread_mutex_lock(&d->mu);
+	int err = call_expect(ctx, &m, CKPTD_MSG_SEGMENT_GRANT, &rep, &code);
+	if (err < 0) {
+		if (d->broken)
+			err = -ENOTCONN;
+		else
+			drop_fd(d);
+		if (err == -EPROTO)
+			err = code == CKPTD_ERR_NO_SPACE ? -ENOSPC : code == CKPTD_ERR_STATE ? -EEXIST
+			    : code == CKPTD_ERR_DENIED   ? -EACCES : -EPROTO;
+		goto out;
+	}
+	ckptd_segment_grant g = rep.u.segment_grant;
+	ckptd_msg_free(&rep);
+	if (g.bytes < bytes) {
+		drop_fd(d);
+		err = -EPROTO;
+		goto out;
+	}
+	uint8_t *p;
+	if ((err = map_grant(ctx, &g, 1, &p, NULL)) < 0)
+		goto out;
+	/* The shard image is written with O_DIRECT straight from here. */
+	if ((uintptr_t)p % CKPT_ALIGN) {
+		err = -EPROTO;
+		goto out;
+	}
+	*seg = p;
+out:
+	pthread_mutex_unlock(&d->mu);
+	return err;
+}
+
+int ckpt__daemon_shard_done(ckpt_ctx *ctx, const ckpt_save_op *op, uint32_t tier, uint64_t bytes, uint64_t sum)
+{
+	struct ckpt_daemon *d = ctx->daemon;
 	ckptd_msg m = { .type = CKPTD_MSG_SHARD_DONE }, rep;
 	snprintf(m.u.shard_done.job, sizeof(m.u.shard_done.job), "%s", ctx->job);
 	m.u.shard_done.version = op->version;
@@ -210,111 +497,64 @@ static int shard_done(ckpt_ctx *ctx, ckpt_save_op *op, uint32_t tier, uint64_t b
 	m.u.shard_done.bytes = bytes;
 	m.u.shard_done.checksum = sum;
 	m.u.shard_done.lineage = op->lineage;
+	pthread_mutex_lock(&d->mu);
 	int err = call_expect(ctx, &m, CKPTD_MSG_OK, &rep, NULL);
+	if (err < 0 && d->broken)
+		err = -ENOTCONN;
+	pthread_mutex_unlock(&d->mu);
 	if (err == 0)
 		ckptd_msg_free(&rep);
 	return err;
 }
 
-/* Copies the durable shard file into the segment: it is in the page cache,
- * and the segment then holds exactly the bytes a disk restore would read. */
-static int copy_file(const char *path, uint8_t *dst, uint64_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC), err = 0;
-	if (fd < 0)
-		return -errno;
-	for (uint64_t off = 0; off < len;) {
-		ssize_t n = pread(fd, dst + off, len - off, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			err = n < 0 ? -errno : -EIO;
-			break;
-		}
-		off += (uint64_t)n;
-	}
-	close(fd);
-	return err;
-}
-
-static int save_mem(ckpt_ctx *ctx, ckpt_save_op *op, uint64_t sum)
-{
-	ckptd_msg m = { .type = CKPTD_MSG_SEGMENT_REQUEST }, rep;
-	uint32_t code = 0;
-	uint8_t *dst;
-	snprintf(m.u.segment_request.job, sizeof(m.u.segment_request.job), "%s", ctx->job);
-	m.u.segment_request.version = op->version;
-	m.u.segment_request.rank = ctx->cfg.rank;
-	m.u.segment_request.mode = CKPTD_SEG_WRITE;
-	m.u.segment_request.bytes = op->file_bytes;
-	int err = call_expect(ctx, &m, CKPTD_MSG_SEGMENT_GRANT, &rep, &code);
-	if (err < 0) {
-		if (code == CKPTD_ERR_NO_SPACE) {
-			LOG_W(&ctx->log, op->version, "LOCAL_MEM skipped: the agent's pool has no room for %llu bytes",
-			      (unsigned long long)op->file_bytes);
-			return -ENOSPC;
-		}
-		return err;
-	}
-	ckptd_segment_grant g = rep.u.segment_grant;
-	ckptd_msg_free(&rep);
-	if (g.bytes < op->file_bytes)
-		return -EPROTO;
-	if ((err = map_grant(ctx, &g, 1, &dst)) < 0)
-		return err;
-	if ((err = copy_file(op->final_path, dst, op->file_bytes)) < 0)
-		return err;
-	return shard_done(ctx, op, CKPT_TIER_LOCAL_MEM, op->file_bytes, sum);
-}
-
-void ckpt__daemon_shard_saved(ckpt_ctx *ctx, ckpt_save_op *op, uint64_t sum)
+/* With ctx->lock held: 1 committed, -ENOTCONN link lost, 0 not yet. */
+static int commit_seen(ckpt_ctx *ctx, uint64_t version, uint32_t tier)
 {
 	struct ckpt_daemon *d = ctx->daemon;
-	pthread_mutex_lock(&d->mu);
-	int err = shard_done(ctx, op, CKPT_TIER_LOCAL_DISK, op->file_bytes, sum);
-	if (err < 0)
-		LOG_W(&ctx->log, op->version, "daemon: LOCAL_DISK report failed: %s", ckpt_strerror(err));
-	if (ctx->cfg.tiers & CKPT_TIER_LOCAL_MEM) {
-		err = save_mem(ctx, op, sum);
-		if (err < 0 && err != -ENOSPC)
-			LOG_W(&ctx->log, op->version, "LOCAL_MEM copy failed: %s", ckpt_strerror(err));
-		op->mem_error = err;
-	}
-	pthread_mutex_unlock(&d->mu);
+	int i = notice_find(d, version);
+	if (i >= 0 && (d->notices[i].tiers & tier))
+		return 1;
+	return d->broken ? -ENOTCONN : 0;
 }
 
 int ckpt__daemon_wait_commit(ckpt_ctx *ctx, uint64_t version, uint32_t tier, int64_t timeout_ms)
 {
 	struct ckpt_daemon *d = ctx->daemon;
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	if (timeout_ms > 0) {
-		ts.tv_sec += timeout_ms / 1000;
-		ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-	}
-	int err = 0;
-	pthread_mutex_lock(&ctx->lock);
+	uint64_t deadline = ckpt__now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000u : 0);
 	for (;;) {
-		int i = notice_find(d, version);
-		if (i >= 0 && (d->notices[i].tiers & tier))
-			break;
+		pthread_mutex_lock(&ctx->lock);
+		int r = commit_seen(ctx, version, tier);
+		pthread_mutex_unlock(&ctx->lock);
+		if (r)
+			return r < 0 ? r : 0;
 		if (timeout_ms == 0) {
-			err = -EAGAIN;
-			break;
+			/* A test: read what has arrived, unless the link is busy. */
+			if (pthread_mutex_trylock(&d->mu) == 0) {
+				pthread_mutex_unlock(&d->mu);
+				ckpt__daemon_poll(ctx);
+				pthread_mutex_lock(&ctx->lock);
+				r = commit_seen(ctx, version, tier);
+				pthread_mutex_unlock(&ctx->lock);
+				if (r)
+					return r < 0 ? r : 0;
+			}
+			return -EAGAIN;
 		}
-		if (timeout_ms < 0)
-			pthread_cond_wait(&ctx->notice_cv, &ctx->lock);
-		else if (pthread_cond_timedwait(&ctx->notice_cv, &ctx->lock, &ts) == ETIMEDOUT) {
-			err = -ETIMEDOUT;
-			break;
-		}
+		uint64_t now = ckpt__now_ns();
+		if (timeout_ms > 0 && now >= deadline)
+			return -ETIMEDOUT;
+		/* The notice is read by whoever holds the link: the io thread (only
+		 * between its completions), a call in flight, or this waiter, which
+		 * watches the socket so that the commit is seen when it arrives.
+		 * Frames a call read ahead stay buffered without waking poll(),
+		 * hence the bounded slices. */
+		int slice = 50;
+		if (timeout_ms > 0 && (deadline - now) / 1000000u < (uint64_t)slice)
+			slice = (int)((deadline - now) / 1000000u) + 1;
+		struct pollfd p = { .fd = ckptd_client_fd(d->client), .events = POLLIN };
+		(void)poll(&p, 1, slice);
+		ckpt__daemon_poll(ctx);
 	}
-	pthread_mutex_unlock(&ctx->lock);
-	return err;
 }
 
 int ckpt__daemon_versions(ckpt_ctx *ctx, uint64_t **out, size_t *nout)
@@ -362,7 +602,21 @@ int ckpt__daemon_versions(ckpt_ctx *ctx, uint64_t **out, size_t *nout)
 	return 0;
 }
 
-int ckpt__daemon_segment_read(ckpt_ctx *ctx, uint64_t version, const uint8_t **buf, uint64_t *len)
+int ckpt__daemon_segment_release(ckpt_ctx *ctx, uint64_t id)
+{
+	struct ckpt_daemon *d = ctx->daemon;
+	ckptd_msg m = { .type = CKPTD_MSG_SEGMENT_RELEASE }, rep;
+	m.u.segment_release.segment_id = id;
+	pthread_mutex_lock(&d->mu);
+	int err = call_expect(ctx, &m, CKPTD_MSG_OK, &rep, NULL);
+	if (err == 0)
+		ckptd_msg_free(&rep);
+	pthread_mutex_unlock(&d->mu);
+	return err;
+}
+
+int ckpt__daemon_segment_read(ckpt_ctx *ctx, uint64_t version, const uint8_t **buf, uint64_t *len, int *cold,
+                              uint64_t *id)
 {
 	struct ckpt_daemon *d = ctx->daemon;
 	ckptd_msg m = { .type = CKPTD_MSG_SEGMENT_REQUEST }, rep;
@@ -371,20 +625,20 @@ int ckpt__daemon_segment_read(ckpt_ctx *ctx, uint64_t version, const uint8_t **b
 	m.u.segment_request.version = version;
 	m.u.segment_request.rank = ctx->cfg.rank;
 	m.u.segment_request.mode = CKPTD_SEG_READ;
+	if (!d->unix_link)
+		return -CKPT_EUNAVAIL;
 	pthread_mutex_lock(&d->mu);
 	int err = call_expect(ctx, &m, CKPTD_MSG_SEGMENT_GRANT, &rep, NULL);
 	if (err == 0) {
 		ckptd_segment_grant g = rep.u.segment_grant;
 		ckptd_msg_free(&rep);
-		if ((err = map_grant(ctx, &g, 0, &p)) == 0) {
+		if ((err = map_grant(ctx, &g, 0, &p, cold)) == 0) {
 			*buf = p;
 			*len = g.bytes;
+			*id = g.segment_id;
 		}
-	} else {
-		/* An answer without a grant may still carry an fd: drop it. */
-		int fd = ckptd_client_take_fd(d->client);
-		if (fd >= 0)
-			close(fd);
+	} else if (!d->broken) {
+		drop_fd(d);
 	}
 	pthread_mutex_unlock(&d->mu);
 	return err;

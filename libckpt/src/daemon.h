@@ -1,8 +1,8 @@
 /* A context's link to its node's ckptd agent (config `daemon`): the
  * handshake, shard reports, the LOCAL_MEM tier and commit notices.
  * Internal. The client library is not thread-safe: every call here takes
- * the link's own mutex, so that the io thread (saves, notices) and a
- * restoring caller never talk over each other. */
+ * the link's own mutex, so that the caller (saves, restores) and the io
+ * thread (reports, notices) never talk over each other. */
 #ifndef CKPT_DAEMON_H
 #define CKPT_DAEMON_H
 
@@ -13,21 +13,45 @@ struct ckpt_ctx;
 struct ckpt_save_op;
 
 /* Loads the secret, connects as a rank and registers this process.
- * Returns 0 or a negative code (the log says why). */
+ * An agent that cannot be reached (nobody listening, no socket, timeout)
+ * is an error only with cfg.daemon_required: otherwise it is logged and 0
+ * is returned with ctx->daemon left NULL (embedded mode). A refused or
+ * missing token, a bad address, another protocol version and a refused
+ * registration always fail. Returns 0 or a negative code (the log says why). */
 int ckpt__daemon_open(struct ckpt_ctx *ctx);
-/* Unmaps, disconnects, frees. Accepts a context without a link. */
+/* Unmaps, disconnects, frees. Accepts a context without a link. Only once no
+ * save is in flight: their segments live in the mapping. */
 void ckpt__daemon_close(struct ckpt_ctx *ctx);
+
+/* 1 if the link can hand over DRAM segments: a Unix socket, still up. */
+int ckpt__daemon_segments(struct ckpt_ctx *ctx);
+
+/* io thread, with no save in flight: builds the page tables of up to
+ * `budget` bytes of the agent's pool that no grant has faulted in yet, so
+ * that later saves into those parts copy at memcpy speed. Returns 1 while
+ * some remain. */
+int ckpt__daemon_prefault_idle(struct ckpt_ctx *ctx, uint64_t budget);
 
 /* io thread: takes every COMMIT_NOTICE that has arrived, without waiting. */
 void ckpt__daemon_poll(struct ckpt_ctx *ctx);
 
-/* io thread, after the shard is durable and in the local index: reports it
- * at LOCAL_DISK, and with LOCAL_MEM in the tiers copies the shard file into
- * a granted segment and reports that too (op->mem_error says when not). */
-void ckpt__daemon_shard_saved(struct ckpt_ctx *ctx, struct ckpt_save_op *op, uint64_t footer_checksum);
+/* ckpt_save: asks for a WRITE segment of `bytes` for this rank's shard of
+ * version and returns it in our one mapping of the agent's pool, page
+ * aligned and faulted in for writing. [out] seg valid until
+ * ckpt__daemon_close; the rank must not touch it after its SHARD_DONE.
+ * Returns 0; -ENOSPC (the agent's pool is full after eviction); -EEXIST (the
+ * agent already holds a segment of this rank for version); -ENOTCONN (link
+ * lost); -EPROTO and other negative codes. */
+int ckpt__daemon_segment_write(struct ckpt_ctx *ctx, uint64_t version, uint64_t bytes, uint8_t **seg);
+
+/* io thread: SHARD_DONE for one tier of op's shard, identified by bytes and
+ * footer checksum. Returns 0 once the agent acknowledged it. */
+int ckpt__daemon_shard_done(struct ckpt_ctx *ctx, const struct ckpt_save_op *op, uint32_t tier, uint64_t bytes,
+                            uint64_t sum);
 
 /* Waits (timeout_ms < 0: forever) until (version, tier) was announced
- * COMMITTED. Returns 0 or -ETIMEDOUT (-EAGAIN for timeout 0). */
+ * COMMITTED. Returns 0, -ETIMEDOUT (-EAGAIN for timeout 0) or -ENOTCONN
+ * once the link is lost. */
 int ckpt__daemon_wait_commit(struct ckpt_ctx *ctx, uint64_t version, uint32_t tier, int64_t timeout_ms);
 
 /* Versions committed at some tier, as the coordinator sees them, ascending.
@@ -35,8 +59,16 @@ int ckpt__daemon_wait_commit(struct ckpt_ctx *ctx, uint64_t version, uint32_t ti
 int ckpt__daemon_versions(struct ckpt_ctx *ctx, uint64_t **v, size_t *n);
 
 /* Asks for this rank's LOCAL_MEM copy of version, read-only. [out] buf, len:
- * the shard image, valid until ckpt__daemon_close (the agent keeps it
- * pinned while we are connected). Returns 0 or a negative code. */
-int ckpt__daemon_segment_read(struct ckpt_ctx *ctx, uint64_t version, const uint8_t **buf, uint64_t *len);
+ * the shard image, pinned by the agent (never evicted nor deleted) until
+ * ckpt__daemon_segment_release(id) or the link closes. [out] cold: 1 if its
+ * page tables are not built yet (ckpt__daemon_fault_in each part before
+ * reading it). Returns 0, -ENOENT (no DRAM copy here), or a negative code. */
+int ckpt__daemon_segment_read(struct ckpt_ctx *ctx, uint64_t version, const uint8_t **buf, uint64_t *len,
+                              int *cold, uint64_t *id);
+/* Done reading the segment of a READ grant (SEGMENT_RELEASE). */
+int ckpt__daemon_segment_release(struct ckpt_ctx *ctx, uint64_t id);
+/* Builds the page tables of [p, p+len) of the mapping for reading, in one
+ * call rather than a fault per page. Any thread; an optimisation only. */
+void ckpt__daemon_fault_in(const void *p, size_t len);
 
 #endif

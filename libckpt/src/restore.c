@@ -7,6 +7,7 @@
 #include "../../kernels/ckpt_kernels.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -151,25 +152,105 @@ static int map_regions(ckpt_ctx *ctx, uint64_t version, const ckpt_shard *s, int
 	return 0;
 }
 
+/* One restore from a DRAM image, shared by the threads that run it. */
+typedef struct mem_restore {
+	ckpt_ctx *ctx;
+	uint64_t version;
+	const uint8_t *img;
+	uint64_t len;
+	int cold;       /* fault the image in chunk by chunk, on the threads */
+	const ckpt_shard *s;
+	const uint8_t *want;
+	struct restore_arg *a;
+	pthread_mutex_t mu;
+	uint64_t next;  /* the next chunk to take */
+	int err;        /* the first error */
+} mem_restore;
+
+/* Verifies chunk ci of the image and hands it to its region. */
+static int mem_chunk(mem_restore *m, uint64_t ci, ZSTD_DCtx **dctx, uint8_t **plain, uint8_t **scratch)
+{
+	const ckpt_fmt_footer *f = &m->s->footer;
+	const ckpt_fmt_chunk *c = &f->chunks[ci];
+	const ckpt_fmt_region *r = &f->regions[c->region];
+	uint64_t k = ci - r->chunk_first;
+	if (!m->want[c->region])
+		return 0;
+	if (c->offset > m->len || c->stored_len > m->len - c->offset || c->raw_len > f->chunk_bytes)
+		return -CKPT_ECORRUPT;
+	const uint8_t *data = m->img + c->offset;
+	if (m->cold)
+		ckpt__daemon_fault_in(data, c->stored_len);
+	if (c->flags & CKPT_CHUNK_ZSTD) {
+		unsigned elem = (c->flags >> CKPT_CHUNK_SHUFFLE_SHIFT) & 0xffu;
+		if (!*dctx)
+			*dctx = ZSTD_createDCtx();
+		if (!*plain)
+			*plain = malloc(f->chunk_bytes);
+		if (!*scratch)
+			*scratch = malloc(f->chunk_bytes);
+		if (!*dctx || !*plain || !*scratch)
+			return -ENOMEM;
+		if (ckpt_kern_decompress(*dctx, *plain, c->raw_len, data, c->stored_len, elem, *scratch) < 0)
+			return -CKPT_ECORRUPT;
+		data = *plain;
+	}
+	if (ckpt_kern_checksum(data, c->raw_len) != c->checksum) {
+		LOG_W(&m->ctx->log, m->version, "restore: LOCAL_MEM copy: region '%s' chunk %llu: checksum mismatch",
+		      r->name, (unsigned long long)k);
+		return -CKPT_ECORRUPT;
+	}
+	return restore_sink(m->a, c->region, k * f->chunk_bytes, data, c->raw_len);
+}
+
+static void *mem_worker(void *arg)
+{
+	mem_restore *m = arg;
+	ZSTD_DCtx *dctx = NULL;
+	uint8_t *plain = NULL, *scratch = NULL;
+	for (;;) {
+		pthread_mutex_lock(&m->mu);
+		uint64_t ci = m->next++;
+		int stop = m->err || ci >= m->s->footer.chunk_count;
+		pthread_mutex_unlock(&m->mu);
+		if (stop)
+			break;
+		int err = mem_chunk(m, ci, &dctx, &plain, &scratch);
+		if (err) {
+			pthread_mutex_lock(&m->mu);
+			if (!m->err)
+				m->err = err;
+			pthread_mutex_unlock(&m->mu);
+		}
+	}
+	free(plain);
+	free(scratch);
+	ZSTD_freeDCtx(dctx);
+	return NULL;
+}
+
 /* From this rank's copy in the agent's DRAM: the same checks as from disk,
- * every chunk verified before it reaches a region. */
+ * every chunk verified before it reaches a region. The chunks are spread
+ * over the caller and `workers - 1` threads: one thread checksumming and
+ * copying reaches well under memcpy's speed. */
 static int restore_mem(ckpt_ctx *ctx, uint64_t version)
 {
 	const uint8_t *img;
 	uint64_t len;
 	char why[512] = "";
-	int err = ckpt__daemon_segment_read(ctx, version, &img, &len);
+	int cold = 0;
+	uint64_t id = 0;
+	int err = ckpt__daemon_segment_read(ctx, version, &img, &len, &cold, &id);
 	if (err < 0)
 		return err;
 	ckpt_shard s;
 	if ((err = ckpt__shard_parse_mem(img, len, &s, why, sizeof(why))) < 0) {
 		LOG_W(&ctx->log, version, "restore: LOCAL_MEM copy: %s", why);
+		ckpt__daemon_segment_release(ctx, id);
 		return err;
 	}
 	struct restore_arg a = { ctx, NULL };
 	uint8_t *want = calloc(s.footer.region_count + 1, 1);
-	uint8_t *plain = NULL, *scratch = NULL;
-	ZSTD_DCtx *dctx = NULL;
 	a.map = malloc((s.footer.region_count + 1) * sizeof(int32_t));
 	if (!want || !a.map) {
 		err = -ENOMEM;
@@ -183,59 +264,34 @@ static int restore_mem(ckpt_ctx *ctx, uint64_t version)
 	}
 	if ((err = map_regions(ctx, version, &s, a.map, want)) < 0)
 		goto out;
-	const ckpt_fmt_footer *f = &s.footer;
-	for (uint64_t ci = 0; ci < f->chunk_count && !err; ci++) {
-		const ckpt_fmt_chunk *c = &f->chunks[ci];
-		const ckpt_fmt_region *r = &f->regions[c->region];
-		uint64_t k = ci - r->chunk_first;
-		if (!want[c->region])
-			continue;
-		if (c->offset > len || c->stored_len > len - c->offset || c->raw_len > f->chunk_bytes) {
-			err = -CKPT_ECORRUPT;
-			break;
-		}
-		const uint8_t *data = img + c->offset;
-		if (c->flags & CKPT_CHUNK_ZSTD) {
-			unsigned elem = (c->flags >> CKPT_CHUNK_SHUFFLE_SHIFT) & 0xffu;
-			if (!dctx)
-				dctx = ZSTD_createDCtx();
-			if (!plain)
-				plain = malloc(f->chunk_bytes);
-			if (!scratch)
-				scratch = malloc(f->chunk_bytes);
-			if (!dctx || !plain || !scratch) {
-				err = -ENOMEM;
-				break;
-			}
-			if (ckpt_kern_decompress(dctx, plain, c->raw_len, data, c->stored_len, elem, scratch) < 0) {
-				err = -CKPT_ECORRUPT;
-				break;
-			}
-			data = plain;
-		}
-		if (ckpt_kern_checksum(data, c->raw_len) != c->checksum) {
-			LOG_W(&ctx->log, version, "restore: LOCAL_MEM copy: region '%s' chunk %llu: checksum mismatch",
-			      r->name, (unsigned long long)k);
-			err = -CKPT_ECORRUPT;
-			break;
-		}
-		err = restore_sink(&a, c->region, k * f->chunk_bytes, data, c->raw_len);
-	}
+	mem_restore m = { .ctx = ctx, .version = version, .img = img, .len = len, .cold = cold, .s = &s,
+	                  .want = want, .a = &a };
+	pthread_mutex_init(&m.mu, NULL);
+	uint64_t nthreads = CKPT_MIN((uint64_t)ctx->cfg.workers, s.footer.chunk_count);
+	pthread_t th[64];
+	uint32_t started = 0;
+	while (started + 1 < nthreads && started < CKPT_ARRAY_LEN(th) &&
+	       pthread_create(&th[started], NULL, mem_worker, &m) == 0)
+		started++;
+	mem_worker(&m);
+	for (uint32_t i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	pthread_mutex_destroy(&m.mu);
+	err = m.err;
 out:
 	free(want);
 	free(a.map);
-	free(plain);
-	free(scratch);
-	ZSTD_freeDCtx(dctx);
 	ckpt__shard_close(&s);
+	/* Read: the agent may evict or delete it again. */
+	ckpt__daemon_segment_release(ctx, id);
 	return err;
 }
 
-/* With a daemon, node DRAM first; the disk path when that copy is missing
- * or does not verify. */
+/* With a daemon on its Unix socket, node DRAM first; the disk path when
+ * that copy is missing or does not verify. */
 static int restore_any(ckpt_ctx *ctx, uint64_t version, int listed)
 {
-	if (ctx->daemon) {
+	if (ckpt__daemon_segments(ctx)) {
 		int err = restore_mem(ctx, version);
 		if (err == 0) {
 			LOG_I(&ctx->log, version, "restored from LOCAL_MEM");

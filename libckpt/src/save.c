@@ -1,13 +1,19 @@
 /* The save path: the snapshot (the only blocking part) and the persist
  * pipeline behind it.
  *
- *   ckpt_save ── copy regions chunk by chunk into staging slots ──> work queue
+ *   ckpt_save ── copy regions chunk by chunk into staging slots, or with
+ *                LOCAL_MEM into a segment of the ckptd agent's pool at the
+ *                chunks' places in a shard image ──> work queue
  *   workers   ── checksum, optional shuffle+zstd, take file space ──> backend.submit(write)
- *   io thread ── completions; when a shard's header and chunks are written:
- *                trailer (footer+tail) write, fdatasync, rename into place,
- *                fsync the directory, then the index commit.
+ *   io thread ── completions; when every chunk of a LOCAL_MEM save is
+ *                checksummed: the image's footer and tail into the segment,
+ *                SHARD_DONE(LOCAL_MEM); when every chunk and the header are
+ *                written: trailer (footer+tail) write, fdatasync, rename into
+ *                place, fsync the directory, then the index commit, then
+ *                SHARD_DONE(LOCAL_DISK).
  * Data is durable before the index says so; the index commit is the commit
- * point, so a crash anywhere leaves the version PENDING or absent. */
+ * point, so a crash anywhere leaves the version PENDING or absent. The DRAM
+ * copy does not wait for the disk: it outlives the process once reported. */
 #include "ctx.h"
 #include "daemon.h"
 #include "../../kernels/ckpt_kernels.h"
@@ -62,6 +68,7 @@ static void op_fail(ckpt_save_op *op, int err, int sys_errno)
 	pthread_mutex_unlock(&op->mu);
 }
 
+/* With ctx->lock held. */
 static void release_buffers(ckpt_ctx *ctx, ckpt_chunk_task *t)
 {
 	if (t->slot >= 0) {
@@ -95,99 +102,187 @@ static void submit_io(ckpt_ctx *ctx, tagged_io *ti)
 
 /* ------------------------------------------------------------- workers */
 
+/* With ctx->lock held: wakes the io thread (a NOP through the backend),
+ * once: a completion queue holds few entries, and one wake-up is enough for
+ * everything that happened before the io thread takes it. */
+static void wake_io_locked(ckpt_ctx *ctx)
+{
+	if (ctx->wake_pending)
+		return;
+	ctx->wake_pending = 1;
+	ctx->backend->ops->submit(ctx->backend, &ctx->wake_io.io);
+}
+
+/* The raw bytes of a chunk, checksummed (and checked against the device's
+ * own checksum for a CUDA chunk). */
+static void chunk_sum(ckpt_ctx *ctx, ckpt_chunk_task *t)
+{
+	ckpt_save_op *op = t->op;
+	/* A test slows the pipeline here to fill the staging pool. */
+	ckpt__fault(&ctx->faults, "persist.chunk");
+	ckpt_fmt_chunk *c = &op->footer.chunks[t->index];
+	uint64_t dev_sum = 0;
+	int derr = t->dev ? ckpt__dev_slot_wait(ctx->dev, t->slot, &dev_sum) : 0;
+	if (derr < 0)
+		op_fail(op, derr, 0);
+	uint8_t *raw = t->mem;
+	if (!raw) {
+		raw = ckpt__pool_slot(&ctx->pool, t->slot);
+	} else if (t->slot >= 0) {
+		/* A device chunk crossed over in its pinned slot (the segment is
+		 * not registered with CUDA); its place is in the segment. */
+		memcpy(raw, ckpt__pool_slot(&ctx->pool, t->slot), t->raw_len);
+		pthread_mutex_lock(&ctx->lock);
+		ckpt__pool_put(&ctx->pool, t->slot);
+		t->slot = -1;
+		pthread_cond_broadcast(&ctx->space_cv);
+		pthread_mutex_unlock(&ctx->lock);
+	}
+	/* A test damages the staged copy here, as a faulty link would. */
+	if (t->dev && t->raw_len && ckpt__fault(&ctx->faults, "persist.device_chunk") < 0)
+		raw[t->raw_len / 2] ^= 0x40;
+	c->checksum = ckpt_kern_checksum(raw, t->raw_len);
+	if (t->dev && derr == 0 && dev_sum != c->checksum) {
+		/* End-to-end: the bytes that reached staging are not the bytes
+		 * the device had at the save point. */
+		const ckpt_fmt_region *fr = &op->footer.regions[c->region];
+		LOG_E(&ctx->log, op->version,
+		      "region '%s' chunk %llu: device checksum %016llx, host %016llx: state changed before "
+		      "ckpt_fence or corrupted in transit", fr->name,
+		      (unsigned long long)(t->index - fr->chunk_first), (unsigned long long)dev_sum,
+		      (unsigned long long)c->checksum);
+		op_fail(op, -CKPT_ECONTRACT, 0);
+	}
+	c->raw_len = t->raw_len;
+	t->out = raw;
+}
+
+/* Optional compression, file space, the write. credit: an io slot was
+ * taken for it already; otherwise wait for one here. */
+static void chunk_write(ckpt_ctx *ctx, ckpt_chunk_task *t, ZSTD_CCtx *cctx, uint8_t *scratch, int credit)
+{
+	ckpt_save_op *op = t->op;
+	ckpt_fmt_chunk *c = &op->footer.chunks[t->index];
+	uint8_t *raw = t->out;
+	t->stored_len = t->raw_len;
+	t->flags = 0;
+	if (cctx && scratch) {
+		pthread_mutex_lock(&ctx->lock);
+		while (ctx->cbuf_nfree == 0)
+			pthread_cond_wait(&ctx->space_cv, &ctx->lock);
+		t->cbuf = ctx->cbuf_free[--ctx->cbuf_nfree];
+		pthread_mutex_unlock(&ctx->lock);
+		uint8_t *cb = ctx->cbufs[t->cbuf];
+		size_t n = ckpt_kern_compress(cctx, ctx->cfg.compress_level, cb, ctx->cbuf_bytes, raw, t->raw_len,
+		                              t->elem, scratch);
+		pthread_mutex_lock(&ctx->lock);
+		if (n) {
+			memset(cb + n, 0, CKPT_ALIGN_UP(n, CKPT_ALIGN) - n);
+			t->out = cb;
+			t->stored_len = (uint32_t)n;
+			t->flags = CKPT_CHUNK_ZSTD | ((t->elem > 1 ? t->elem : 0u) << CKPT_CHUNK_SHUFFLE_SHIFT);
+			if (t->slot >= 0) {
+				ckpt__pool_put(&ctx->pool, t->slot);
+				t->slot = -1;
+			}
+		} else {
+			ctx->cbuf_free[ctx->cbuf_nfree++] = t->cbuf;
+			t->cbuf = -1;
+		}
+		pthread_cond_broadcast(&ctx->space_cv);
+		pthread_mutex_unlock(&ctx->lock);
+	}
+	c->stored_len = t->stored_len;
+	c->flags = t->flags;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (!credit) {
+		while (ctx->inflight >= ctx->cfg.io_depth)
+			pthread_cond_wait(&ctx->space_cv, &ctx->lock);
+		ctx->inflight++;
+	}
+	if (op->fixed_layout) {
+		c->offset = t->img_off;
+	} else {
+		c->offset = op->next_off;
+		op->next_off += CKPT_ALIGN_UP(t->stored_len, CKPT_ALIGN);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+
+	tagged_io *ti = &t->io;
+	memset(ti, 0, sizeof(*ti));
+	ti->io.op = CKPT_IO_WRITE;
+	ti->io.fd = op->fd;
+	ti->io.buf = t->out;
+	ti->io.len = CKPT_ALIGN_UP(t->stored_len, CKPT_ALIGN);
+	ti->io.off = c->offset;
+	ti->kind = IO_CHUNK;
+	ti->obj = op;
+	ti->io.user = t;
+	submit_io(ctx, ti);
+}
+
+/* Two queues. work: chunks to checksum (and, when staged, to write at
+ * once: their slot is held until then anyway). write: LOCAL_MEM chunks
+ * already checksummed, taken only with an io slot free, so that checksums
+ * run ahead of the disk and the DRAM copy is reported without waiting for
+ * it; their bytes stay in the segment meanwhile, costing nothing. */
 static void *worker_main(void *arg)
 {
 	ckpt_ctx *ctx = arg;
 	ZSTD_CCtx *cctx = ctx->cfg.compress ? ZSTD_createCCtx() : NULL;
 	uint8_t *scratch = ctx->cfg.compress ? malloc(ctx->cfg.chunk_bytes) : NULL;
 	for (;;) {
+		ckpt_chunk_task *t = NULL;
+		int credit = 0;
 		pthread_mutex_lock(&ctx->lock);
-		while ((!ctx->work_head || ctx->hold_work) && !ctx->stopping)
-			pthread_cond_wait(&ctx->work_cv, &ctx->lock);
-		ckpt_chunk_task *t = ctx->work_head;
-		if (!t) {
-			pthread_mutex_unlock(&ctx->lock);
-			break;
-		}
-		ctx->work_head = t->next;
-		if (!ctx->work_head)
-			ctx->work_tail = NULL;
-		pthread_mutex_unlock(&ctx->lock);
-
-		ckpt_save_op *op = t->op;
-		/* A test slows the pipeline here to fill the staging pool. */
-		ckpt__fault(&ctx->faults, "persist.chunk");
-		uint8_t *raw = ckpt__pool_slot(&ctx->pool, t->slot);
-		ckpt_fmt_chunk *c = &op->footer.chunks[t->index];
-		uint64_t dev_sum = 0;
-		int derr = t->dev ? ckpt__dev_slot_wait(ctx->dev, t->slot, &dev_sum) : 0;
-		if (derr < 0)
-			op_fail(op, derr, 0);
-		/* A test damages the staged copy here, as a faulty link would. */
-		if (t->dev && t->raw_len && ckpt__fault(&ctx->faults, "persist.device_chunk") < 0)
-			raw[t->raw_len / 2] ^= 0x40;
-		c->checksum = ckpt_kern_checksum(raw, t->raw_len);
-		if (t->dev && derr == 0 && dev_sum != c->checksum) {
-			/* End-to-end: the bytes that reached staging are not the bytes
-			 * the device had at the save point. */
-			const ckpt_fmt_region *fr = &op->footer.regions[c->region];
-			LOG_E(&ctx->log, op->version,
-			      "region '%s' chunk %llu: device checksum %016llx, host %016llx: state changed before "
-			      "ckpt_fence or corrupted in transit", fr->name,
-			      (unsigned long long)(t->index - fr->chunk_first), (unsigned long long)dev_sum,
-			      (unsigned long long)c->checksum);
-			op_fail(op, -CKPT_ECONTRACT, 0);
-		}
-		c->raw_len = t->raw_len;
-		t->out = raw;
-		t->stored_len = t->raw_len;
-		t->flags = 0;
-		if (cctx && scratch) {
-			pthread_mutex_lock(&ctx->lock);
-			while (ctx->cbuf_nfree == 0)
-				pthread_cond_wait(&ctx->space_cv, &ctx->lock);
-			t->cbuf = ctx->cbuf_free[--ctx->cbuf_nfree];
-			pthread_mutex_unlock(&ctx->lock);
-			uint8_t *cb = ctx->cbufs[t->cbuf];
-			size_t n = ckpt_kern_compress(cctx, ctx->cfg.compress_level, cb, ctx->cbuf_bytes, raw,
-			                              t->raw_len, t->elem, scratch);
-			pthread_mutex_lock(&ctx->lock);
-			if (n) {
-				memset(cb + n, 0, CKPT_ALIGN_UP(n, CKPT_ALIGN) - n);
-				t->out = cb;
-				t->stored_len = (uint32_t)n;
-				t->flags = CKPT_CHUNK_ZSTD | ((t->elem > 1 ? t->elem : 0u) << CKPT_CHUNK_SHUFFLE_SHIFT);
-				ckpt__pool_put(&ctx->pool, t->slot);
-				t->slot = -1;
-			} else {
-				ctx->cbuf_free[ctx->cbuf_nfree++] = t->cbuf;
-				t->cbuf = -1;
+		for (;;) {
+			if (!ctx->hold_work && ctx->work_head) {
+				t = ctx->work_head;
+				ctx->work_head = t->next;
+				if (!ctx->work_head)
+					ctx->work_tail = NULL;
+				break;
 			}
-			pthread_cond_broadcast(&ctx->space_cv);
-			pthread_mutex_unlock(&ctx->lock);
+			if (!ctx->hold_work && ctx->write_head && ctx->inflight < ctx->cfg.io_depth) {
+				t = ctx->write_head;
+				ctx->write_head = t->next;
+				if (!ctx->write_head)
+					ctx->write_tail = NULL;
+				ctx->inflight++;
+				credit = 1;
+				break;
+			}
+			if (ctx->stopping && !ctx->work_head && !ctx->write_head)
+				break;
+			pthread_cond_wait(&ctx->work_cv, &ctx->lock);
 		}
-		c->stored_len = t->stored_len;
-		c->flags = t->flags;
-
-		pthread_mutex_lock(&ctx->lock);
-		while (ctx->inflight >= ctx->cfg.io_depth)
-			pthread_cond_wait(&ctx->space_cv, &ctx->lock);
-		ctx->inflight++;
-		c->offset = op->next_off;
-		op->next_off += CKPT_ALIGN_UP(t->stored_len, CKPT_ALIGN);
 		pthread_mutex_unlock(&ctx->lock);
-
-		tagged_io *ti = &t->io;
-		memset(ti, 0, sizeof(*ti));
-		ti->io.op = CKPT_IO_WRITE;
-		ti->io.fd = op->fd;
-		ti->io.buf = t->out;
-		ti->io.len = CKPT_ALIGN_UP(t->stored_len, CKPT_ALIGN);
-		ti->io.off = c->offset;
-		ti->kind = IO_CHUNK;
-		ti->obj = op;
-		ti->io.user = t;
-		submit_io(ctx, ti);
+		if (!t)
+			break;
+		if (credit) {
+			chunk_write(ctx, t, cctx, scratch, 1);
+			continue;
+		}
+		chunk_sum(ctx, t);
+		if (!t->mem) {
+			chunk_write(ctx, t, cctx, scratch, 0);
+			continue;
+		}
+		ckpt_save_op *op = t->op;
+		pthread_mutex_lock(&ctx->lock);
+		t->next = NULL;
+		if (ctx->write_tail)
+			ctx->write_tail->next = t;
+		else
+			ctx->write_head = t;
+		ctx->write_tail = t;
+		if (++op->chunks_summed == op->chunks_total) {
+			op->mem_ready = 1;
+			wake_io_locked(ctx);
+		}
+		pthread_cond_broadcast(&ctx->work_cv);
+		pthread_mutex_unlock(&ctx->lock);
 	}
 	ZSTD_freeCCtx(cctx);
 	free(scratch);
@@ -198,6 +293,8 @@ static void *worker_main(void *arg)
 
 static void op_finish(ckpt_ctx *ctx, ckpt_save_op *op)
 {
+	if (ctx->seg_reader == op)
+		ctx->seg_reader = NULL;
 	if (op->fd >= 0) {
 		close(op->fd);
 		op->fd = -1;
@@ -210,6 +307,10 @@ static void op_finish(ckpt_ctx *ctx, ckpt_save_op *op)
 	pthread_mutex_lock(&op->mu);
 	op->durable_ns = ckpt__now_ns() - op->t_start;
 	op->finished = 1;
+	if (op->mem_state == 0) {
+		op->mem_state = -1;
+		op->mem_error = op->error ? op->error : -EIO;
+	}
 	pthread_cond_broadcast(&op->cond);
 	pthread_mutex_unlock(&op->mu);
 
@@ -303,8 +404,17 @@ static void op_commit(ckpt_ctx *ctx, ckpt_save_op *op)
 	LOG_I(&ctx->log, op->version, "shard durable (%llu bytes, %llu stored)%s",
 	      (unsigned long long)op->footer.data_bytes, (unsigned long long)op->footer.stored_bytes,
 	      committed ? "; version COMMITTED" : "");
-	if (ctx->daemon)
-		ckpt__daemon_shard_saved(ctx, op, s.footer_checksum);
+	if (ctx->daemon) {
+		/* The daemon knows one shard per rank and version, with copies at
+		 * tiers: once the DRAM image is reported, the disk copy goes by
+		 * its identity (the same bytes uncompressed, the same data
+		 * compressed); the local index keeps the file's own checksum. */
+		int mem = op->mem_state > 0;
+		r = ckpt__daemon_shard_done(ctx, op, CKPT_TIER_LOCAL_DISK, mem ? op->seg_bytes : op->file_bytes,
+		                            mem ? op->mem_sum : s.footer_checksum);
+		if (r < 0 && r != -ENOTCONN) /* a lost link was said once */
+			LOG_W(&ctx->log, op->version, "daemon: LOCAL_DISK report failed: %s", ckpt_strerror(r));
+	}
 	op_finish(ctx, op);
 	return;
 fail_renamed:
@@ -318,10 +428,102 @@ fail:
 	op_finish(ctx, op);
 }
 
+/* Footer and tail of the segment's image: the chunk table says "stored,
+ * uncompressed" at the image's own offsets whatever the disk file does. */
+static int seg_finish(ckpt_save_op *op)
+{
+	ckpt_fmt_footer img = op->footer;
+	img.chunks = malloc((op->footer.chunk_count ? op->footer.chunk_count : 1) * sizeof(*img.chunks));
+	if (!img.chunks)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < img.chunk_count; i++) {
+		img.chunks[i] = op->footer.chunks[i];
+		img.chunks[i].offset = op->tasks[i].img_off;
+		img.chunks[i].stored_len = img.chunks[i].raw_len;
+		img.chunks[i].flags = 0;
+	}
+	img.stored_bytes = img.data_bytes;
+	size_t tl = ckpt__fmt_trailer_len(&img);
+	uint8_t *p = op->seg + op->img_footer_off;
+	memset(p, 0, tl);
+	ckpt__fmt_trailer_encode(p, tl, &img, op->img_footer_off, op->header_checksum);
+	op->mem_sum = ckpt__get_le64(p + tl - CKPT_FMT_TAIL_LEN + 32);
+	free(img.chunks);
+	return 0;
+}
+
+/* Every chunk is checksummed: the DRAM copy is completed and handed to the
+ * agent now, before the disk is done. The disk writes may go on reading
+ * the segment after that, which is safe only while the agent cannot evict
+ * it: it evicts a committed version only once a newer one of the job is
+ * committed, and no newer one can be without this rank's report. Hence
+ * (mem_scan) a copy still to be read is reported only if it is newer than
+ * every copy this context reported, and only one such copy at a time
+ * (ctx->seg_reader); other reports wait for the disk writes. */
+static void mem_report(ckpt_ctx *ctx, ckpt_save_op *op)
+{
+	int err = op->error;
+	if (!err)
+		err = ckpt__fault(&ctx->faults, "save.before_mem_report");
+	if (!err)
+		err = seg_finish(op);
+	if (!err)
+		err = ckpt__daemon_shard_done(ctx, op, CKPT_TIER_LOCAL_MEM, op->seg_bytes, op->mem_sum);
+	op->seg = NULL;
+	if (!err) {
+		if (op->chunks_written < op->chunks_total)
+			ctx->seg_reader = op;
+		if (!ctx->mem_reported || op->version > ctx->mem_newest)
+			ctx->mem_newest = op->version;
+		ctx->mem_reported = 1;
+	}
+	pthread_mutex_lock(&op->mu);
+	op->mem_state = err ? -1 : 1;
+	op->mem_error = err;
+	op->mem_ns = ckpt__now_ns() - op->t_start;
+	pthread_cond_broadcast(&op->cond);
+	pthread_mutex_unlock(&op->mu);
+	if (err)
+		LOG_W(&ctx->log, op->version, "LOCAL_MEM copy not reported: %s", ckpt_strerror(err));
+	else
+		LOG_T(&ctx->log, op->version, "LOCAL_MEM copy reported (%llu bytes, %.3f ms after the save began)",
+		      (unsigned long long)op->seg_bytes, op->mem_ns / 1e6);
+}
+
+/* The disk's trailer waits for the DRAM report: both reports must name the
+ * shard by the image when there is one (see op_commit). */
 static void maybe_trailer(ckpt_ctx *ctx, ckpt_save_op *op)
 {
-	if (op->stage == OP_DATA && op->header_written && op->chunks_written == op->chunks_total)
+	if (op->stage == OP_DATA && op->header_written && op->chunks_written == op->chunks_total && !op->seg)
 		op_write_trailer(ctx, op);
+}
+
+/* io thread: whether op's DRAM copy may be reported now (see mem_report). */
+static int mem_may_report(const ckpt_ctx *ctx, const ckpt_save_op *op)
+{
+	if (!op->seg || !op->mem_ready)
+		return 0;
+	if (op->error || op->chunks_written == op->chunks_total)
+		return 1; /* nothing reads the segment after the report */
+	return !ctx->seg_reader && (!ctx->mem_reported || op->version > ctx->mem_newest);
+}
+
+/* io thread: reports the oldest DRAM copy that is ready and may be, then
+ * lets its disk path go on. */
+static void mem_scan(ckpt_ctx *ctx)
+{
+	for (;;) {
+		ckpt_save_op *op = NULL;
+		pthread_mutex_lock(&ctx->lock);
+		for (ckpt_save_op *l = ctx->live; l; l = l->next_live)
+			if (mem_may_report(ctx, l))
+				op = l; /* the list is newest first */
+		pthread_mutex_unlock(&ctx->lock);
+		if (!op)
+			return;
+		mem_report(ctx, op);
+		maybe_trailer(ctx, op);
+	}
 }
 
 static void on_chunk_done(ckpt_ctx *ctx, ckpt_chunk_task *t, int result)
@@ -331,10 +533,14 @@ static void on_chunk_done(ckpt_ctx *ctx, ckpt_chunk_task *t, int result)
 	release_buffers(ctx, t);
 	ctx->inflight--;
 	pthread_cond_broadcast(&ctx->space_cv);
+	if (ctx->write_head)
+		pthread_cond_broadcast(&ctx->work_cv);
 	pthread_mutex_unlock(&ctx->lock);
 	if (result < 0)
 		op_fail(op, result, -result);
 	op->chunks_written++;
+	if (ctx->seg_reader == op && op->chunks_written == op->chunks_total)
+		ctx->seg_reader = NULL;
 	if (op->chunks_written == op->chunks_total / 2 + 1) {
 		int r = ckpt__fault(&ctx->faults, "save.mid_data");
 		if (r < 0)
@@ -390,18 +596,30 @@ static void on_aux_done(ckpt_ctx *ctx, tagged_io *ti)
 
 static void on_complete(ckpt_ctx *ctx, tagged_io *ti)
 {
-	if (ti->kind == IO_CHUNK)
+	if (ti->kind == IO_CHUNK) {
 		on_chunk_done(ctx, ti->io.user, ti->io.result);
-	else if (ti->kind != IO_WAKE)
+	} else if (ti->kind == IO_WAKE) {
+		/* What it was sent for is seen by mem_scan after this. */
+		pthread_mutex_lock(&ctx->lock);
+		ctx->wake_pending = 0;
+		pthread_mutex_unlock(&ctx->lock);
+	} else {
 		on_aux_done(ctx, ti);
+	}
 }
+
+/* Bytes of the agent's pool faulted in per idle turn of the io thread:
+ * tens of milliseconds of work, so that a save arriving meanwhile waits
+ * little for its completions. */
+#define PREFAULT_STEP (128ull << 20)
 
 static void *io_main(void *arg)
 {
 	ckpt_ctx *ctx = arg;
 	ckpt_io *done[64];
+	int filling = 0;
 	for (;;) {
-		int n = ctx->backend->ops->poll(ctx->backend, done, 64, 200);
+		int n = ctx->backend->ops->poll(ctx->backend, done, 64, filling ? 5 : 200);
 		for (int i = 0; i < n; i++)
 			on_complete(ctx, (tagged_io *)done[i]);
 		pthread_mutex_lock(&ctx->lock);
@@ -414,8 +632,13 @@ static void *io_main(void *arg)
 			on_complete(ctx, f);
 			f = nx;
 		}
+		mem_scan(ctx);
 		if (ctx->daemon)
 			ckpt__daemon_poll(ctx);
+		pthread_mutex_lock(&ctx->lock);
+		int idle = ctx->nlive == 0 && !ctx->stopping;
+		pthread_mutex_unlock(&ctx->lock);
+		filling = idle && ckpt__daemon_prefault_idle(ctx, PREFAULT_STEP);
 		if (stop)
 			break;
 	}
@@ -546,6 +769,93 @@ static ckpt_save_op *op_new(ckpt_ctx *ctx, uint64_t version, uint64_t nchunks)
 	return op;
 }
 
+/* With ctx->lock held: CKPT_POOL_SKIP's verdict on a save that needs
+ * `slots` staging slots. */
+static int pool_skip(ckpt_ctx *ctx, uint64_t version, uint64_t slots)
+{
+	if (ctx->cfg.pool_policy != CKPT_POOL_SKIP || slots == 0)
+		return 0;
+	if (slots > ctx->pool.nslots) {
+		LOG_W(&ctx->log, version, "save skipped: %llu chunks never fit a pool of %u slots",
+		      (unsigned long long)slots, ctx->pool.nslots);
+		return -CKPT_ETOOBIG;
+	}
+	if (slots > ctx->pool.nfree) {
+		LOG_I(&ctx->log, version, "save skipped: staging pool busy (%u of %u slots free, %llu needed)",
+		      ctx->pool.nfree, ctx->pool.nslots, (unsigned long long)slots);
+		return -CKPT_ESKIPPED;
+	}
+	return 0;
+}
+
+/* The shard image a LOCAL_MEM segment holds (docs/format.md): header, every
+ * chunk stored uncompressed at its aligned place in table order, footer and
+ * tail. Places each chunk; returns the image's length. */
+static uint64_t image_layout(ckpt_ctx *ctx, ckpt_save_op *op)
+{
+	uint64_t cb = ctx->cfg.chunk_bytes, off = CKPT_FMT_HEADER_LEN, ci = 0;
+	for (uint32_t i = 0; i < ctx->nregions; i++)
+		for (uint64_t r = 0; r < ctx->regions[i].bytes; r += cb, ci++) {
+			op->tasks[ci].img_off = off;
+			off += CKPT_ALIGN_UP(CKPT_MIN(cb, ctx->regions[i].bytes - r), CKPT_ALIGN);
+		}
+	op->img_footer_off = off;
+	return off + ckpt__fmt_trailer_len(&op->footer);
+}
+
+/* Undoes a save that failed before anything was queued. */
+static void op_discard(ckpt_save_op *op, ckpt_handle *h)
+{
+	unlink(op->tmp_path);
+	op_free(op);
+	free(h);
+}
+
+/* LOCAL_MEM: a segment for the whole image. Without one the save goes to
+ * disk alone through the staging pool, and its handle says why. */
+static void take_segment(ckpt_ctx *ctx, ckpt_save_op *op)
+{
+	uint64_t len = image_layout(ctx, op), t0 = ckpt__now_ns();
+	int r = ckpt__daemon_segment_write(ctx, op->version, len, &op->seg);
+	LOG_T(&ctx->log, op->version, "LOCAL_MEM segment request: %s in %.3f ms", r ? ckpt_strerror(r) : "granted",
+	      (ckpt__now_ns() - t0) / 1e6);
+	if (r == 0) {
+		op->seg_bytes = len;
+		/* Uncompressed, the disk file is the image itself: same offsets,
+		 * same footer, written straight from the segment. */
+		op->fixed_layout = !ctx->cfg.compress;
+		return;
+	}
+	op->mem_state = -1;
+	op->mem_error = r;
+	if (r == -ENOSPC)
+		LOG_W(&ctx->log, op->version, "LOCAL_MEM skipped: the agent's pool has no room for %llu bytes; "
+		      "this save goes to local disk only", (unsigned long long)len);
+	else if (r == -EEXIST)
+		LOG_W(&ctx->log, op->version, "LOCAL_MEM skipped: the agent already holds a copy of this rank for "
+		      "this version (an earlier attempt); this save goes to local disk only");
+	else
+		LOG_W(&ctx->log, op->version, "LOCAL_MEM skipped: no segment from the agent (%s); "
+		      "this save goes to local disk only", ckpt_strerror(r));
+}
+
+/* Waits for a free staging slot; the pipeline frees them. */
+static int slot_take(ckpt_ctx *ctx)
+{
+	int slot;
+	pthread_mutex_lock(&ctx->lock);
+	while ((slot = ckpt__pool_get(&ctx->pool)) < 0) {
+		/* Only the pipeline frees slots: let it run from here on. */
+		if (ctx->hold_work) {
+			ctx->hold_work = 0;
+			pthread_cond_broadcast(&ctx->work_cv);
+		}
+		pthread_cond_wait(&ctx->space_cv, &ctx->lock);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return slot;
+}
+
 int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out)
 {
 	if (out)
@@ -558,9 +868,13 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 		return -CKPT_ESTATE;
 	}
 	uint64_t t0 = ckpt__now_ns();
-	uint64_t cb = ctx->cfg.chunk_bytes, nchunks = 0;
-	for (uint32_t i = 0; i < ctx->nregions; i++)
-		nchunks += (ctx->regions[i].bytes + cb - 1) / cb;
+	uint64_t cb = ctx->cfg.chunk_bytes, nchunks = 0, ndev = 0;
+	for (uint32_t i = 0; i < ctx->nregions; i++) {
+		uint64_t n = (ctx->regions[i].bytes + cb - 1) / cb;
+		nchunks += n;
+		if (ctx->regions[i].device == CKPT_DEVICE_CUDA)
+			ndev += n;
+	}
 	if (nchunks > UINT32_MAX)
 		return -CKPT_ETOOBIG;
 
@@ -580,30 +894,58 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 			return -CKPT_EMISMATCH;
 		}
 	}
+	/* Into a segment, only device chunks take staging slots (they cross
+	 * through pinned memory); the rest is checked again if no segment comes. */
+	int mem = ctx->mem_tier && ckpt__daemon_segments(ctx);
 	pthread_mutex_lock(&ctx->lock);
+	int r = 0;
 	for (ckpt_save_op *l = ctx->live; l; l = l->next_live)
-		if (l->version == version) {
-			pthread_mutex_unlock(&ctx->lock);
-			return -EEXIST;
-		}
-	if (ctx->cfg.pool_policy == CKPT_POOL_SKIP) {
-		if (nchunks > ctx->pool.nslots) {
-			pthread_mutex_unlock(&ctx->lock);
-			LOG_W(&ctx->log, version, "save skipped: %llu chunks never fit a pool of %u slots",
-			      (unsigned long long)nchunks, ctx->pool.nslots);
-			return -CKPT_ETOOBIG;
-		}
-		if (nchunks > ctx->pool.nfree) {
-			pthread_mutex_unlock(&ctx->lock);
-			LOG_I(&ctx->log, version, "save skipped: staging pool busy (%u of %u slots free, %llu needed)",
-			      ctx->pool.nfree, ctx->pool.nslots, (unsigned long long)nchunks);
-			return -CKPT_ESKIPPED;
-		}
-	}
+		if (l->version == version)
+			r = -EEXIST;
+	if (r == 0)
+		r = pool_skip(ctx, version, mem ? ndev : nchunks);
 	pthread_mutex_unlock(&ctx->lock);
+	if (r < 0)
+		return r;
+
+	ckpt_save_op *op = op_new(ctx, version, nchunks);
+	if (!op)
+		return -ENOMEM;
+	if ((r = open_shard_file(ctx, op)) < 0) {
+		op_free(op);
+		return r;
+	}
+	ckpt_handle *h = NULL;
+	if ((r = ckpt__fault(&ctx->faults, "save.before_data")) < 0) {
+		op_discard(op, h);
+		return r;
+	}
+	if (out) {
+		h = calloc(1, sizeof(*h));
+		if (!h) {
+			op_discard(op, h);
+			return -ENOMEM;
+		}
+		h->op = op;
+	}
+	if (mem) {
+		take_segment(ctx, op);
+		if (!op->seg && nchunks > ndev) {
+			pthread_mutex_lock(&ctx->lock);
+			r = pool_skip(ctx, version, nchunks);
+			pthread_mutex_unlock(&ctx->lock);
+			if (r < 0) {
+				op_discard(op, h);
+				return r;
+			}
+		}
+	} else if (op->tiers & CKPT_TIER_LOCAL_MEM) {
+		op->mem_state = -1;
+		op->mem_error = ctx->mem_unavail ? ctx->mem_unavail : -ENOTCONN;
+	}
 
 	/* The save point on the device: checksums taken in the trainer's stream
-	 * order, before anything is queued (nothing to undo if it fails). */
+	 * order, before anything is queued. */
 	if (ctx->ndev_regions) {
 		uint32_t n = ctx->ndev_regions;
 		void *ptrs[n];
@@ -611,37 +953,19 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 		const char *names[n];
 		ckpt_dev_region *regs[n];
 		ckpt__dev_regions(ctx, ptrs, bytes, names, regs);
-		int r = ckpt__dev_save_point(ctx->dev, ptrs, bytes, regs, n, cb, lazy && ctx->cfg.lazy_check);
-		if (r < 0)
+		r = ckpt__dev_save_point(ctx->dev, ptrs, bytes, regs, n, cb, lazy && ctx->cfg.lazy_check);
+		if (r < 0) {
+			if (op->seg)
+				LOG_W(&ctx->log, version, "save failed before its LOCAL_MEM segment was filled; the agent "
+				      "frees it when this process leaves");
+			op_discard(op, h);
 			return r;
-	}
-	ckpt_save_op *op = op_new(ctx, version, nchunks);
-	if (!op)
-		return -ENOMEM;
-	int r = open_shard_file(ctx, op);
-	if (r < 0) {
-		op_free(op);
-		return r;
-	}
-	if ((r = ckpt__fault(&ctx->faults, "save.before_data")) < 0) {
-		unlink(op->tmp_path);
-		op_free(op);
-		return r;
-	}
-	ckpt_handle *h = NULL;
-	if (out) {
-		h = calloc(1, sizeof(*h));
-		if (!h) {
-			unlink(op->tmp_path);
-			op_free(op);
-			return -ENOMEM;
 		}
-		h->op = op;
 	}
 	op->refs = h ? 3 : 2; /* pipeline, handle, and this call until the snapshot ends */
 	op->t_start = t0;
 	op->created_ns = ckpt__wall_ns();
-	op->next_off = CKPT_FMT_HEADER_LEN;
+	op->next_off = op->fixed_layout ? op->img_footer_off : CKPT_FMT_HEADER_LEN;
 	op->lineage = ctx->lineage;
 	ckpt_fmt_header hd = {
 		.version = version, .rank = ctx->cfg.rank, .world_size = ctx->cfg.world_size,
@@ -650,6 +974,10 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 	snprintf(hd.job, sizeof(hd.job), "%s", ctx->job);
 	ckpt__fmt_header_encode(op->header_buf, &hd);
 	op->header_checksum = ckpt__get_le64(op->header_buf + 248);
+	/* The io thread takes op->seg back once every chunk is checksummed. */
+	uint8_t *seg = op->seg;
+	if (seg)
+		memcpy(seg, op->header_buf, CKPT_FMT_HEADER_LEN);
 
 	pthread_mutex_lock(&ctx->lock);
 	op->next_live = ctx->live;
@@ -659,7 +987,7 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 	submit_aux(ctx, op, IO_HEADER, CKPT_IO_WRITE, op->header_buf, CKPT_FMT_HEADER_LEN, 0);
 
 	/* The snapshot: the only part the caller waits for. */
-	uint64_t ci = 0;
+	uint64_t ci = 0, t_copy = ckpt__now_ns();
 	if (!ctx->overlap) {
 		pthread_mutex_lock(&ctx->lock);
 		ctx->hold_work = 1;
@@ -668,28 +996,31 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 	for (uint32_t i = 0; i < ctx->nregions; i++) {
 		const ckpt_region *rg = &ctx->regions[i];
 		unsigned elem = shuffle_elem(rg->dtype);
+		int dev = rg->device == CKPT_DEVICE_CUDA;
 		for (uint64_t off = 0; off < rg->bytes; off += cb, ci++) {
 			uint32_t len = (uint32_t)CKPT_MIN(cb, rg->bytes - off);
-			pthread_mutex_lock(&ctx->lock);
-			int slot;
-			while ((slot = ckpt__pool_get(&ctx->pool)) < 0) {
-				/* Only the pipeline frees slots: let it run from here on. */
-				if (ctx->hold_work) {
-					ctx->hold_work = 0;
-					pthread_cond_broadcast(&ctx->work_cv);
-				}
-				pthread_cond_wait(&ctx->space_cv, &ctx->lock);
-			}
-			pthread_mutex_unlock(&ctx->lock);
-			uint8_t *dst = ckpt__pool_slot(&ctx->pool, slot);
 			size_t padded = CKPT_ALIGN_UP(len, CKPT_ALIGN);
-			if (padded > len)
-				memset(dst + len, 0, padded - len);
 			ckpt_chunk_task *t = &op->tasks[ci];
-			t->dev = rg->device == CKPT_DEVICE_CUDA;
-			if (t->dev) {
-				int r = ckpt__dev_copy_chunk(ctx->dev, slot, dst, (const uint8_t *)rg->ptr + off, len,
-				                             &rg->dev, (uint32_t)(off / cb));
+			int slot = -1;
+			uint8_t *dst;
+			if (seg) {
+				/* Padding is part of the image, and of the disk write. */
+				t->mem = seg + t->img_off;
+				if (padded > len)
+					memset(t->mem + len, 0, padded - len);
+			}
+			if (!seg || dev) {
+				slot = slot_take(ctx);
+				dst = ckpt__pool_slot(&ctx->pool, slot);
+				if (padded > len)
+					memset(dst + len, 0, padded - len);
+			} else {
+				dst = t->mem;
+			}
+			t->dev = dev;
+			if (dev) {
+				r = ckpt__dev_copy_chunk(ctx->dev, slot, dst, (const uint8_t *)rg->ptr + off, len, &rg->dev,
+				                         (uint32_t)(off / cb));
 				if (r < 0) {
 					op_fail(op, r, 0);
 					t->dev = 0; /* nothing to wait for; the save fails */
@@ -717,21 +1048,26 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 	}
 	pthread_mutex_lock(&ctx->lock);
 	ctx->hold_work = 0;
+	if (seg && nchunks == 0) {
+		op->mem_ready = 1; /* nothing to checksum */
+		wake_io_locked(ctx);
+	}
 	pthread_cond_broadcast(&ctx->work_cv);
 	pthread_mutex_unlock(&ctx->lock);
 	/* Eager: the caller may change its state once we return, so the device
 	 * copies must be done. Lazy: ckpt_fence waits for them. */
 	if (ctx->ndev_regions) {
-		int r = ckpt__dev_save_end(ctx->dev, !lazy);
+		r = ckpt__dev_save_end(ctx->dev, !lazy);
 		if (r < 0)
 			op_fail(op, r, 0);
 	}
-	uint64_t stall = ckpt__now_ns() - t0;
+	uint64_t t1 = ckpt__now_ns(), stall = t1 - t0;
 	pthread_mutex_lock(&op->mu);
 	op->stall_ns = stall;
 	pthread_mutex_unlock(&op->mu);
-	LOG_T(&ctx->log, version, "snapshot taken: %llu bytes in %.3f ms",
-	      (unsigned long long)op->footer.data_bytes, stall / 1e6);
+	LOG_T(&ctx->log, version, "snapshot taken: %llu bytes in %.3f ms, %.3f ms of it copying%s",
+	      (unsigned long long)op->footer.data_bytes, stall / 1e6, (t1 - t_copy) / 1e6,
+	      seg ? " (into the LOCAL_MEM segment)" : "");
 	op_release(op);
 	if (out)
 		*out = h;
@@ -740,7 +1076,8 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 
 /* ------------------------------------------------------------- handles */
 
-static void fill_status(ckpt_save_op *op, uint32_t tier, ckpt_status *st)
+/* With op->mu held. */
+static void fill_status(ckpt_save_op *op, uint32_t tier, int mem_committed, ckpt_status *st)
 {
 	if (!st)
 		return;
@@ -751,6 +1088,15 @@ static void fill_status(ckpt_save_op *op, uint32_t tier, ckpt_status *st)
 		.stored_bytes = op->footer.stored_bytes, .stall_ns = op->stall_ns,
 		.durable_ns = op->finished ? op->durable_ns : 0,
 	};
+	if (tier == CKPT_TIER_LOCAL_MEM) {
+		/* The DRAM copy stands on its own: a disk failure after it was
+		 * reported is not its failure. */
+		s.error = op->mem_state < 0 ? op->mem_error : 0;
+		s.sys_errno = 0;
+		s.committed = mem_committed;
+		s.stored_bytes = op->mem_state > 0 ? op->seg_bytes : 0;
+		s.durable_ns = op->mem_state > 0 ? op->mem_ns : 0;
+	}
 	memcpy(st, &s, CKPT_MIN(sz, sizeof(s)));
 }
 
@@ -761,41 +1107,46 @@ int ckpt_handle_wait(ckpt_handle *h, uint32_t tier, int64_t timeout_ms, ckpt_sta
 	ckpt_save_op *op = h->op;
 	if (tier != CKPT_TIER_LOCAL_DISK && !(tier == CKPT_TIER_LOCAL_MEM && (op->tiers & CKPT_TIER_LOCAL_MEM)))
 		return -EINVAL;
+	int mem = tier == CKPT_TIER_LOCAL_MEM;
 	uint64_t t0 = ckpt__now_ns();
-	pthread_mutex_lock(&op->mu);
-	if (timeout_ms < 0) {
-		while (!op->finished)
-			pthread_cond_wait(&op->cond, &op->mu);
-	} else if (!op->finished && timeout_ms > 0) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (timeout_ms > 0) {
 		ts.tv_sec += timeout_ms / 1000;
 		ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
 		if (ts.tv_nsec >= 1000000000L) {
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
 		}
-		while (!op->finished)
-			if (pthread_cond_timedwait(&op->cond, &op->mu, &ts) == ETIMEDOUT)
-				break;
 	}
-	int fin = op->finished;
-	fill_status(op, tier, st);
-	int err = op->error;
+	/* LOCAL_MEM is settled (reported or failed) before the disk is done. */
+	pthread_mutex_lock(&op->mu);
+	while (!(mem ? op->mem_state != 0 : op->finished) && timeout_ms != 0)
+		if (timeout_ms < 0)
+			pthread_cond_wait(&op->cond, &op->mu);
+		else if (pthread_cond_timedwait(&op->cond, &op->mu, &ts) == ETIMEDOUT)
+			break;
+	int done = mem ? op->mem_state != 0 : op->finished;
+	int err = mem ? (op->mem_state < 0 ? op->mem_error : 0) : op->error;
+	fill_status(op, tier, 0, st);
 	pthread_mutex_unlock(&op->mu);
-	if (!fin)
+	if (!done)
 		return timeout_ms == 0 ? -EAGAIN : -ETIMEDOUT;
-	if (err || tier != CKPT_TIER_LOCAL_MEM)
+	if (err || !mem)
 		return err;
-	/* The file went into node DRAM on the io thread before finishing. */
-	if (op->mem_error)
-		return op->mem_error;
+	/* Reported: now every rank's copy must be in some node's DRAM. */
 	int64_t left = timeout_ms;
 	if (timeout_ms > 0) {
 		int64_t spent = (int64_t)((ckpt__now_ns() - t0) / 1000000u);
 		left = spent >= timeout_ms ? 1 : timeout_ms - spent;
 	}
-	return ckpt__daemon_wait_commit(op->ctx, op->version, CKPT_TIER_LOCAL_MEM, left);
+	err = ckpt__daemon_wait_commit(op->ctx, op->version, CKPT_TIER_LOCAL_MEM, left);
+	if (err == 0 && st) {
+		pthread_mutex_lock(&op->mu);
+		fill_status(op, tier, 1, st);
+		pthread_mutex_unlock(&op->mu);
+	}
+	return err;
 }
 
 int ckpt_handle_test(ckpt_handle *h, uint32_t tier, ckpt_status *st)

@@ -6,6 +6,13 @@
  * that version (restore) → verify every region against the original. The
  * reported figure of each is the median over iterations.
  *
+ * With --tiers local_mem,local_disk (and CKPT_DAEMON, CKPT_TOKEN_FILE naming
+ * a ckptd agent) the save snapshots into the agent's DRAM; the time until
+ * ckpt_handle_wait(LOCAL_MEM) returns is reported too, and each restore runs
+ * in a context of its own, as a restarted trainer's would (it reads node
+ * DRAM first, and the agent keeps a segment pinned while a context that read
+ * it is open).
+ *
  * Uses only the public header. */
 #define _GNU_SOURCE
 #include <ckpt.h>
@@ -36,6 +43,8 @@ typedef struct bench_opts {
 	uint32_t workers;     /* 0: library default */
 	uint32_t io_depth;    /* 0: library default */
 	uint32_t iters;
+	uint32_t tiers;       /* 0: library default */
+	uint64_t staging;     /* 0: the whole state (staged), 64 MiB (LOCAL_MEM) */
 	int json;
 	int keep;
 } bench_opts;
@@ -51,6 +60,11 @@ typedef struct bench_region {
 typedef struct bench_iter {
 	double memcpy_s;      /* taken right before this iteration's save */
 	double stall_s, durable_s, restore_s;
+	double mem_s;         /* save entry to LOCAL_MEM commit; 0 without that tier */
+	double restore_memcpy_s; /* memcpy taken right before this iteration's restore */
+	double shm_memcpy_s;  /* LOCAL_MEM: memcpy into shared memory, right before the save */
+	double stall_shm_ratio; /* stall_s / shm_memcpy_s */
+	double restore_ratio; /* restore_memcpy_s / restore_s: restore speed as a share of memcpy's */
 	double stall_ratio;   /* stall_s / memcpy_s */
 	double lib_stall_s, lib_durable_s;
 	double stall_cpu_s, stall_runq_s; /* this thread during the stall, -1 if unknown */
@@ -98,15 +112,41 @@ static int parse_u32(const char *s, uint32_t *out)
 	return 0;
 }
 
+/* "local_mem,local_disk" -> tier mask; local_disk is required. */
+static int parse_tiers(const char *s, uint32_t *out)
+{
+	char buf[128];
+	uint32_t m = 0;
+	if (strlen(s) >= sizeof(buf))
+		return -1;
+	strcpy(buf, s);
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(t, "local_mem"))
+			m |= CKPT_TIER_LOCAL_MEM;
+		else if (!strcmp(t, "local_disk"))
+			m |= CKPT_TIER_LOCAL_DISK;
+		else
+			return -1;
+	}
+	if (!(m & CKPT_TIER_LOCAL_DISK))
+		return -1;
+	*out = m;
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: ckpt-bench --root DIR --size BYTES --regions N [--json]\n"
 	        "                  [--chunk-bytes B] [--compress] [--workers W] [--io-depth D]\n"
-	        "                  [--iters K] [--keep]\n"
+	        "                  [--iters K] [--keep] [--tiers LIST] [--staging BYTES]\n"
 	        "Sizes accept K, M, G suffixes (powers of 1024).\n"
 	        "Saves N host regions totalling BYTES into DIR K times (default 3), restores\n"
 	        "each save and verifies it, and times a plain memcpy of the same bytes.\n"
+	        "--tiers local_mem,local_disk saves into a ckptd agent's DRAM too (set\n"
+	        "CKPT_DAEMON=unix:/path and CKPT_TOKEN_FILE) and times its commit; restores\n"
+	        "then read DRAM, each in a context of its own. --staging sizes the staging\n"
+	        "pool (default: the whole state; 64M with local_mem, where saves do not use it).\n"
 	        "DIR's contents are removed at the end unless --keep.\n");
 }
 
@@ -123,6 +163,8 @@ static int parse_args(int argc, char **argv, bench_opts *o)
 		{ "io-depth", required_argument, NULL, 'd' },
 		{ "iters", required_argument, NULL, 'i' },
 		{ "keep", no_argument, NULL, 'k' },
+		{ "tiers", required_argument, NULL, 't' },
+		{ "staging", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -142,6 +184,8 @@ static int parse_args(int argc, char **argv, bench_opts *o)
 		case 'd': if (parse_u32(optarg, &o->io_depth) < 0) bad = "--io-depth"; break;
 		case 'i': if (parse_u32(optarg, &o->iters) < 0) bad = "--iters"; break;
 		case 'k': o->keep = 1; break;
+		case 't': if (parse_tiers(optarg, &o->tiers) < 0) bad = "--tiers"; break;
+		case 'S': if (parse_size(optarg, &o->staging) < 0 || !o->staging) bad = "--staging"; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -239,6 +283,30 @@ static void *map_touched(size_t bytes, size_t *map_bytes)
 	/* Same treatment as the library's staging pool, so the comparison is
 	 * of copies, not of page sizes. */
 	madvise(m, len, MADV_HUGEPAGE);
+	memset(m, 0, len);
+	*map_bytes = len;
+	return m;
+}
+
+/* Shared memory like the agent's pool (a memfd, MAP_SHARED, touched): a
+ * save into LOCAL_MEM copies into such pages, and where shared memory gets
+ * no transparent huge pages its copies meet more TLB misses than one into
+ * map_touched's buffer. The like-for-like limit of that stall. */
+static void *map_shared_touched(size_t bytes, size_t *map_bytes)
+{
+	size_t len = (bytes + 4095) & ~(size_t)4095;
+	if (len == 0)
+		len = 4096;
+	int fd = memfd_create("ckpt-bench", MFD_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	void *m = MAP_FAILED;
+	if (ftruncate(fd, (off_t)len) == 0)
+		m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return NULL;
+	madvise(m, len, MADV_HUGEPAGE); /* as the agent does */
 	memset(m, 0, len);
 	*map_bytes = len;
 	return m;
@@ -380,6 +448,58 @@ static void print_series(const bench_iter *it, uint32_t n, size_t field_off)
 
 /* ------------------------------------------------------------- main */
 
+static int open_registered(const ckpt_config *cfg, const bench_region *rg, uint32_t n, ckpt_ctx **out)
+{
+	int err = ckpt_ctx_open(cfg, out);
+	if (err < 0) {
+		fprintf(stderr, "ckpt-bench: cannot open a context on %s: %s\n", cfg->root, ckpt_strerror(err));
+		return err;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		ckpt_region_desc d;
+		ckpt_region_desc_init(&d, rg[i].name, rg[i].ptr, rg[i].bytes);
+		if (rg[i].bytes % 4 == 0) {
+			d.dtype = CKPT_DTYPE_F32;
+			d.ndim = 1;
+			d.global_shape[0] = d.extents[0] = rg[i].bytes / 4;
+		}
+		if ((err = ckpt_region_add(*out, &d)) < 0) {
+			fprintf(stderr, "ckpt-bench: cannot register region %s: %s\n", rg[i].name, ckpt_strerror(err));
+			ckpt_ctx_close(*out);
+			*out = NULL;
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* LOCAL_MEM restores: a context of their own, with the version's shard file
+ * gone, so that only the agent's DRAM copy can serve them. Returns the
+ * seconds ckpt_restore took, or -1. */
+static double restore_from_mem(const ckpt_config *cfg, const bench_region *rg, uint32_t n, uint64_t v)
+{
+	char p[4300];
+	snprintf(p, sizeof(p), "%s/jobs/%s/v%020" PRIu64 "/r%06u.ckpt", cfg->root, cfg->job_id, v, cfg->rank);
+	if (unlink(p) < 0) {
+		fprintf(stderr, "ckpt-bench: cannot remove %s: %s\n", p, strerror(errno));
+		return -1;
+	}
+	ckpt_ctx *ctx;
+	if (open_registered(cfg, rg, n, &ctx) < 0)
+		return -1;
+	uint64_t got = 0;
+	double t0 = now_s();
+	int err = ckpt_restore(ctx, v, 0, &got);
+	double t = now_s() - t0;
+	ckpt_ctx_close(ctx);
+	if (err < 0) {
+		fprintf(stderr, "ckpt-bench: restore of version %" PRIu64 " from LOCAL_MEM failed: %s\n", v,
+		        ckpt_strerror(err));
+		return -1;
+	}
+	return t;
+}
+
 static int max_version(ckpt_ctx *ctx, uint64_t *out)
 {
 	size_t n = 0;
@@ -410,8 +530,8 @@ int main(int argc, char **argv)
 	int rc = 1, err;
 	bench_region *rg = NULL;
 	bench_iter *it = NULL;
-	uint8_t *dst = NULL;
-	size_t dst_map = 0;
+	uint8_t *dst = NULL, *shm = NULL;
+	size_t dst_map = 0, shm_map = 0;
 	ckpt_ctx *ctx = NULL;
 	uint32_t nalloc = 0, done_iters = 0;
 	int created_root = 0;
@@ -446,6 +566,18 @@ int main(int argc, char **argv)
 		cfg.workers = o.workers;
 	if (o.io_depth)
 		cfg.io_depth = o.io_depth;
+	if (o.tiers)
+		cfg.tiers = o.tiers;
+	int mem = (cfg.tiers & CKPT_TIER_LOCAL_MEM) != 0;
+	if (mem) {
+		if (!cfg.daemon || !*cfg.daemon) {
+			fprintf(stderr, "ckpt-bench: --tiers local_mem needs a ckptd agent: set CKPT_DAEMON=unix:/path "
+			        "and CKPT_TOKEN_FILE\n");
+			goto out;
+		}
+		/* Measure the agent or nothing: no quiet fallback to disk alone. */
+		cfg.daemon_required = 1;
+	}
 
 	rg = calloc(o.nregions, sizeof(*rg));
 	it = calloc(o.iters, sizeof(*it));
@@ -484,31 +616,33 @@ int main(int argc, char **argv)
 		        strerror(errno));
 		goto out;
 	}
-	double memcpy_s = 0;
+	double memcpy_s = 0, shm_s = 0;
 	for (int k = 0; k < BENCH_MEMCPY_REPS; k++) {
 		double t = time_memcpy(dst, rg, o.nregions);
 		if (k == 0 || t < memcpy_s)
 			memcpy_s = t;
 	}
-
-	cfg.staging_bytes = nchunks * cfg.chunk_bytes;
-	if ((err = ckpt_ctx_open(&cfg, &ctx)) < 0) {
-		fprintf(stderr, "ckpt-bench: cannot open a context on %s: %s\n", o.root, ckpt_strerror(err));
-		goto out;
-	}
-	for (uint32_t i = 0; i < o.nregions; i++) {
-		ckpt_region_desc d;
-		ckpt_region_desc_init(&d, rg[i].name, rg[i].ptr, rg[i].bytes);
-		if (rg[i].bytes % 4 == 0) {
-			d.dtype = CKPT_DTYPE_F32;
-			d.ndim = 1;
-			d.global_shape[0] = d.extents[0] = rg[i].bytes / 4;
-		}
-		if ((err = ckpt_region_add(ctx, &d)) < 0) {
-			fprintf(stderr, "ckpt-bench: cannot register region %s: %s\n", rg[i].name, ckpt_strerror(err));
+	if (mem) {
+		if (!(shm = map_shared_touched(o.bytes, &shm_map))) {
+			fprintf(stderr, "ckpt-bench: cannot allocate shared memory (%" PRIu64 " bytes): %s\n", o.bytes,
+			        strerror(errno));
 			goto out;
 		}
+		for (int k = 0; k < BENCH_MEMCPY_REPS; k++) {
+			double t = time_memcpy(shm, rg, o.nregions);
+			if (k == 0 || t < shm_s)
+				shm_s = t;
+		}
 	}
+
+	/* Into LOCAL_MEM the snapshot takes no staging slot. */
+	cfg.staging_bytes = nchunks * cfg.chunk_bytes;
+	if (mem && cfg.staging_bytes > (64u << 20))
+		cfg.staging_bytes = 64u << 20;
+	if (o.staging)
+		cfg.staging_bytes = o.staging;
+	if (open_registered(&cfg, rg, o.nregions, &ctx) < 0)
+		goto out;
 
 	/* A root kept from an earlier run already holds versions: go past them. */
 	uint64_t base;
@@ -524,6 +658,11 @@ int main(int argc, char **argv)
 		memset(&st, 0, sizeof(st));
 		st.size = sizeof(st);
 
+		if (mem) {
+			it[k].shm_memcpy_s = time_memcpy(shm, rg, o.nregions);
+			if (it[k].shm_memcpy_s < shm_s)
+				shm_s = it[k].shm_memcpy_s;
+		}
 		it[k].memcpy_s = time_memcpy(dst, rg, o.nregions);
 		if (it[k].memcpy_s < memcpy_s)
 			memcpy_s = it[k].memcpy_s;
@@ -538,6 +677,20 @@ int main(int argc, char **argv)
 			fprintf(stderr, "ckpt-bench: save of version %" PRIu64 " failed: %s\n", v, ckpt_strerror(err));
 			goto out;
 		}
+		double tm = 0;
+		if (mem) {
+			ckpt_status sm;
+			memset(&sm, 0, sizeof(sm));
+			sm.size = sizeof(sm);
+			err = ckpt_handle_wait(h, CKPT_TIER_LOCAL_MEM, -1, &sm);
+			tm = now_s();
+			if (err < 0) {
+				fprintf(stderr, "ckpt-bench: version %" PRIu64 " did not commit in DRAM: %s\n", v,
+				        ckpt_strerror(err));
+				ckpt_handle_free(h);
+				goto out;
+			}
+		}
 		err = ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, -1, &st);
 		double t2 = now_s();
 		ckpt_handle_free(h);
@@ -548,15 +701,25 @@ int main(int argc, char **argv)
 			goto out;
 		}
 
+		it[k].restore_memcpy_s = time_memcpy(dst, rg, o.nregions);
+		if (it[k].restore_memcpy_s < memcpy_s)
+			memcpy_s = it[k].restore_memcpy_s;
 		for (uint32_t i = 0; i < o.nregions; i++)
 			memset(rg[i].ptr, 0, rg[i].bytes);
 		uint64_t got = 0;
-		double t3 = now_s();
-		err = ckpt_restore(ctx, v, 0, &got);
-		double t4 = now_s();
-		if (err < 0) {
-			fprintf(stderr, "ckpt-bench: restore of version %" PRIu64 " failed: %s\n", v, ckpt_strerror(err));
-			goto out;
+		double t3 = 0, t4 = 0;
+		if (mem) {
+			if ((t4 = restore_from_mem(&cfg, rg, o.nregions, v)) < 0)
+				goto out;
+		} else {
+			t3 = now_s();
+			err = ckpt_restore(ctx, v, 0, &got);
+			t4 = now_s();
+			if (err < 0) {
+				fprintf(stderr, "ckpt-bench: restore of version %" PRIu64 " failed: %s\n", v,
+				        ckpt_strerror(err));
+				goto out;
+			}
 		}
 		for (uint32_t i = 0; i < o.nregions; i++)
 			if (digest(rg[i].ptr, rg[i].bytes) != rg[i].sum) {
@@ -567,20 +730,27 @@ int main(int argc, char **argv)
 
 		it[k].stall_s = t1 - t0;
 		it[k].stall_ratio = it[k].stall_s / it[k].memcpy_s;
+		it[k].stall_shm_ratio = mem ? it[k].stall_s / it[k].shm_memcpy_s : 0;
 		it[k].durable_s = t2 - t0;
 		it[k].restore_s = t4 - t3;
+		it[k].restore_ratio = it[k].restore_memcpy_s / it[k].restore_s;
+		it[k].mem_s = mem ? tm - t0 : 0;
 		it[k].lib_stall_s = (double)st.stall_ns * 1e-9;
 		it[k].lib_durable_s = (double)st.durable_ns * 1e-9;
 		it[k].stall_cpu_s = sched_ok ? c1 - c0 : -1;
 		it[k].stall_runq_s = sched_ok ? q1 - q0 : -1;
 		it[k].stored_bytes = st.stored_bytes;
 		done_iters++;
-		if (!o.json)
+		if (!o.json) {
+			char memc[64] = "";
+			if (mem)
+				snprintf(memc, sizeof(memc), "LOCAL_MEM commit %.4f s, ", it[k].mem_s);
 			fprintf(stderr,
 			        "iter %u: version %" PRIu64 " memcpy %.4f s, stall %.4f s (on cpu %.4f, run queue %.4f), "
-			        "durable %.4f s, restore %.4f s\n",
-			        k, v, it[k].memcpy_s, it[k].stall_s, it[k].stall_cpu_s, it[k].stall_runq_s, it[k].durable_s,
-			        it[k].restore_s);
+			        "%sdurable %.4f s, restore%s %.4f s\n",
+			        k, v, it[k].memcpy_s, it[k].stall_s, it[k].stall_cpu_s, it[k].stall_runq_s, memc,
+			        it[k].durable_s, mem ? " from LOCAL_MEM" : "", it[k].restore_s);
+		}
 	}
 
 	if ((err = ckpt_ctx_close(ctx)) < 0) {
@@ -596,14 +766,24 @@ int main(int argc, char **argv)
 	double paired = MEDIAN(it, done_iters, stall_ratio);
 	double stall_cpu = MEDIAN(it, done_iters, stall_cpu_s);
 	double stall_runq = MEDIAN(it, done_iters, stall_runq_s);
+	double mem_commit = MEDIAN(it, done_iters, mem_s);
+	double restore_ratio = MEDIAN(it, done_iters, restore_ratio);
+	double stall_shm_paired = MEDIAN(it, done_iters, stall_shm_ratio);
 	double gib = (double)o.bytes / GIB;
 	int direct = probe_direct(o.root);
 	if (o.json) {
 		printf("{\"bytes\": %" PRIu64 ", \"regions\": %u, \"chunk_bytes\": %" PRIu64
 		       ", \"compress\": %d, \"workers\": %u, \"io_depth\": %u, \"iters\": %u, \"direct_io\": %d, "
-		       "\"stored_bytes\": %" PRIu64 ", ",
+		       "\"stored_bytes\": %" PRIu64 ", \"tiers\": \"%s\", \"staging_bytes\": %" PRIu64 ", ",
 		       o.bytes, o.nregions, (uint64_t)cfg.chunk_bytes, cfg.compress, cfg.workers, cfg.io_depth,
-		       done_iters, direct, it[done_iters - 1].stored_bytes);
+		       done_iters, direct, it[done_iters - 1].stored_bytes, mem ? "local_mem,local_disk" : "local_disk",
+		       (uint64_t)cfg.staging_bytes);
+		if (mem)
+			printf("\"mem_commit_s\": %.6f, \"mem_commit_vs_durable\": %.4f, \"memcpy_shm_s\": %.6f, "
+			       "\"stall_vs_memcpy_shm\": %.4f, \"stall_vs_memcpy_shm_paired\": %.4f, ",
+			       mem_commit, mem_commit / durable, shm_s, stall / shm_s, stall_shm_paired);
+		printf("\"restore_vs_memcpy\": %.4f, \"restore_vs_memcpy_paired\": %.4f, ", memcpy_s / restore,
+		       restore_ratio);
 		printf("\"stall_s\": %.6f, \"durable_s\": %.6f, \"restore_s\": %.6f, \"memcpy_s\": %.6f, "
 		       "\"stall_vs_memcpy\": %.4f, \"stall_vs_memcpy_paired\": %.4f, "
 		       "\"stall_gib_s\": %.4f, \"durable_gib_s\": %.4f, \"restore_gib_s\": %.4f, "
@@ -622,6 +802,10 @@ int main(int argc, char **argv)
 		SERIES(it, done_iters, durable_s);
 		printf(", \"restore_s_all\": ");
 		SERIES(it, done_iters, restore_s);
+		if (mem) {
+			printf(", \"mem_commit_s_all\": ");
+			SERIES(it, done_iters, mem_s);
+		}
 		printf("}\n");
 	} else {
 		printf("ckpt-bench: %.3f GiB in %u regions, chunk %" PRIu64 " KiB, %s, %u workers, io depth %u, "
@@ -629,14 +813,22 @@ int main(int argc, char **argv)
 		       gib, o.nregions, (uint64_t)cfg.chunk_bytes >> 10, cfg.compress ? "compressed" : "uncompressed",
 		       cfg.workers, cfg.io_depth, done_iters, direct ? "direct" : "buffered");
 		printf("  memcpy   %9.4f s  %7.2f GiB/s  (best of %u)\n", memcpy_s, gib / memcpy_s,
-		       BENCH_MEMCPY_REPS + done_iters);
+		       BENCH_MEMCPY_REPS + 2 * done_iters);
 		printf("  stall    %9.4f s  %7.2f GiB/s  %.2fx memcpy (%.2fx the memcpy just before each save)\n",
 		       stall, gib / stall, stall / memcpy_s, paired);
 		if (stall_cpu >= 0)
 			printf("           on cpu %.4f s, waiting for a cpu %.4f s\n", stall_cpu, stall_runq);
+		if (mem)
+			printf("           %.2fx a memcpy into shared memory like the agent's (%.4f s; %.2fx paired)\n",
+			       stall / shm_s, shm_s, stall_shm_paired);
+		if (mem)
+			printf("  LOCAL_MEM %8.4f s  %7.2f GiB/s  (save to committed in node DRAM)\n", mem_commit,
+			       gib / mem_commit);
 		printf("  durable  %9.4f s  %7.2f GiB/s  (save to fdatasync + index commit)\n", durable,
 		       gib / durable);
-		printf("  restore  %9.4f s  %7.2f GiB/s  (verified)\n", restore, gib / restore);
+		printf("  restore  %9.4f s  %7.2f GiB/s  %.2fx memcpy's speed (%.2fx the memcpy just before each; "
+		       "verified%s)\n", restore, gib / restore, memcpy_s / restore, restore_ratio,
+		       mem ? ", from LOCAL_MEM" : "");
 		if (o.compress)
 			printf("  stored   %" PRIu64 " of %" PRIu64 " bytes\n", it[done_iters - 1].stored_bytes, o.bytes);
 	}
@@ -651,6 +843,8 @@ out:
 		munmap(rg[i].ptr, rg[i].map_bytes);
 	if (dst)
 		munmap(dst, dst_map);
+	if (shm)
+		munmap(shm, shm_map);
 	free(rg);
 	free(it);
 	if (!o.keep) {

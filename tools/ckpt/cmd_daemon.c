@@ -838,7 +838,9 @@ int cli_restore_daemon(cli *c, const char *out)
 			dfd = -1;
 			if (ckpt__mkdir_p(dir, 0700) == 0)
 				dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-			cli_shard_src src = { .path = path, .check_sum = loc.checksum != 0, .footer_checksum = loc.checksum };
+			/* The recorded checksum is the shard's DRAM image's, which a
+			 * compressed file does not repeat: header and chunks are checked. */
+			cli_shard_src src = { .path = path };
 			why[0] = 0;
 			err = dfd < 0 ? -errno : cli_restore_shard(c, &src, v, r, dfd, why, sizeof(why));
 			if (err == 0)
