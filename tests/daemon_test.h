@@ -1,11 +1,13 @@
 /* Helpers of the tests that run libckpt against a real ckptd (--role both):
- * a token file, the daemon as a child that dies with the test and writes
- * its log to a file (never to CTest's pipe), ranks in child processes, and
+ * a token file, the daemon (started by tests/ckptd_helper.h: it dies with
+ * the test and logs to a file, never to CTest's pipe), ranks in child
+ * processes, and
  * the coordinator's view of a version through `ckpt ls --daemon`. */
 #ifndef CKPT_DAEMON_TEST_H
 #define CKPT_DAEMON_TEST_H
 
 #include "helpers.h"
+#include "ckptd_helper.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -25,6 +27,7 @@ typedef struct dt_env {
 	char dir[512], root[600], droot[600], sock[600], addr[620], tcp[64], tok[600], log[600];
 	pid_t daemon;
 	int port;
+	td_daemon d;
 } dt_env;
 
 /* Skips the test (exit 77) without the daemon binary; fills the paths under
@@ -63,88 +66,35 @@ static inline void dt_init(dt_env *e, const char *tag)
 	close(fd);
 }
 
-/* A TCP port nobody listens on right now (the kernel's pick for port 0). */
+/* A TCP port nobody listens on right now. */
 static inline int dt_free_port(void)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	T_ASSERT(fd >= 0);
-	T_ASSERT(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-	T_ASSERT(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-	close(fd);
-	return ntohs(a.sin_port);
+	return td_free_port("127.0.0.1");
 }
 
-static inline int dt_connects(const struct sockaddr *a, socklen_t len)
-{
-	int fd = socket(a->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int ok = fd >= 0 && connect(fd, a, len) == 0;
-	if (fd >= 0)
-		close(fd);
-	return ok;
-}
-
-/* Starts `ckptd --role both` on e->sock with a pool of pool_size and, with
- * tcp, on 127.0.0.1 at a free port (e->tcp). Another process may take the
- * port between our pick and the daemon's bind: then it is tried again. */
+/* Starts `ckptd --role both` (tests/ckptd_helper.h) on a socket in e->dir
+ * with a pool of pool_size and, with tcp, on 127.0.0.1 at a free port
+ * (e->tcp); e->sock, e->addr and e->log name its socket and log. */
 static inline void dt_start(dt_env *e, const char *pool_size, int tcp)
 {
-	char exe[600], listen_at[64];
-	snprintf(exe, sizeof(exe), "%s/ckptd", getenv("CKPT_BIN"));
-	for (int attempt = 0; attempt < 5; attempt++) {
-		e->port = tcp ? dt_free_port() : 0;
-		snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%d", e->port);
-		snprintf(e->tcp, sizeof(e->tcp), "%s", listen_at);
-		unlink(e->sock);
-		e->daemon = fork();
-		T_ASSERT(e->daemon >= 0);
-		if (e->daemon == 0) {
-			/* Dies with the test, and keeps CTest's output pipe free. */
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			int fd = open(e->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-			dup2(fd, 1);
-			dup2(fd, 2);
-			if (tcp)
-				execl(exe, exe, "--role", "both", "--root", e->droot, "--socket", e->sock, "--listen",
-				      listen_at, "--token-file", e->tok, "--pool-size", pool_size, "--node", "n0",
-				      (char *)NULL);
-			else
-				execl(exe, exe, "--role", "both", "--root", e->droot, "--socket", e->sock, "--token-file",
-				      e->tok, "--pool-size", pool_size, "--node", "n0", (char *)NULL);
-			_exit(127);
-		}
-		struct sockaddr_un su = { .sun_family = AF_UNIX };
-		T_ASSERT(strlen(e->sock) < sizeof(su.sun_path));
-		memcpy(su.sun_path, e->sock, strlen(e->sock) + 1);
-		struct sockaddr_in si = { .sin_family = AF_INET, .sin_port = htons((uint16_t)e->port),
-		                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-		for (int i = 0; i < 500; i++) {
-			if (dt_connects((struct sockaddr *)&su, sizeof(su)) &&
-			    (!tcp || dt_connects((struct sockaddr *)&si, sizeof(si))))
-				return;
-			int st;
-			if (waitpid(e->daemon, &st, WNOHANG) == e->daemon) {
-				e->daemon = 0;
-				break;
-			}
-			usleep(20000);
-		}
-		if (e->daemon) {
-			kill(e->daemon, SIGKILL);
-			waitpid(e->daemon, NULL, 0);
-			e->daemon = 0;
-		}
-	}
-	T_FAIL("ckptd did not come up; see %s", e->log);
+	td_daemon_init(&e->d, e->dir, "n0", tcp ? "127.0.0.1" : NULL, TD_SOCKET);
+	const char *args[] = { "--role", "both", "--root", e->droot, "--token-file", e->tok, "--pool-size", pool_size,
+	                       "--node", "n0", NULL };
+	td_daemon_start(&e->d, args);
+	e->daemon = e->d.pid;
+	e->port = e->d.port;
+	snprintf(e->tcp, sizeof(e->tcp), "%s", e->d.tcp);
+	snprintf(e->sock, sizeof(e->sock), "%s", e->d.sock);
+	snprintf(e->addr, sizeof(e->addr), "%s", e->d.unixa);
+	snprintf(e->log, sizeof(e->log), "%s", e->d.log);
 }
 
+/* SIGKILL. A caller that reaped e->daemon itself sets it to 0 first. */
 static inline void dt_stop(dt_env *e)
 {
-	if (e->daemon > 0) {
-		kill(e->daemon, SIGKILL);
-		waitpid(e->daemon, NULL, 0);
-	}
+	if (e->daemon <= 0)
+		e->d.pid = 0;
+	td_daemon_kill9(&e->d);
 	e->daemon = 0;
 }
 
