@@ -2,9 +2,8 @@
  * (LOCAL_MEM) and disk, both commit; with the shard files deleted, a new
  * process restores from the daemon's DRAM alone, bit-exact.
  * Public API only, plus starting the daemon. */
-#include "helpers.h"
+#include "daemon_test.h"
 
-#include <sys/prctl.h>
 #include <ckpt.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,9 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,10 +19,6 @@
 #define NREG 2
 static const size_t sizes[NREG] = { 3u << 20, (1u << 20) + 5000 };
 
-typedef struct env {
-	char dir[512], root[600], droot[600], sock[600], addr[620], tok[600], log[600];
-	pid_t daemon;
-} env;
 
 /* Region 0 random, region 1 mostly zeros: both the stored and the zstd
  * chunk paths are exercised. */
@@ -36,7 +29,7 @@ static void fill(uint8_t **bufs, uint64_t seed)
 	t_fill(bufs[1] + 4096, 4096, seed + 1);
 }
 
-static ckpt_ctx *open_ctx(const env *e, uint8_t **bufs, uint32_t tiers, int with_daemon)
+static ckpt_ctx *open_ctx(const dt_env *e, uint8_t **bufs, uint32_t tiers, int with_daemon)
 {
 	ckpt_config cfg;
 	T_OK(ckpt_config_init(&cfg));
@@ -60,42 +53,8 @@ static ckpt_ctx *open_ctx(const env *e, uint8_t **bufs, uint32_t tiers, int with
 	return ctx;
 }
 
-static void start_daemon(env *e)
-{
-	char exe[600];
-	snprintf(exe, sizeof(exe), "%s/ckptd", getenv("CKPT_BIN"));
-	e->daemon = fork();
-	T_ASSERT(e->daemon >= 0);
-	if (e->daemon == 0) {
-		/* Dies with the test, and keeps CTest's output pipe free. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		int fd = open(e->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execl(exe, exe, "--role", "both", "--root", e->droot, "--socket", e->sock, "--token-file", e->tok,
-		      "--pool-size", "64M", "--node", "n0", (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 500; i++) {
-		struct sockaddr_un a = { .sun_family = AF_UNIX };
-		T_ASSERT(strlen(e->sock) < sizeof(a.sun_path));
-		memcpy(a.sun_path, e->sock, strlen(e->sock) + 1);
-		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		int ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-		if (fd >= 0)
-			close(fd);
-		if (ok)
-			return;
-		int st;
-		if (waitpid(e->daemon, &st, WNOHANG) == e->daemon)
-			T_FAIL("ckptd exited early (status %d); see %s", st, e->log);
-		usleep(20000);
-	}
-	T_FAIL("ckptd did not come up; see %s", e->log);
-}
-
 /* Runs fn in a child process (a rank), returns its exit status. */
-static int in_child(void (*fn)(const env *), const env *e)
+static int in_child(void (*fn)(const dt_env *), const dt_env *e)
 {
 	pid_t p = fork();
 	T_ASSERT(p >= 0);
@@ -114,7 +73,7 @@ static void alloc_bufs(uint8_t **bufs)
 		T_ASSERT((bufs[i] = malloc(sizes[i])));
 }
 
-static void rank_save(const env *e)
+static void rank_save(const dt_env *e)
 {
 	uint8_t *bufs[NREG];
 	alloc_bufs(bufs);
@@ -132,7 +91,7 @@ static void rank_save(const env *e)
 		free(bufs[i]);
 }
 
-static void rank_restore(const env *e)
+static void rank_restore(const dt_env *e)
 {
 	uint8_t *bufs[NREG], *want[NREG];
 	alloc_bufs(bufs);
@@ -154,7 +113,7 @@ static void rank_restore(const env *e)
 }
 
 /* Without a daemon: local_mem is refused, and embedded mode is unchanged. */
-static void embedded(const env *e)
+static void embedded(const dt_env *e)
 {
 	ckpt_config cfg;
 	T_OK(ckpt_config_init(&cfg));
@@ -180,38 +139,13 @@ static void embedded(const env *e)
 
 int main(void)
 {
-	env e = { 0 };
-	const char *bin = getenv("CKPT_BIN");
-	char exe[600];
-	if (!bin) {
-		fprintf(stderr, "skip: CKPT_BIN not set\n");
-		return T_EXIT_SKIP;
-	}
-	snprintf(exe, sizeof(exe), "%s/ckptd", bin);
-	if (access(exe, X_OK) != 0) {
-		fprintf(stderr, "skip: no %s\n", exe);
-		return T_EXIT_SKIP;
-	}
-	signal(SIGPIPE, SIG_IGN);
-	unsetenv("CKPT_DAEMON");
-	unsetenv("CKPT_TOKEN");
-	snprintf(e.dir, sizeof(e.dir), "%s", t_tmpdir("dmem"));
-	snprintf(e.root, sizeof(e.root), "%s/root", e.dir);
-	snprintf(e.droot, sizeof(e.droot), "%s/droot", e.dir);
-	snprintf(e.sock, sizeof(e.sock), "%s/a.sock", e.dir);
-	snprintf(e.addr, sizeof(e.addr), "unix:%s", e.sock);
-	snprintf(e.tok, sizeof(e.tok), "%s/token", e.dir);
-	snprintf(e.log, sizeof(e.log), "%s/ckptd.log", e.dir);
-	T_ASSERT(mkdir(e.droot, 0700) == 0);
-	int fd = open(e.tok, O_WRONLY | O_CREAT | O_EXCL, 0600);
-	T_ASSERT(fd >= 0 && write(fd, "0123456789abcdefghijklmnopqrstuv", 32) == 32);
-	close(fd);
-
+	dt_env e;
+	dt_init(&e, "dmem");
 	embedded(&e);
-	start_daemon(&e);
+	dt_start(&e, "64M", 0);
 	int st = in_child(rank_save, &e);
 	if (st != 0) {
-		kill(e.daemon, SIGKILL);
+		dt_stop(&e);
 		T_FAIL("saving rank exited %d; daemon log %s", st, e.log);
 	}
 	/* Only the daemon's DRAM copy is left. */
@@ -221,8 +155,7 @@ int main(void)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", jobs);
 	T_ASSERT(system(cmd) == 0 && access(jobs, F_OK) != 0);
 	st = in_child(rank_restore, &e);
-	kill(e.daemon, SIGKILL);
-	waitpid(e.daemon, NULL, 0);
+	dt_stop(&e);
 	if (st != 0)
 		T_FAIL("restoring rank exited %d; daemon log %s", st, e.log);
 	t_rmrf(e.dir);
