@@ -4,6 +4,7 @@
 ckpt_install_deps() {
 	local want=(build-essential cmake pkg-config liburing-dev liblmdb-dev libzstd-dev
 	            libxxhash-dev libzmq3-dev libsodium-dev python3 "$@")
+	want+=(libjansson-dev python3-matplotlib) # ckpt-sim: reads ckpt-bench's JSON; --plot
 	local missing=()
 	for p in "${want[@]}"; do
 		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -2,12 +2,12 @@
 # Builds every libFuzzer target of the project with clang (once, into its
 # own build directory) and runs each for SECONDS seconds, starting from its
 # committed seed corpus: the shard parser and index records (tests/fuzz),
-# ckptd's wire protocol (tests/ckptd) and the coordinator's stored records
-# (tests/ckptd_coord_fuzz).
+# ckptd's wire protocol (tests/ckptd), the coordinator's stored records
+# (tests/ckptd_coord_fuzz) and ckpt-sim's reader of ckpt-bench reports.
 #
 # usage: tests/fuzz/run-fuzzers.sh SECONDS [TARGET...]
 #   SECONDS  fuzzing time per target (the build is not counted)
-#   TARGET   fuzz_shard, fuzz_index, fuzz_proto, fuzz_coord (default: all)
+#   TARGET   fuzz_shard, fuzz_index, fuzz_proto, fuzz_coord, fuzz_bench_json (default: all)
 # env: CKPT_FUZZ_BUILD  build directory (default: <repo>/build-fuzz)
 #      CC               a clang to use (default: clang-14, then clang)
 # exit: 0 no crash, 1 a target crashed, hung, leaked or broke an invariant
@@ -22,7 +22,7 @@ secs=${1:-}
 }
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_shard fuzz_index fuzz_proto fuzz_coord)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_shard fuzz_index fuzz_proto fuzz_coord fuzz_bench_json)
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
