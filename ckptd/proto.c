@@ -227,6 +227,18 @@ static const char *check_location(const void *r)
 	return !m->root[0] == !(m->tiers & CKPT_TIER_LOCAL_DISK) ? NULL : "ROOT goes with LOCAL_DISK";
 }
 
+static const char *check_rank_step(const void *r)
+{
+	const ckptd_rank_step *e = r;
+	return e->state == CKPTD_RANK_OK || e->state == CKPTD_RANK_STRAGGLER ? NULL : "unknown rank state";
+}
+
+static const char *check_step_reply(const void *r)
+{
+	const ckptd_step_stats_reply *m = r;
+	return m->more > 1 ? "MORE is not 0 or 1" : NULL;
+}
+
 static const char *check_gone(const void *r)
 {
 	const ckptd_copies_gone *m = r;
@@ -306,6 +318,25 @@ static const ckptd__field f_step[] = {
 	F_U32(ckptd_step_report, rank, CKPTD_TAG_RANK, REQ),
 	F_U64(ckptd_step_report, step, CKPTD_TAG_STEP, REQ),
 	F_U64(ckptd_step_report, step_ns, CKPTD_TAG_STEP_NS, REQ),
+	F_U32(ckptd_step_report, count, CKPTD_TAG_COUNT, OPT),
+	F_STR(ckptd_step_report, node, CKPTD_TAG_NODE, OPT, CK_NAME),
+};
+static const ckptd__field f_step_stats[] = {
+	F_STR(ckptd_step_stats, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_step_stats, start, CKPTD_TAG_START, OPT),
+};
+static const ckptd__field f_rank_step[] = {
+	F_U32(ckptd_rank_step, rank, CKPTD_TAG_RANK, REQ),
+	F_U64(ckptd_rank_step, step, CKPTD_TAG_STEP, REQ),
+	F_U64(ckptd_rank_step, step_ns, CKPTD_TAG_STEP_NS, REQ),
+	F_U32(ckptd_rank_step, state, CKPTD_TAG_STATE, REQ),
+	F_STR(ckptd_rank_step, node, CKPTD_TAG_NODE, OPT, CK_NAME),
+};
+static const ckptd__schema s_rank_step = SCHEMA(ckptd_rank_step, f_rank_step, check_rank_step);
+static const ckptd__field f_step_stats_reply[] = {
+	F_STR(ckptd_step_stats_reply, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U32(ckptd_step_stats_reply, more, CKPTD_TAG_MORE, OPT),
+	F_LIST(ckptd_step_stats_reply, entries, count, CKPTD_TAG_ENTRIES, s_rank_step),
 };
 static const ckptd__field f_list_versions[] = {
 	F_STR(ckptd_list_versions, job, CKPTD_TAG_JOB, REQ, CK_JOB),
@@ -482,6 +513,9 @@ static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_VERIFY, "VERIFY", SCHEMA(ckptd_verify, f_verify, NULL) },
 	{ CKPTD_MSG_VERIFY_REPLY, "VERIFY_REPLY", SCHEMA(ckptd_verify_reply, f_vreply, check_vreply) },
 	{ CKPTD_MSG_LOCATION, "LOCATION", SCHEMA(ckptd_location, f_location, check_location) },
+	{ CKPTD_MSG_STEP_STATS, "STEP_STATS", SCHEMA(ckptd_step_stats, f_step_stats, NULL) },
+	{ CKPTD_MSG_STEP_STATS_REPLY, "STEP_STATS_REPLY",
+	  SCHEMA(ckptd_step_stats_reply, f_step_stats_reply, check_step_reply) },
 };
 
 static const ckptd__msgdef *find_msg(uint16_t type)

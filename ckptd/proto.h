@@ -91,6 +91,8 @@ typedef enum ckptd_msg_type {
 	CKPTD_MSG_VERIFY = 56,        /* 1.1 */
 	CKPTD_MSG_VERIFY_REPLY = 57,  /* 1.1 */
 	CKPTD_MSG_LOCATION = 58,      /* 1.1 */
+	CKPTD_MSG_STEP_STATS = 59,    /* 1.1 */
+	CKPTD_MSG_STEP_STATS_REPLY = 60, /* 1.1 */
 	CKPTD_MSG_AGENT_HELLO = 64,
 	CKPTD_MSG_AGENT_INVENTORY = 65,
 	CKPTD_MSG_COPIES_GONE = 66,   /* 1.1 */
@@ -244,8 +246,32 @@ typedef struct ckptd_step_report {
 	char job[CKPTD_JOB_MAX + 1];
 	uint32_t rank;
 	uint64_t step;
-	uint64_t step_ns; /* wall time of that step */
+	uint64_t step_ns; /* wall time of that step (with COUNT: the mean over COUNT steps) */
+	uint32_t count;   /* optional (1.1): steps this report sums up, ending at step */
+	char node[CKPTD_NAME_MAX + 1]; /* optional (1.1): set by the agent passing it on */
 } ckptd_step_report;
+
+/* STEP_STATS (1.1): the coordinator's view of a job's step times. */
+typedef struct ckptd_step_stats {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t start; /* optional: ranks >= start (paging) */
+} ckptd_step_stats;
+
+enum { CKPTD_RANK_OK = 1, CKPTD_RANK_STRAGGLER = 2 };
+typedef struct ckptd_rank_step {
+	uint32_t rank;
+	uint64_t step;     /* last step reported */
+	uint64_t step_ns;  /* smoothed step time */
+	uint32_t state;    /* CKPTD_RANK_* */
+	char node[CKPTD_NAME_MAX + 1]; /* optional */
+} ckptd_rank_step;
+
+typedef struct ckptd_step_stats_reply {
+	char job[CKPTD_JOB_MAX + 1];
+	uint32_t more;   /* 1: ask again with start = last rank + 1 */
+	uint32_t count;
+	ckptd_rank_step *entries;
+} ckptd_step_stats_reply;
 
 typedef struct ckptd_list_versions {
 	char job[CKPTD_JOB_MAX + 1];
@@ -453,6 +479,8 @@ typedef struct ckptd_msg {
 		ckptd_verify verify;
 		ckptd_verify_reply verify_reply;
 		ckptd_location location;
+		ckptd_step_stats step_stats;
+		ckptd_step_stats_reply step_stats_reply;
 	} u;
 } ckptd_msg;
 

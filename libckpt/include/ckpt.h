@@ -367,6 +367,22 @@ CKPT_API void ckpt_handle_free(ckpt_handle *h);
 
 #define CKPT_LATEST UINT64_MAX
 
+/* What ckpt_step tells the training loop. */
+typedef enum ckpt_step_action {
+	CKPT_STEP_CONTINUE = 0, /* go on training */
+	CKPT_STEP_SAVE = 1,     /* save a checkpoint at this step (reserved: preemption, interval advice) */
+	CKPT_STEP_EXIT = 2,     /* save done, leave (reserved: preemption) */
+} ckpt_step_action;
+
+/* Call once per training step, with the step number, at the same point of
+ * every step. Measures the time between calls (the step time) and, through
+ * a ckptd agent, reports it about once a second, batched, for straggler
+ * detection; it costs no system call on its fast path (a clock read through
+ * the vDSO and an uncontended lock). Thread-safe with the context's other
+ * calls. Returns a ckpt_step_action (today always CKPT_STEP_CONTINUE), or
+ * -EINVAL. */
+CKPT_API int ckpt_step(ckpt_ctx *ctx, uint64_t step);
+
 /* Restores every registered region from `version`, or from the newest
  * committed version that verifies when version is CKPT_LATEST (a version
  * whose shard is corrupt or missing is logged and skipped).

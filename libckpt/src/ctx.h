@@ -144,6 +144,13 @@ struct ckpt_ctx {
 	void *cuda_stream;       /* the trainer's stream */
 	uint32_t ndev_regions;
 
+	/* ckpt_step: the trainer's step times since the last report (step_mu) */
+	pthread_mutex_t step_mu;
+	uint64_t step_last_ns;   /* when ckpt_step was last called; 0: never */
+	uint64_t step_cur;       /* the step it named */
+	uint64_t step_sum_ns, step_count;
+	uint64_t step_sent_ns;   /* io thread: when the last report went */
+
 	pthread_mutex_t lock;
 	pthread_cond_t work_cv;  /* workers wait for tasks */
 	pthread_cond_t space_cv; /* snapshot waits for slots / cbufs / io credits */

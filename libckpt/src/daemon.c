@@ -643,3 +643,38 @@ int ckpt__daemon_segment_read(ckpt_ctx *ctx, uint64_t version, const uint8_t **b
 	pthread_mutex_unlock(&d->mu);
 	return err;
 }
+
+#define STEP_REPORT_NS 1000000000ull /* one report a second at most */
+
+void ckpt__daemon_steps(ckpt_ctx *ctx)
+{
+	struct ckpt_daemon *d = ctx->daemon;
+	if (!d || d->broken)
+		return;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (now - ctx->step_sent_ns < STEP_REPORT_NS)
+		return;
+	pthread_mutex_lock(&ctx->step_mu);
+	uint64_t count = ctx->step_count, sum = ctx->step_sum_ns, step = ctx->step_cur;
+	ctx->step_count = 0;
+	ctx->step_sum_ns = 0;
+	pthread_mutex_unlock(&ctx->step_mu);
+	ctx->step_sent_ns = now;
+	if (!count)
+		return;
+	ckptd_msg m = { .type = CKPTD_MSG_STEP_REPORT }, rep;
+	snprintf(m.u.step_report.job, sizeof(m.u.step_report.job), "%s", ctx->job);
+	m.u.step_report.rank = ctx->cfg.rank;
+	m.u.step_report.step = step;
+	m.u.step_report.step_ns = sum / count;
+	m.u.step_report.count = count > UINT32_MAX ? UINT32_MAX : (uint32_t)count;
+	pthread_mutex_lock(&d->mu);
+	int err = call_expect(ctx, &m, CKPTD_MSG_OK, &rep, NULL);
+	pthread_mutex_unlock(&d->mu);
+	if (err == 0)
+		ckptd_msg_free(&rep);
+	else
+		LOG_T(&ctx->log, CKPT_NO_VERSION, "daemon: step report not taken: %s", ckpt_strerror(err));
+}

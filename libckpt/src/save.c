@@ -633,8 +633,10 @@ static void *io_main(void *arg)
 			f = nx;
 		}
 		mem_scan(ctx);
-		if (ctx->daemon)
+		if (ctx->daemon) {
 			ckpt__daemon_poll(ctx);
+			ckpt__daemon_steps(ctx);
+		}
 		pthread_mutex_lock(&ctx->lock);
 		int idle = ctx->nlive == 0 && !ctx->stopping;
 		pthread_mutex_unlock(&ctx->lock);

@@ -16,7 +16,7 @@ static const uint16_t t_types[] = {
 	CKPTD_MSG_VERSIONS, CKPTD_MSG_DELETE_VERSION, CKPTD_MSG_STATUS, CKPTD_MSG_STATUS_REPLY,
 	CKPTD_MSG_AGENT_HELLO, CKPTD_MSG_AGENT_INVENTORY, CKPTD_MSG_SEGMENT_RELEASE, CKPTD_MSG_GC,
 	CKPTD_MSG_SHOW_VERSION, CKPTD_MSG_VERSION_DETAIL, CKPTD_MSG_COPIES_GONE, CKPTD_MSG_VERIFY,
-	CKPTD_MSG_VERIFY_REPLY, CKPTD_MSG_LOCATION,
+	CKPTD_MSG_VERIFY_REPLY, CKPTD_MSG_LOCATION, CKPTD_MSG_STEP_STATS, CKPTD_MSG_STEP_STATS_REPLY,
 };
 #define T_NTYPES (sizeof(t_types) / sizeof(t_types[0]))
 
@@ -28,6 +28,7 @@ typedef struct t_store {
 	ckptd_copy_info c[4];
 	ckptd_tier_stat t[4];
 	ckptd_verify_result vr[3];
+	ckptd_rank_step rs[3];
 } t_store;
 
 /* A string of n characters c (n < cap). */
@@ -120,6 +121,9 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 		m->u.step_report.rank = full ? 3 : 0;
 		m->u.step_report.step = full ? 123456 : 0;
 		m->u.step_report.step_ns = full ? 987654321 : 0;
+		m->u.step_report.count = full ? 17 : 0;
+		if (full)
+			snprintf(m->u.step_report.node, sizeof(m->u.step_report.node), "gpu-node-7");
 		break;
 	case CKPTD_MSG_LIST_VERSIONS:
 		snprintf(m->u.list_versions.job, sizeof(m->u.list_versions.job), "%s", job);
@@ -251,6 +255,22 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 			st->vr[i].code = (uint32_t)i;
 			if (i == 1)
 				t_str(st->vr[i].text, CKPTD_TEXT_MAX, 'x');
+		}
+		break;
+	case CKPTD_MSG_STEP_STATS:
+		snprintf(m->u.step_stats.job, sizeof(m->u.step_stats.job), "%s", job);
+		m->u.step_stats.start = full ? 4096 : 0;
+		break;
+	case CKPTD_MSG_STEP_STATS_REPLY:
+		snprintf(m->u.step_stats_reply.job, sizeof(m->u.step_stats_reply.job), "%s", job);
+		m->u.step_stats_reply.more = full ? 1 : 0;
+		m->u.step_stats_reply.count = full ? 3 : 0;
+		m->u.step_stats_reply.entries = st->rs;
+		for (int i = 0; i < 3; i++) {
+			st->rs[i] = (ckptd_rank_step){ (uint32_t)i, 1000u + (uint64_t)i, 100000000ull * (uint64_t)(i + 1),
+			                               i == 2 ? CKPTD_RANK_STRAGGLER : CKPTD_RANK_OK, "" };
+			if (i)
+				snprintf(st->rs[i].node, sizeof(st->rs[i].node), "n%d", i);
 		}
 		break;
 	case CKPTD_MSG_LOCATION:
