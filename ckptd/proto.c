@@ -307,6 +307,8 @@ static const ckptd__field f_shard_done[] = {
 	F_U64(ckptd_shard_done, bytes, CKPTD_TAG_BYTES, REQ),
 	F_U64(ckptd_shard_done, checksum, CKPTD_TAG_CHECKSUM, REQ),
 	F_U64(ckptd_shard_done, lineage, CKPTD_TAG_LINEAGE, REQ),
+	F_U64(ckptd_shard_done, stall_ns, CKPTD_TAG_STALL_NS, OPT),
+	F_U64(ckptd_shard_done, durable_ns, CKPTD_TAG_DURABLE_NS, OPT),
 };
 static const ckptd__field f_commit[] = {
 	F_STR(ckptd_commit_notice, job, CKPTD_TAG_JOB, REQ, CK_JOB),

@@ -122,6 +122,8 @@ enum {
 	/* 1.1 */
 	CKPTD_TAG_ROOT, CKPTD_TAG_COUNT, CKPTD_TAG_KEEP_DRAM, CKPTD_TAG_KEEP_DISK,
 	CKPTD_TAG_KEEP_EVERY, CKPTD_TAG_POLICY, CKPTD_TAG_RESTORABLE, CKPTD_TAG_TIER_STATS,
+	/* 1.1, later: optional timings of SHARD_DONE */
+	CKPTD_TAG_STALL_NS, CKPTD_TAG_DURABLE_NS,
 };
 
 /* GC.keep_dram / keep_disk: no limit. */
@@ -234,6 +236,8 @@ typedef struct ckptd_shard_done {
 	uint64_t bytes;
 	uint64_t checksum;   /* the shard's footer checksum */
 	uint64_t lineage;
+	uint64_t stall_ns;   /* optional: how long ckpt_save blocked the trainer */
+	uint64_t durable_ns; /* optional: from ckpt_save's call to durability at tier */
 } ckptd_shard_done;
 
 typedef struct ckptd_commit_notice {

@@ -3,7 +3,7 @@
 # is not there yet. Sourced by demo.sh and test.sh; runs as root.
 ckpt_install_deps() {
 	local want=(build-essential cmake pkg-config liburing-dev liblmdb-dev libzstd-dev
-	            libxxhash-dev libzmq3-dev libsodium-dev python3 "$@")
+	            libxxhash-dev libzmq3-dev libsodium-dev libmicrohttpd-dev prometheus python3 "$@")
 	want+=(libjansson-dev python3-matplotlib) # ckpt-sim: reads ckpt-bench's JSON; --plot
 	local missing=()
 	for p in "${want[@]}"; do

@@ -85,7 +85,17 @@ struct ckptd_agent {
 	struct vrun *vruns;  /* verifications in flight */
 	size_t nvruns;
 	ckpt_logger lg;     /* for libckpt's maintenance code */
+	ckptd_metrics *mx;
 };
+
+#define METRICS_TICK_MS 1000
+
+/* Answers a DRAM request with NO_SPACE or BUSY (the rank writes to disk), counted. */
+static int refuse_grant(ckptd_agent *a, ckptd_session *s, const char *job, uint32_t code, const char *text)
+{
+	ckptd_metrics_add(a->mx, CKPTD_M_GRANTS_REFUSED, job, code == CKPTD_ERR_NO_SPACE ? "no_space" : "busy", 1);
+	return ckptd_session_send_error(s, code, text);
+}
 
 static int push_id(uint64_t **v, size_t *n, size_t *cap, uint64_t id)
 {
@@ -413,6 +423,7 @@ static int delete_copies(ckptd_agent *a, const char *job, uint64_t version, uint
 	int r = ckptd_aidx_unmark(a->idx, job, version);
 	if (r < 0)
 		return r;
+	ckptd_metrics_add(a->mx, CKPTD_M_AGENT_DELETIONS, job, NULL, 1);
 	CKPTD_INFO(a->log, NULL, job, "version %llu: copies deleted at tiers 0x%x (%d segments, %d records)",
 	           (unsigned long long)version, tiers, segs, recs);
 	ckptd_msg m = { .type = CKPTD_MSG_COPIES_GONE };
@@ -455,6 +466,7 @@ static void on_evict(void *arg, const ckptd_seg_info *si)
 	/* The protocol has no message for one lost copy: a fresh inventory
 	 * tells the coordinator (its final batch drops what is not listed). */
 	a->inventory_due = 1;
+	ckptd_metrics_add(a->mx, CKPTD_M_EVICTED, si->job, NULL, 1);
 	CKPTD_INFO(a->log, NULL, si->job, "evicted version %llu rank %u from DRAM", (unsigned long long)si->version,
 	           si->rank);
 }
@@ -489,6 +501,13 @@ static void after_events(ckptd_server *srv, void *arg)
 					ckptd_session_send_error(e->rs->s, CKPTD_ERR_INTERNAL, "agent index write failed");
 				continue;
 			}
+			const char *tier = ckptd_metrics_tier(e->d.tier);
+			ckptd_metrics_add(a->mx, CKPTD_M_AGENT_REPORTS, e->d.job, tier, 1);
+			ckptd_metrics_add(a->mx, CKPTD_M_SHARD_BYTES, e->d.job, tier, (double)e->d.bytes);
+			if (e->d.stall_ns)
+				ckptd_metrics_observe(a->mx, CKPTD_M_SAVE_STALL, e->d.job, tier, (double)e->d.stall_ns / 1e9);
+			if (e->d.durable_ns)
+				ckptd_metrics_observe(a->mx, CKPTD_M_TIME_TO_DURABLE, e->d.job, tier, (double)e->d.durable_ns / 1e9);
 			ckptd_msg ok = { .type = CKPTD_MSG_OK, .u.ok.version = e->d.version };
 			if (e->rs)
 				ckptd_session_send(e->rs->s, &ok, -1);
@@ -598,7 +617,7 @@ static int on_segment(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckp
 		return 0;
 	}
 	if (!pool && m->mode == CKPTD_SEG_WRITE)
-		return ckptd_session_send_error(s, CKPTD_ERR_NO_SPACE, "no DRAM pool for this job on this node; write this shard to disk");
+		return refuse_grant(a, s, m->job, CKPTD_ERR_NO_SPACE, "no DRAM pool for this job on this node; write this shard to disk");
 	if (!pool)
 		return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no DRAM copy of that shard on this node");
 	if (m->mode == CKPTD_SEG_WRITE) {
@@ -608,7 +627,7 @@ static int on_segment(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckp
 			return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "WRITE needs BYTES");
 		r = ckptd_pool_alloc(pool, m->job, m->version, m->rank, m->bytes, &si);
 		if (r == -ENOSPC)
-			return ckptd_session_send_error(s, CKPTD_ERR_NO_SPACE, "node DRAM pool full; write this shard to disk");
+			return refuse_grant(a, s, m->job, CKPTD_ERR_NO_SPACE, "node DRAM pool full; write this shard to disk");
 		if (r == -EEXIST)
 			return ckptd_session_send_error(s, CKPTD_ERR_STATE, "this rank already has a segment in that version");
 		if (r < 0)
@@ -803,6 +822,8 @@ static void on_vdone(void *arg, ckptd_vtask *t, ckptd_vitem *items, size_t n)
 	size_t bad = 0;
 	for (size_t i = 0; i < n; i++)
 		bad += items[i].res.code != CKPTD_VERIFY_OK;
+	ckptd_metrics_add(a->mx, CKPTD_M_VERIFICATIONS, v->job, NULL, 1);
+	ckptd_metrics_add(a->mx, CKPTD_M_NOT_INTACT, v->job, NULL, (double)bad);
 	CKPTD_INFO(a->log, NULL, v->job, "version %llu: verified %zu copies, %zu not intact", (unsigned long long)v->version,
 	           n, bad);
 	if (rs)
@@ -1051,13 +1072,34 @@ static void on_pool_ready(void *arg, const char *job, int err)
 			continue;
 		rs->waiting = 0;
 		if (err < 0) {
-			ckptd_session_send_error(rs->s, CKPTD_ERR_NO_SPACE, "no DRAM pool for this job on this node; write this shard to disk");
+			refuse_grant(a, rs->s, rs->job, CKPTD_ERR_NO_SPACE, "no DRAM pool for this job on this node; write this shard to disk");
 			continue;
 		}
 		ckptd_segment_request m = rs->wreq;
 		if (on_segment(a, rs->s, rs, &m) < 0)
 			ckptd_session_send_error(rs->s, CKPTD_ERR_INTERNAL, "segment allocation failed");
 	}
+}
+
+static void pool_gauge(void *arg, const char *job, const ckptd_pool_stats *st)
+{
+	ckptd_agent *a = arg;
+	ckptd_metrics_set(a->mx, CKPTD_M_JOB_POOL_BYTES, job, NULL, (double)st->bytes);
+	ckptd_metrics_set(a->mx, CKPTD_M_JOB_POOL_USED, job, NULL, (double)st->used);
+}
+
+/* The pool gauges, from the loop's thread (the HTTP thread reads the registry only). */
+static void metrics_tick(ckptd_server *srv, void *arg)
+{
+	(void)srv;
+	ckptd_agent *a = arg;
+	uint64_t bytes, used;
+	ckptd_agent_pool_stats(a, &bytes, &used);
+	ckptd_metrics_set(a->mx, CKPTD_M_POOL_BYTES, NULL, NULL, (double)bytes);
+	ckptd_metrics_set(a->mx, CKPTD_M_POOL_USED, NULL, NULL, (double)used);
+	ckptd_metrics_zero(a->mx, CKPTD_M_JOB_POOL_BYTES);
+	ckptd_metrics_zero(a->mx, CKPTD_M_JOB_POOL_USED);
+	ckptd_jpools_each(a->pools, pool_gauge, a);
 }
 
 /* Requests that waited too long for their job's pool: disk only this time. */
@@ -1069,8 +1111,8 @@ static void wait_tick(ckptd_server *srv, void *arg)
 	for (rank_sess *rs = a->ranks; rs; rs = rs->next)
 		if (rs->waiting && now >= rs->wait_until_ns) {
 			rs->waiting = 0;
-			ckptd_session_send_error(rs->s, CKPTD_ERR_BUSY,
-			                         "this job's DRAM pool is still being prepared; write this shard to disk");
+			refuse_grant(a, rs->s, rs->job, CKPTD_ERR_BUSY,
+			             "this job's DRAM pool is still being prepared; write this shard to disk");
 		}
 }
 
@@ -1091,6 +1133,7 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 	a->log = log;
 	a->local = local;
 	a->node = ckptd_server_node(srv);
+	a->mx = ckptd_server_metrics(srv);
 	if (cfg->listen)
 		snprintf(a->address, sizeof(a->address), "%s", cfg->listen);
 	else
@@ -1108,7 +1151,8 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 		goto fail;
 	}
 	if ((r = ckptd_jpools_new(srv, cfg, log, on_evict, a, on_pool_ready, a, &a->pools)) < 0 ||
-	    (r = ckptd_server_every(srv, LINK_TICK_MS, wait_tick, a)) < 0) {
+	    (r = ckptd_server_every(srv, LINK_TICK_MS, wait_tick, a)) < 0 ||
+	    (r = ckptd_server_every(srv, METRICS_TICK_MS, metrics_tick, a)) < 0) {
 		snprintf(err, errcap, "cannot set up the DRAM pools: %s", strerror(-r));
 		goto fail;
 	}

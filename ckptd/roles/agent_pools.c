@@ -238,6 +238,16 @@ void ckptd_jpools_used(ckptd_jpools *p, uint64_t *used)
 		}
 }
 
+void ckptd_jpools_each(ckptd_jpools *p, void (*fn)(void *arg, const char *job, const ckptd_pool_stats *st), void *arg)
+{
+	for (jpool *j = p->list; j; j = j->next)
+		if (j->state == JP_READY) {
+			ckptd_pool_stats st;
+			ckptd_pool_stats_get(j->pool, &st);
+			fn(arg, j->job, &st);
+		}
+}
+
 int ckptd_jpools_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_log *log, ckptd_pool_evict_fn on_evict,
                      void *evict_arg, ckptd_jpools_ready_fn on_ready, void *ready_arg, ckptd_jpools **out)
 {

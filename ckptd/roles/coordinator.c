@@ -5,6 +5,8 @@
  * commit to a handful of fsyncs. */
 #include "roles_int.h"
 
+#include "common.h" /* ckpt__wall_ns: the commit engine's clock */
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +60,7 @@ struct ckptd_coordinator {
 	size_t capbatch;
 	char (*jobs)[CKPTD_JOB_MAX + 1]; /* every job seen: what retention walks */
 	size_t njobs, capjobs;
+	ckptd_metrics *mx;
 };
 
 uint64_t ckptd__now_ns(void)
@@ -156,12 +159,40 @@ static void notify(ckptd_coordinator *c, peer *only, const char *job, uint64_t v
 	}
 }
 
+/* Counts commits at each tier in mask. */
+static void count_commits(ckptd_coordinator *c, const char *job, uint32_t mask)
+{
+	for (uint32_t t = 1; t <= CKPT_TIER_SHARED; t <<= 1)
+		if (mask & t)
+			ckptd_metrics_add(c->mx, CKPTD_M_VERSIONS_COMMITTED, job, ckptd_metrics_tier(t), 1);
+}
+
+static int created_cb(void *arg, const ckptd_coord_version *v)
+{
+	*(uint64_t *)arg = v->created_ns;
+	return 1;
+}
+
+/* Commit latency: the version's record was created by its first report
+ * (wall clock, like the commit engine's). */
+static void observe_commit(ckptd_coordinator *c, const char *job, uint64_t version, uint32_t mask)
+{
+	uint64_t created = 0, now = ckpt__wall_ns();
+	if (ckptd_coord_list(c->db, job, version, created_cb, &created) < 0 || !created || created > now)
+		return;
+	for (uint32_t t = 1; t <= CKPT_TIER_SHARED; t <<= 1)
+		if (mask & t)
+			ckptd_metrics_observe(c->mx, CKPTD_M_COMMIT_LATENCY, job, ckptd_metrics_tier(t),
+			                      (double)(now - created) / 1e9);
+}
+
 static void on_change(void *arg, const ckptd_coord_change *ch)
 {
 	ckptd_coordinator *c = arg;
 	uint32_t gained = ch->committed_after & ~ch->committed_before;
 	uint32_t lost = ch->committed_before & ~ch->committed_after;
 	if (gained) {
+		count_commits(c, ch->job, gained);
 		CKPTD_INFO(c->log, NULL, ch->job, "version %llu committed at tiers 0x%x (recovery)",
 		           (unsigned long long)ch->version, gained);
 		notify(c, NULL, ch->job, ch->version, gained);
@@ -216,6 +247,12 @@ static void flush_batch(ckptd_coordinator *c)
 			}
 		}
 		if (st < 0)
+			ckptd_metrics_add(c->mx, CKPTD_M_COORD_REFUSED, e->job, ckptd_metrics_tier(e->sh.tier), 1);
+		else if (r == 0 && c->res[i].committed) {
+			count_commits(c, e->job, c->res[i].committed);
+			observe_commit(c, e->job, e->sh.version, c->res[i].committed);
+		}
+		if (st < 0)
 			CKPTD_WARN(c->log, e->s ? ckptd_session_peer(e->s) : e->p->node, e->job,
 			           "SHARD_DONE version %llu rank %u tier %u refused: %s",
 			           (unsigned long long)e->sh.version, e->sh.rank, e->sh.tier, ckpt_strerror(st));
@@ -251,6 +288,7 @@ static int enqueue(ckptd_coordinator *c, ckptd_session *s, peer *p, const ckptd_
 	int r = note_job(c, p, d->job);
 	if (r < 0)
 		return r;
+	ckptd_metrics_add(c->mx, CKPTD_M_COORD_REPORTS, d->job, ckptd_metrics_tier(d->tier), 1);
 	pending *e = &c->q[c->nq++];
 	e->s = s;
 	e->p = p;
@@ -324,6 +362,11 @@ static void liveness(ckptd_server *srv, void *arg)
 	(void)srv;
 	ckptd_coordinator *c = arg;
 	uint64_t t = ckptd__now_ns();
+	uint32_t up = 0, down = 0;
+	for (peer *p = c->peers; p; p = p->next)
+		p->up ? up++ : down++;
+	ckptd_metrics_set(c->mx, CKPTD_M_AGENTS, "up", NULL, up);
+	ckptd_metrics_set(c->mx, CKPTD_M_AGENTS, "down", NULL, down);
 	for (peer *p = c->peers; p; p = p->next) {
 		if (p->up || !p->lost_at_ns || p->lost_at_ns > t)
 			continue;
@@ -350,6 +393,7 @@ static int by_version_node(const void *x, const void *y)
  * was only cut off, its next inventory lists them and they are marked again). */
 static void dispatch_deletes(ckptd_coordinator *c, const char *job, ckptd_coord_delete *d, size_t n)
 {
+	ckptd_metrics_add(c->mx, CKPTD_M_COPIES_DELETING, job, NULL, (double)n);
 	qsort(d, n, sizeof(*d), by_version_node);
 	for (size_t i = 0, j; i < n; i = j) {
 		uint32_t tiers = 0;
@@ -403,6 +447,7 @@ static void retention(ckptd_server *srv, void *arg)
 	(void)srv;
 	ckptd_coordinator *c = arg;
 	flush_batch(c);
+	ckptd_metrics_add(c->mx, CKPTD_M_RETENTION_RUNS, NULL, NULL, 1);
 	for (size_t j = 0; j < c->njobs; j++)
 		retain_job(c, c->jobs[j]);
 }
@@ -507,9 +552,11 @@ static int copies_gone(ckptd_coordinator *c, peer *p, const ckptd_copies_gone *g
 	if (r < 0)
 		CKPTD_WARN(c->log, p->node, g->job, "COPIES_GONE for version %llu not applied: %s",
 		           (unsigned long long)g->version, ckpt_strerror(r));
-	else
+	else {
+		ckptd_metrics_add(c->mx, CKPTD_M_COPIES_GONE, g->job, NULL, 1);
 		CKPTD_DEBUG(c->log, p->node, g->job, "version %llu: %d copies deleted by %s", (unsigned long long)g->version,
 		            r, p->node);
+	}
 	return r;
 }
 
@@ -748,6 +795,8 @@ int ckptd_coordinator_new(ckptd_server *srv, const ckptd_config *cfg, const ckpt
 	c->srv = srv;
 	c->cfg = cfg;
 	c->log = log;
+	c->mx = ckptd_server_metrics(srv);
+	ckptd_metrics_add(c->mx, CKPTD_M_RETENTION_RUNS, NULL, NULL, 0);
 	snprintf(dir, sizeof(dir), "%s/coord", cfg->root);
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		r = -errno;

@@ -62,6 +62,8 @@ void ckptd_jpools_unref(ckptd_jpools *p, const char *job);
 ckptd_pool *ckptd_jpools_get(ckptd_jpools *p, const char *job, int *preparing);
 /* Bytes held in segments across every pool. */
 void ckptd_jpools_used(ckptd_jpools *p, uint64_t *used);
+/* Calls fn for each ready pool with its stats (the metrics' gauges). */
+void ckptd_jpools_each(ckptd_jpools *p, void (*fn)(void *arg, const char *job, const ckptd_pool_stats *st), void *arg);
 
 /* ---------------------------------------------------------------- verification */
 

@@ -51,6 +51,7 @@ static const cfg_entry table[] = {
 	{ "keep-dram", T_UINT, F(keep_dram), "0", "CKPT_KEEP_DRAM", "retention for jobs without their own policy (ckpt gc --daemon sets one): DRAM copies of the newest K versions (all three 0: keep everything)" },
 	{ "keep-disk", T_UINT, F(keep_disk), "0", "CKPT_KEEP_DISK", "retention: disk copies of the newest M versions" },
 	{ "keep-every", T_UINT, F(keep_every), "0", "CKPT_KEEP_EVERY", "retention: disk copies of every N-th version kept forever (0: none)" },
+	{ "metrics-listen", T_TCP_ADDR, F(metrics_listen), NULL, "CKPT_METRICS_LISTEN", "host:port serving Prometheus metrics on GET /metrics; only this address is bound (unset: no endpoint)" },
 };
 
 #define NENTRIES (sizeof(table) / sizeof(table[0]))

@@ -47,6 +47,7 @@ typedef struct ckptd_config {
 	uint32_t keep_dram;      /* retention default for jobs without a policy: DRAM copies of the newest K */
 	uint32_t keep_disk;      /* ... disk copies of the newest M */
 	uint32_t keep_every;     /* ... disk copies of every N-th version forever */
+	char *metrics_listen;    /* "host:port" of the Prometheus endpoint, NULL: none */
 	uint8_t source[32];      /* per table entry: where its value came from */
 } ckptd_config;
 

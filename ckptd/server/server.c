@@ -717,6 +717,13 @@ int ckptd_server_new(const ckptd_config *cfg, const ckptd_secret *cluster, const
 		if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, srv->unix_fd, &ev) < 0)
 			goto fail_errno;
 	}
+	/* After the signal mask: libmicrohttpd's thread inherits it. */
+	char ver[32];
+	snprintf(ver, sizeof(ver), "%d.%d.%d", CKPT_VERSION_MAJOR, CKPT_VERSION_MINOR, CKPT_VERSION_PATCH);
+	if ((r = ckptd_metrics_new(log, srv->node, ver, &srv->metrics)) < 0)
+		goto fail;
+	if (cfg->metrics_listen && (r = ckptd_metrics_serve(srv->metrics, cfg->metrics_listen, err, errcap)) < 0)
+		goto fail;
 	ckptd_server_on(srv, CKPTD_MSG_STATUS, on_status, NULL);
 	*out = srv;
 	return 0;
@@ -736,6 +743,7 @@ void ckptd_server_free(ckptd_server *srv)
 	while (srv->live)
 		session_close(srv->live);
 	reap(srv);
+	ckptd_metrics_free(srv->metrics);
 	ckptd__close_listeners(srv);
 	if (srv->sigfd >= 0)
 		close(srv->sigfd);
@@ -782,6 +790,11 @@ void ckptd_server_set_job_filter(ckptd_server *srv, ckptd_job_filter_fn fn, void
 void ckptd_server_stop(ckptd_server *srv)
 {
 	srv->stop = 1;
+}
+
+ckptd_metrics *ckptd_server_metrics(const ckptd_server *srv)
+{
+	return srv->metrics;
 }
 
 int ckptd_server_tcp_port(const ckptd_server *srv)

@@ -30,6 +30,7 @@
 #include "auth.h"
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
 #include "proto.h"
 
 #ifdef __cplusplus
@@ -87,6 +88,9 @@ int ckptd_server_tcp_port(const ckptd_server *srv);
 uint32_t ckptd_server_connections(const ckptd_server *srv);
 const ckptd_config *ckptd_server_config(const ckptd_server *srv);
 const ckptd_log *ckptd_server_log(const ckptd_server *srv);
+/* The metrics registry (metrics.h): always there; served over HTTP when
+ * cfg->metrics_listen is set. Lives as long as the server. */
+ckptd_metrics *ckptd_server_metrics(const ckptd_server *srv);
 /* Node name: cfg->node or the host name. */
 const char *ckptd_server_node(const ckptd_server *srv);
 

@@ -113,6 +113,7 @@ struct ckptd_server {
 	int stop;
 	uint64_t started_ns;
 	char node[CKPTD_NAME_MAX + 1];
+	ckptd_metrics *metrics; /* its own lock: the HTTP thread reads it */
 };
 
 void ckptd__errf(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -497,6 +497,14 @@ int ckpt__daemon_shard_done(ckpt_ctx *ctx, const ckpt_save_op *op, uint32_t tier
 	m.u.shard_done.bytes = bytes;
 	m.u.shard_done.checksum = sum;
 	m.u.shard_done.lineage = op->lineage;
+	/* Timings for the agent's histograms (optional fields). The stall is
+	 * known once ckpt_save has returned; a report that beats it omits it. */
+	ckpt_save_op *mop = (ckpt_save_op *)op;
+	pthread_mutex_lock(&mop->mu);
+	m.u.shard_done.stall_ns = op->stall_ns;
+	pthread_mutex_unlock(&mop->mu);
+	uint64_t now = ckpt__now_ns();
+	m.u.shard_done.durable_ns = now > op->t_start ? now - op->t_start : 1;
 	pthread_mutex_lock(&d->mu);
 	int err = call_expect(ctx, &m, CKPTD_MSG_OK, &rep, NULL);
 	if (err < 0 && d->broken)

@@ -110,6 +110,8 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 		m->u.shard_done.bytes = full ? 123456789 : 0;
 		m->u.shard_done.checksum = full ? 0xdeadbeefcafef00dull : 0;
 		m->u.shard_done.lineage = full ? 99 : 0;
+		m->u.shard_done.stall_ns = full ? 1500000 : 0;
+		m->u.shard_done.durable_ns = full ? 250000000 : 0;
 		break;
 	case CKPTD_MSG_COMMIT_NOTICE:
 		snprintf(m->u.commit_notice.job, sizeof(m->u.commit_notice.job), "%s", job);

@@ -1,0 +1,104 @@
+/*
+ * metrics.h — ckptd's metrics registry and its Prometheus endpoint.
+ *
+ * The registry holds counters, gauges and fixed-bucket histograms, each a
+ * family (one of enum ckptd_metric, with its name, type, help and up to two
+ * label names) times label values. The event loop records with the calls
+ * below; an HTTP thread (libmicrohttpd) renders the text exposition format
+ * on GET /metrics. Both go through one mutex: recording takes it for a
+ * lookup and an add, rendering for one pass over the series, and the HTTP
+ * thread never reaches anything but the registry.
+ *
+ * Bounded: at most CKPTD_METRICS_MAX_JOBS distinct job label values and
+ * CKPTD_METRICS_MAX_SERIES series; what does not fit is dropped (one log
+ * line the first time, and ckpt_metrics_dropped_total counts it).
+ *
+ * Recording calls accept a NULL registry (roles in tests without one).
+ */
+#ifndef CKPTD_SERVER_METRICS_H
+#define CKPTD_SERVER_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CKPTD_METRICS_MAX_JOBS 256
+#define CKPTD_METRICS_MAX_SERIES 8192
+
+/* Every family ckptd exposes; docs/operations.md lists them. */
+enum ckptd_metric {
+	/* process */
+	CKPTD_M_BUILD_INFO,          /* gauge {version, node} = 1 */
+	CKPTD_M_UPTIME,              /* gauge, seconds (computed at render) */
+	CKPTD_M_DROPPED,             /* counter: samples dropped by the bounds */
+	/* coordinator */
+	CKPTD_M_VERSIONS_COMMITTED,  /* counter {job, tier} */
+	CKPTD_M_COMMIT_LATENCY,      /* histogram {job, tier} */
+	CKPTD_M_COORD_REPORTS,       /* counter {job, tier} */
+	CKPTD_M_COORD_REFUSED,       /* counter {job, tier} */
+	CKPTD_M_COPIES_DELETING,     /* counter {job} */
+	CKPTD_M_COPIES_GONE,         /* counter {job} */
+	CKPTD_M_AGENTS,              /* gauge {state} */
+	CKPTD_M_RETENTION_RUNS,      /* counter */
+	/* agent */
+	CKPTD_M_POOL_BYTES,          /* gauge */
+	CKPTD_M_POOL_USED,           /* gauge */
+	CKPTD_M_JOB_POOL_BYTES,      /* gauge {job} */
+	CKPTD_M_JOB_POOL_USED,       /* gauge {job} */
+	CKPTD_M_EVICTED,             /* counter {job} */
+	CKPTD_M_GRANTS_REFUSED,      /* counter {job, reason} */
+	CKPTD_M_AGENT_REPORTS,       /* counter {job, tier} */
+	CKPTD_M_SHARD_BYTES,         /* counter {job, tier} */
+	CKPTD_M_SAVE_STALL,          /* histogram {job, tier} */
+	CKPTD_M_TIME_TO_DURABLE,     /* histogram {job, tier} */
+	CKPTD_M_VERIFICATIONS,       /* counter {job} */
+	CKPTD_M_NOT_INTACT,          /* counter {job} */
+	CKPTD_M_AGENT_DELETIONS,     /* counter {job} */
+	CKPTD_M__COUNT
+};
+
+typedef struct ckptd_metrics ckptd_metrics;
+
+/* Creates an empty registry. log (borrowed, may be NULL) hears the one line
+ * about dropped samples; node and version label ckpt_build_info.
+ * Returns 0 or -ENOMEM. */
+int ckptd_metrics_new(const ckptd_log *log, const char *node, const char *version, ckptd_metrics **out);
+/* Stops the endpoint (if serving), frees. NULL is accepted. */
+void ckptd_metrics_free(ckptd_metrics *m);
+
+/* Counter: adds v (>= 0). Gauge: sets v. Histogram: observes v (seconds).
+ * l1, l2: the family's label values in order (NULL where it has fewer). */
+void ckptd_metrics_add(ckptd_metrics *m, enum ckptd_metric id, const char *l1, const char *l2, double v);
+void ckptd_metrics_set(ckptd_metrics *m, enum ckptd_metric id, const char *l1, const char *l2, double v);
+void ckptd_metrics_observe(ckptd_metrics *m, enum ckptd_metric id, const char *l1, const char *l2, double v);
+/* Sets every existing series of a gauge family to 0 (before setting the
+ * ones that still exist: a job whose pool went reads 0, not its last value). */
+void ckptd_metrics_zero(ckptd_metrics *m, enum ckptd_metric id);
+
+/* The text exposition (format 0.0.4) into a malloc'd buffer.
+ * Returns 0 or -ENOMEM. */
+int ckptd_metrics_render(ckptd_metrics *m, char **out, size_t *len);
+
+/* Binds addr ("host:port", "[v6]:port"; only that address) and serves
+ * GET /metrics from a thread of libmicrohttpd's (404 for other paths, 405
+ * for other methods). Call once, from a thread with SIGTERM/SIGINT blocked.
+ * [out] err, errcap: the reason on failure, naming --metrics-listen.
+ * Returns 0; -EINVAL (bad address); -EADDRINUSE; other -errno. */
+int ckptd_metrics_serve(ckptd_metrics *m, const char *addr, char *err, size_t errcap);
+/* The bound port (useful with port 0), or 0 when not serving. */
+int ckptd_metrics_port(const ckptd_metrics *m);
+
+/* The tier name used as a label value ("local_mem", ...), "unknown" for
+ * anything but one tier bit. */
+const char *ckptd_metrics_tier(uint32_t tier);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
