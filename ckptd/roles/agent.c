@@ -947,6 +947,7 @@ static int cli_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	                : m->type == CKPTD_MSG_SEGMENT_REQUEST ? m->u.segment_request.job
 	                : m->type == CKPTD_MSG_LIST_VERSIONS   ? m->u.list_versions.job
 	                : m->type == CKPTD_MSG_SHOW_VERSION    ? m->u.show_version.job
+	                : m->type == CKPTD_MSG_STEP_STATS      ? m->u.step_stats.job
 	                                                       : sjob;
 	if (sjob[0] && strcmp(sjob, job) != 0)
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
@@ -955,6 +956,7 @@ static int cli_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 		return on_verify(a, s, rs, &m->u.verify);
 	case CKPTD_MSG_LIST_VERSIONS:
 	case CKPTD_MSG_SHOW_VERSION:
+	case CKPTD_MSG_STEP_STATS:
 		if (link_send(a, m, FWD_LIST, rs->serial) < 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "coordinator unreachable; try again");
 		return 0;
@@ -1015,6 +1017,7 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	const char *job = m->type == CKPTD_MSG_SEGMENT_REQUEST ? m->u.segment_request.job
 	                : m->type == CKPTD_MSG_SHARD_DONE      ? m->u.shard_done.job
 	                : m->type == CKPTD_MSG_LIST_VERSIONS   ? m->u.list_versions.job
+	                : m->type == CKPTD_MSG_STEP_REPORT     ? m->u.step_report.job
 	                                                       : rs->job;
 	if (strcmp(job, rs->job) != 0)
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
@@ -1036,6 +1039,17 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 		ckptd_pool *pool = ckptd_jpools_get(a->pools, rs->job, NULL);
 		if (pool)
 			ckptd_pool_seg_unpin(pool, id);
+		ckptd_msg ok = { .type = CKPTD_MSG_OK };
+		return ckptd_session_send(s, &ok, -1);
+	}
+	case CKPTD_MSG_STEP_REPORT: {
+		if (m->u.step_report.rank != rs->rank)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "a rank reports its own steps only");
+		/* On to the coordinator with this node's name; lost when the link
+		 * is down (the next report, a second later, says the same). */
+		ckptd_msg fw = *m;
+		snprintf(fw.u.step_report.node, sizeof(fw.u.step_report.node), "%s", a->node);
+		link_send(a, &fw, FWD_IGNORE, 0);
 		ckptd_msg ok = { .type = CKPTD_MSG_OK };
 		return ckptd_session_send(s, &ok, -1);
 	}

@@ -61,6 +61,7 @@ struct ckptd_coordinator {
 	char (*jobs)[CKPTD_JOB_MAX + 1]; /* every job seen: what retention walks */
 	size_t njobs, capjobs;
 	ckptd_metrics *mx;
+	ckptd_steps *steps;
 };
 
 uint64_t ckptd__now_ns(void)
@@ -654,6 +655,13 @@ static int show_version(ckptd_coordinator *c, ckptd_session *s, const ckptd_show
 	return r;
 }
 
+static void judge_steps(ckptd_server *srv, void *arg)
+{
+	(void)srv;
+	ckptd_coordinator *c = arg;
+	ckptd_steps_judge(c->steps, ckptd__now_ns());
+}
+
 /* ---------------------------------------------------------------- handlers */
 
 int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd_msg *m)
@@ -732,6 +740,24 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		if (sjob[0] && strcmp(sjob, m->u.show_version.job) != 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		return show_version(c, s, &m->u.show_version);
+	case CKPTD_MSG_STEP_REPORT: {
+		if (role != CKPTD_ROLE_AGENT)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "ranks report steps through their agent");
+		int r = ckptd_steps_report(c->steps, &m->u.step_report, ckptd__now_ns());
+		if (r < 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "step report not taken (rank or job beyond the bounds)");
+		ckptd_msg ok = { .type = CKPTD_MSG_OK };
+		return ckptd_session_send(s, &ok, -1);
+	}
+	case CKPTD_MSG_STEP_STATS: {
+		if (sjob[0] && strcmp(sjob, m->u.step_stats.job) != 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
+		ckptd_msg rep = { .type = CKPTD_MSG_STEP_STATS_REPLY };
+		int r = ckptd_steps_query(c->steps, m->u.step_stats.job, m->u.step_stats.start, &rep.u.step_stats_reply);
+		r = r < 0 ? r : ckptd_session_send(s, &rep, -1);
+		free(rep.u.step_stats_reply.entries);
+		return r;
+	}
 	case CKPTD_MSG_COPIES_GONE: {
 		if (role != CKPTD_ROLE_AGENT)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "COPIES_GONE needs an agent session");
@@ -778,6 +804,8 @@ int ckptd_coordinator_local_msg(ckptd_coordinator *c, const char *node, const ck
 		int r = copies_gone(c, p, &m->u.copies_gone);
 		return r < 0 ? r : 0;
 	}
+	case CKPTD_MSG_STEP_REPORT:
+		return ckptd_steps_report(c->steps, &m->u.step_report, ckptd__now_ns());
 	default:
 		return -EINVAL;
 	}
@@ -809,6 +837,8 @@ int ckptd_coordinator_new(ckptd_server *srv, const ckptd_config *cfg, const ckpt
 	}
 	if ((r = ckptd_server_after_events(srv, after_events, c)) < 0 ||
 	    (r = ckptd_server_every(srv, LIVENESS_MS, liveness, c)) < 0 ||
+	    (r = ckptd_steps_new(cfg, log, c->mx, &c->steps)) < 0 ||
+	    (r = ckptd_server_every(srv, 1000, judge_steps, c)) < 0 ||
 	    (cfg->retention_interval_ms && (r = ckptd_server_every(srv, cfg->retention_interval_ms, retention, c)) < 0)) {
 		snprintf(err, errcap, "cannot install the coordinator's timers: %s", strerror(-r));
 		goto fail;
@@ -830,6 +860,7 @@ void ckptd_coordinator_free(ckptd_coordinator *c)
 		free(p);
 	}
 	ckptd_coord_close(c->db);
+	ckptd_steps_free(c->steps);
 	free(c->q);
 	free(c->batch);
 	free(c->res);

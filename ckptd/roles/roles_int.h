@@ -65,6 +65,20 @@ void ckptd_jpools_used(ckptd_jpools *p, uint64_t *used);
 /* Calls fn for each ready pool with its stats (the metrics' gauges). */
 void ckptd_jpools_each(ckptd_jpools *p, void (*fn)(void *arg, const char *job, const ckptd_pool_stats *st), void *arg);
 
+/* ---------------------------------------------------------------- step times */
+
+/* The coordinator's step-time table and straggler judge (steps.c). */
+typedef struct ckptd_steps ckptd_steps;
+int ckptd_steps_new(const ckptd_config *cfg, const ckptd_log *log, ckptd_metrics *mx, ckptd_steps **out);
+void ckptd_steps_free(ckptd_steps *s);
+/* Takes one STEP_REPORT. Returns 0, -EINVAL (rank beyond the bound, step
+ * time 0) or -ENOMEM (also: too many jobs). */
+int ckptd_steps_report(ckptd_steps *s, const ckptd_step_report *r, uint64_t now_ns);
+/* Judges every job (once a second): names and clears stragglers. */
+void ckptd_steps_judge(ckptd_steps *s, uint64_t now_ns);
+/* A page of a job's ranks from start (entries malloc'd; free them). */
+int ckptd_steps_query(ckptd_steps *s, const char *job, uint64_t start, ckptd_step_stats_reply *out);
+
 /* ---------------------------------------------------------------- verification */
 
 /* One copy to verify (agent_verify.c). The caller sets res.rank, res.tier,

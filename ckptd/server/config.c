@@ -51,6 +51,9 @@ static const cfg_entry table[] = {
 	{ "keep-dram", T_UINT, F(keep_dram), "0", "CKPT_KEEP_DRAM", "retention for jobs without their own policy (ckpt gc --daemon sets one): DRAM copies of the newest K versions (all three 0: keep everything)" },
 	{ "keep-disk", T_UINT, F(keep_disk), "0", "CKPT_KEEP_DISK", "retention: disk copies of the newest M versions" },
 	{ "keep-every", T_UINT, F(keep_every), "0", "CKPT_KEEP_EVERY", "retention: disk copies of every N-th version kept forever (0: none)" },
+	{ "straggler-window", T_DURATION, F(straggler_window_ms), "60s", "CKPT_STRAGGLER_WINDOW", "coordinator: ranks' step times are judged over reports this recent" },
+	{ "straggler-slowest", T_UINT, F(straggler_slowest), "150", "CKPT_STRAGGLER_SLOWEST", "coordinator: stragglers are named only when the slowest rank's step takes more than this percent of the fastest's" },
+	{ "straggler-rank", T_UINT, F(straggler_rank), "120", "CKPT_STRAGGLER_RANK", "coordinator: then every rank above this percent of the fastest is a straggler" },
 	{ "metrics-listen", T_TCP_ADDR, F(metrics_listen), NULL, "CKPT_METRICS_LISTEN", "host:port serving Prometheus metrics on GET /metrics; only this address is bound (unset: no endpoint)" },
 };
 

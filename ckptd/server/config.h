@@ -48,6 +48,9 @@ typedef struct ckptd_config {
 	uint32_t keep_disk;      /* ... disk copies of the newest M */
 	uint32_t keep_every;     /* ... disk copies of every N-th version forever */
 	char *metrics_listen;    /* "host:port" of the Prometheus endpoint, NULL: none */
+	uint64_t straggler_window_ms; /* coordinator: step reports older than this are ignored */
+	uint32_t straggler_slowest;   /* percent: stragglers only when the slowest rank exceeds this of the fastest */
+	uint32_t straggler_rank;      /* percent: a rank above this of the fastest is a straggler */
 	uint8_t source[32];      /* per table entry: where its value came from */
 } ckptd_config;
 

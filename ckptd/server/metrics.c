@@ -64,6 +64,13 @@ static const family families[CKPTD_M__COUNT] = {
 	                         "agent: copies a verification found missing or not intact" },
 	[CKPTD_M_AGENT_DELETIONS] = { "ckpt_agent_deletions_total", M_COUNTER, { "ckpt_job" },
 	                              "agent: deletions of a version's copies done on this node" },
+	[CKPTD_M_STEP_REPORTS] = { "ckpt_step_reports_total", M_COUNTER, { "ckpt_job" },
+	                           "coordinator: step-time reports received from ranks (about one a second each)" },
+	[CKPTD_M_STEP_SECONDS] = { "ckpt_step_seconds", M_GAUGE, { "ckpt_job", "stat" },
+	                           "coordinator: smoothed training step time over the job's ranks (fastest, mean, slowest)" },
+	[CKPTD_M_STRAGGLERS] = { "ckpt_stragglers", M_GAUGE, { "ckpt_job" }, "coordinator: ranks named stragglers now" },
+	[CKPTD_M_STRAGGLER_STEP] = { "ckpt_straggler_step_seconds", M_GAUGE, { "ckpt_job", "rank" },
+	                             "coordinator: a straggler's smoothed step time (0 once it is no longer one)" },
 };
 
 /* Seconds: a fast DRAM snapshot to a slow shared-storage flush. */

@@ -59,6 +59,11 @@ enum ckptd_metric {
 	CKPTD_M_VERIFICATIONS,       /* counter {job} */
 	CKPTD_M_NOT_INTACT,          /* counter {job} */
 	CKPTD_M_AGENT_DELETIONS,     /* counter {job} */
+	/* coordinator: step times (ckpt_step) */
+	CKPTD_M_STEP_REPORTS,        /* counter {job} */
+	CKPTD_M_STEP_SECONDS,        /* gauge {job, stat: fastest, mean, slowest} */
+	CKPTD_M_STRAGGLERS,          /* gauge {job} */
+	CKPTD_M_STRAGGLER_STEP,      /* gauge {job, rank}: flagged ranks' step time, 0 once cleared */
 	CKPTD_M__COUNT
 };
 

@@ -67,6 +67,8 @@ int cli_daemon_gc(cli *c, long keep, long keep_dram, long keep_disk, long long k
 uint32_t cli_tiers_parse(const char *s);
 int cmd_status(cli *c, int argc, char **argv);
 void help_status(FILE *out);
+int cmd_stragglers(cli *c, int argc, char **argv);
+void help_stragglers(FILE *out);
 /* Where a shard is restored from: a file, or an image in memory. */
 typedef struct cli_shard_src {
 	const char *path;        /* a shard file, or NULL */

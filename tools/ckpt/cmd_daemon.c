@@ -893,3 +893,111 @@ out:
 	ckptd_client_close(cl);
 	return rc;
 }
+
+/* ------------------------------------------------------------- stragglers */
+
+static int by_step_desc(const void *x, const void *y)
+{
+	const ckptd_rank_step *a = x, *b = y;
+	return a->step_ns < b->step_ns ? 1 : a->step_ns > b->step_ns ? -1 : (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+int cmd_stragglers(cli *c, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		int r = cli_daemon_opt(c, argc, argv, &i);
+		if (r == 0)
+			r = cli_common_opt(c, argc, argv, &i);
+		if (r < 0)
+			return cli_usage("stragglers", "bad value for %s", argv[i]);
+		if (r == 0)
+			return cli_usage("stragglers", "unknown option '%s'", argv[i]);
+	}
+	if (!c->daemon || !*c->daemon)
+		return cli_usage("stragglers", "--daemon ADDR (or CKPT_DAEMON) is required");
+	if (ckpt__job_valid(c->job) < 0)
+		return cli_usage("stragglers", "a valid --job is required");
+	ckptd_client *cl = NULL;
+	int rc = daemon_connect(c, "stragglers", c->job, &cl);
+	if (rc)
+		return rc;
+	ckptd_rank_step *all = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t start = 0;
+	for (;;) {
+		ckptd_msg req = { .type = CKPTD_MSG_STEP_STATS }, rep;
+		snprintf(req.u.step_stats.job, sizeof(req.u.step_stats.job), "%s", c->job);
+		req.u.step_stats.start = start;
+		if ((rc = daemon_call(c, "stragglers", cl, &req, CKPTD_MSG_STEP_STATS_REPLY, &rep)))
+			break;
+		const ckptd_step_stats_reply *d = &rep.u.step_stats_reply;
+		if (n + d->count > cap) {
+			cap = (n + d->count) * 2;
+			void *p = realloc(all, cap * sizeof(*all));
+			if (!p) {
+				ckptd_msg_free(&rep);
+				rc = EXIT_ERROR;
+				break;
+			}
+			all = p;
+		}
+		memcpy(all + n, d->entries, d->count * sizeof(*all));
+		n += d->count;
+		int more = d->more && d->count;
+		if (more)
+			start = (uint64_t)d->entries[d->count - 1].rank + 1;
+		ckptd_msg_free(&rep);
+		if (!more)
+			break;
+	}
+	ckptd_client_close(cl);
+	if (rc) {
+		free(all);
+		return rc;
+	}
+	uint64_t fastest = 0;
+	uint32_t flagged = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!fastest || all[i].step_ns < fastest)
+			fastest = all[i].step_ns;
+		flagged += all[i].state == CKPTD_RANK_STRAGGLER;
+	}
+	qsort(all, n, sizeof(*all), by_step_desc);
+	if (c->json) {
+		printf("{\"job\": ");
+		cli_json_str(stdout, c->job);
+		printf(", \"stragglers\": %u, \"ranks\": [", flagged);
+		for (size_t i = 0; i < n; i++) {
+			printf("%s\n  {\"rank\": %u, \"node\": ", i ? "," : "", all[i].rank);
+			cli_json_str(stdout, all[i].node);
+			printf(", \"step\": %llu, \"step_seconds\": %.6f, \"vs_fastest\": %.3f, \"straggler\": %s}",
+			       (unsigned long long)all[i].step, all[i].step_ns / 1e9,
+			       fastest ? (double)all[i].step_ns / (double)fastest : 0.0,
+			       all[i].state == CKPTD_RANK_STRAGGLER ? "true" : "false");
+		}
+		printf("%s]}\n", n ? "\n" : "");
+	} else if (!n) {
+		printf("job %s: no step times reported (ranks call ckpt_step through an agent)\n", c->job);
+	} else {
+		printf("job %s: %zu ranks reporting, %u straggler%s\n", c->job, n, flagged, flagged == 1 ? "" : "s");
+		printf("%8s  %-24s %12s %12s %10s  %s\n", "RANK", "NODE", "STEP", "STEP TIME", "VS FASTEST", "");
+		for (size_t i = 0; i < n; i++)
+			printf("%8u  %-24s %12llu %9.1f ms %9.2fx  %s\n", all[i].rank, all[i].node[0] ? all[i].node : "-",
+			       (unsigned long long)all[i].step, all[i].step_ns / 1e6,
+			       fastest ? (double)all[i].step_ns / (double)fastest : 0.0,
+			       all[i].state == CKPTD_RANK_STRAGGLER ? "STRAGGLER" : "");
+	}
+	free(all);
+	return EXIT_OK;
+}
+
+void help_stragglers(FILE *o)
+{
+	fprintf(o, "usage: ckpt stragglers --daemon ADDR [--token-file FILE] --job J [--json]\n\n"
+	           "The coordinator's view of the job's step times: every rank that reports them\n"
+	           "(ranks call ckpt_step once per training step; libckpt sends the mean about once a\n"
+	           "second through its agent), slowest first, with its node, last step, smoothed step\n"
+	           "time and its ratio to the fastest rank. A rank is a straggler when the slowest\n"
+	           "rank takes more than --straggler-slowest percent (150) of the fastest's step and it\n"
+	           "takes more than --straggler-rank percent (120); the coordinator logs each change.\n");
+}

@@ -588,5 +588,6 @@ const cli_cmd cli_cmds[] = {
 	{ "gc", "keep the newest N versions, delete the rest", cmd_gc, help_gc },
 	{ "reindex", "rebuild the index from the shard files", cmd_reindex, help_reindex },
 	{ "status", "ask a ckptd daemon for its state, agents and pools", cmd_status, help_status },
+	{ "stragglers", "the job's step times per rank, and the slow ones", cmd_stragglers, help_stragglers },
 	{ NULL, NULL, NULL, NULL },
 };
