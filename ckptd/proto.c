@@ -322,6 +322,33 @@ static const ckptd__field f_step[] = {
 	F_U64(ckptd_step_report, step_ns, CKPTD_TAG_STEP_NS, REQ),
 	F_U32(ckptd_step_report, count, CKPTD_TAG_COUNT, OPT),
 	F_STR(ckptd_step_report, node, CKPTD_TAG_NODE, OPT, CK_NAME),
+	F_U64(ckptd_step_report, stall_ns, CKPTD_TAG_STALL_NS, OPT),
+	F_U64(ckptd_step_report, restore_ns, CKPTD_TAG_RESTORE_NS, OPT),
+};
+static const ckptd__field f_goodput[] = {
+	F_STR(ckptd_goodput, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+};
+static const ckptd__field f_gslice[] = {
+	F_U64(ckptd_goodput_slice, start, CKPTD_TAG_START, OPT),
+	F_U64(ckptd_goodput_slice, useful_ns, CKPTD_TAG_USEFUL_NS, OPT),
+	F_U64(ckptd_goodput_slice, stall_ns, CKPTD_TAG_STALL_NS, OPT),
+	F_U64(ckptd_goodput_slice, restore_ns, CKPTD_TAG_RESTORE_NS, OPT),
+	F_U64(ckptd_goodput_slice, recompute_ns, CKPTD_TAG_RECOMPUTE_NS, OPT),
+	F_U64(ckptd_goodput_slice, down_ns, CKPTD_TAG_DOWN_NS, OPT),
+};
+static const ckptd__schema s_gslice = SCHEMA(ckptd_goodput_slice, f_gslice, NULL);
+static const ckptd__field f_goodput_reply[] = {
+	F_STR(ckptd_goodput_reply, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_goodput_reply, wall_ns, CKPTD_TAG_WALL_NS, OPT),
+	F_U64(ckptd_goodput_reply, useful_ns, CKPTD_TAG_USEFUL_NS, OPT),
+	F_U64(ckptd_goodput_reply, stall_ns, CKPTD_TAG_STALL_NS, OPT),
+	F_U64(ckptd_goodput_reply, restore_ns, CKPTD_TAG_RESTORE_NS, OPT),
+	F_U64(ckptd_goodput_reply, recompute_ns, CKPTD_TAG_RECOMPUTE_NS, OPT),
+	F_U64(ckptd_goodput_reply, down_ns, CKPTD_TAG_DOWN_NS, OPT),
+	F_U32(ckptd_goodput_reply, failures, CKPTD_TAG_FAILURES, OPT),
+	F_U64(ckptd_goodput_reply, step, CKPTD_TAG_STEP, OPT),
+	F_U64(ckptd_goodput_reply, bucket_ns, CKPTD_TAG_BUCKET_NS, OPT),
+	F_LIST(ckptd_goodput_reply, entries, count, CKPTD_TAG_ENTRIES, s_gslice),
 };
 static const ckptd__field f_step_stats[] = {
 	F_STR(ckptd_step_stats, job, CKPTD_TAG_JOB, REQ, CK_JOB),
@@ -516,6 +543,8 @@ static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_VERIFY_REPLY, "VERIFY_REPLY", SCHEMA(ckptd_verify_reply, f_vreply, check_vreply) },
 	{ CKPTD_MSG_LOCATION, "LOCATION", SCHEMA(ckptd_location, f_location, check_location) },
 	{ CKPTD_MSG_STEP_STATS, "STEP_STATS", SCHEMA(ckptd_step_stats, f_step_stats, NULL) },
+	{ CKPTD_MSG_GOODPUT, "GOODPUT", SCHEMA(ckptd_goodput, f_goodput, NULL) },
+	{ CKPTD_MSG_GOODPUT_REPLY, "GOODPUT_REPLY", SCHEMA(ckptd_goodput_reply, f_goodput_reply, NULL) },
 	{ CKPTD_MSG_STEP_STATS_REPLY, "STEP_STATS_REPLY",
 	  SCHEMA(ckptd_step_stats_reply, f_step_stats_reply, check_step_reply) },
 };

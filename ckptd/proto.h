@@ -93,6 +93,8 @@ typedef enum ckptd_msg_type {
 	CKPTD_MSG_LOCATION = 58,      /* 1.1 */
 	CKPTD_MSG_STEP_STATS = 59,    /* 1.1 */
 	CKPTD_MSG_STEP_STATS_REPLY = 60, /* 1.1 */
+	CKPTD_MSG_GOODPUT = 61,       /* 1.1 */
+	CKPTD_MSG_GOODPUT_REPLY = 62, /* 1.1 */
 	CKPTD_MSG_AGENT_HELLO = 64,
 	CKPTD_MSG_AGENT_INVENTORY = 65,
 	CKPTD_MSG_COPIES_GONE = 66,   /* 1.1 */
@@ -124,6 +126,8 @@ enum {
 	CKPTD_TAG_KEEP_EVERY, CKPTD_TAG_POLICY, CKPTD_TAG_RESTORABLE, CKPTD_TAG_TIER_STATS,
 	/* 1.1, later: optional timings of SHARD_DONE */
 	CKPTD_TAG_STALL_NS, CKPTD_TAG_DURABLE_NS,
+	CKPTD_TAG_RESTORE_NS, CKPTD_TAG_USEFUL_NS, CKPTD_TAG_RECOMPUTE_NS, CKPTD_TAG_DOWN_NS, CKPTD_TAG_WALL_NS,
+	CKPTD_TAG_FAILURES, CKPTD_TAG_BUCKET_NS,
 };
 
 /* GC.keep_dram / keep_disk: no limit. */
@@ -253,7 +257,35 @@ typedef struct ckptd_step_report {
 	uint64_t step_ns; /* wall time of that step (with COUNT: the mean over COUNT steps) */
 	uint32_t count;   /* optional (1.1): steps this report sums up, ending at step */
 	char node[CKPTD_NAME_MAX + 1]; /* optional (1.1): set by the agent passing it on */
+	uint64_t stall_ns;   /* optional (1.1): time ckpt_save blocked within those steps */
+	uint64_t restore_ns; /* optional (1.1): time in ckpt_restore since the last report */
 } ckptd_step_report;
+
+/* GOODPUT (1.1): a job's time accounting, from its step reports. */
+typedef struct ckptd_goodput {
+	char job[CKPTD_JOB_MAX + 1];
+} ckptd_goodput;
+
+/* One slice of the timeline (GOODPUT_REPLY entries). */
+typedef struct ckptd_goodput_slice {
+	uint64_t start;        /* ns since the job's first report */
+	uint64_t useful_ns, stall_ns, restore_ns, recompute_ns, down_ns;
+} ckptd_goodput_slice;
+
+typedef struct ckptd_goodput_reply {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t wall_ns;      /* first report to the last */
+	uint64_t useful_ns;    /* steps that advanced the job, less stalls */
+	uint64_t stall_ns;     /* ckpt_save blocking the trainer */
+	uint64_t restore_ns;   /* ckpt_restore */
+	uint64_t recompute_ns; /* steps done again after a restart */
+	uint64_t down_ns;      /* no rank stepping: restarts, rescheduling */
+	uint32_t failures;     /* restarts seen */
+	uint64_t step;         /* the furthest step reached */
+	uint64_t bucket_ns;    /* optional: width of a timeline slice */
+	uint32_t count;
+	ckptd_goodput_slice *entries;
+} ckptd_goodput_reply;
 
 /* STEP_STATS (1.1): the coordinator's view of a job's step times. */
 typedef struct ckptd_step_stats {
@@ -485,6 +517,8 @@ typedef struct ckptd_msg {
 		ckptd_location location;
 		ckptd_step_stats step_stats;
 		ckptd_step_stats_reply step_stats_reply;
+		ckptd_goodput goodput;
+		ckptd_goodput_reply goodput_reply;
 	} u;
 } ckptd_msg;
 

@@ -948,6 +948,7 @@ static int cli_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	                : m->type == CKPTD_MSG_LIST_VERSIONS   ? m->u.list_versions.job
 	                : m->type == CKPTD_MSG_SHOW_VERSION    ? m->u.show_version.job
 	                : m->type == CKPTD_MSG_STEP_STATS      ? m->u.step_stats.job
+	                : m->type == CKPTD_MSG_GOODPUT         ? m->u.goodput.job
 	                                                       : sjob;
 	if (sjob[0] && strcmp(sjob, job) != 0)
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
@@ -957,6 +958,7 @@ static int cli_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	case CKPTD_MSG_LIST_VERSIONS:
 	case CKPTD_MSG_SHOW_VERSION:
 	case CKPTD_MSG_STEP_STATS:
+	case CKPTD_MSG_GOODPUT:
 		if (link_send(a, m, FWD_LIST, rs->serial) < 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "coordinator unreachable; try again");
 		return 0;

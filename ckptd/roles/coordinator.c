@@ -758,6 +758,15 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		free(rep.u.step_stats_reply.entries);
 		return r;
 	}
+	case CKPTD_MSG_GOODPUT: {
+		if (sjob[0] && strcmp(sjob, m->u.goodput.job) != 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
+		ckptd_msg rep = { .type = CKPTD_MSG_GOODPUT_REPLY };
+		int r = ckptd_steps_goodput(c->steps, m->u.goodput.job, &rep.u.goodput_reply);
+		r = r < 0 ? r : ckptd_session_send(s, &rep, -1);
+		free(rep.u.goodput_reply.entries);
+		return r;
+	}
 	case CKPTD_MSG_COPIES_GONE: {
 		if (role != CKPTD_ROLE_AGENT)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "COPIES_GONE needs an agent session");

@@ -46,10 +46,12 @@ static int route(ckptd_server *srv, ckptd_session *s, const ckptd_msg *m, void *
 	case CKPTD_MSG_GC:
 	case CKPTD_MSG_SHOW_VERSION:
 	case CKPTD_MSG_STEP_STATS:
+	case CKPTD_MSG_GOODPUT:
 	case CKPTD_MSG_COPIES_GONE:
 		if (r->coord)
 			return ckptd_coordinator_handle(r->coord, s, m);
-		if (from_cli && r->agent && (m->type == CKPTD_MSG_SHOW_VERSION || m->type == CKPTD_MSG_STEP_STATS))
+		/* Questions the tool asks an agent-only daemon: it passes them on. */
+		if (from_cli && r->agent && m->type != CKPTD_MSG_COPIES_GONE && m->type != CKPTD_MSG_GC)
 			return ckptd_agent_handle(r->agent, s, m);
 		break;
 	default:
@@ -120,7 +122,7 @@ int ckptd_roles_start(ckptd_server *srv, const ckptd_config *cfg, const ckptd_se
 		CKPTD_MSG_REGISTER_RANK, CKPTD_MSG_SEGMENT_REQUEST, CKPTD_MSG_SHARD_DONE,  CKPTD_MSG_LIST_VERSIONS,
 		CKPTD_MSG_AGENT_HELLO,   CKPTD_MSG_AGENT_INVENTORY, CKPTD_MSG_DELETE_VERSION,
 		CKPTD_MSG_SEGMENT_RELEASE, CKPTD_MSG_GC, CKPTD_MSG_SHOW_VERSION, CKPTD_MSG_COPIES_GONE, CKPTD_MSG_VERIFY,
-		CKPTD_MSG_STEP_REPORT, CKPTD_MSG_STEP_STATS,
+		CKPTD_MSG_STEP_REPORT, CKPTD_MSG_STEP_STATS, CKPTD_MSG_GOODPUT,
 	};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 		if ((r = ckptd_server_on(srv, types[i], route, ro)) < 0)

@@ -76,6 +76,8 @@ void ckptd_steps_free(ckptd_steps *s);
 int ckptd_steps_report(ckptd_steps *s, const ckptd_step_report *r, uint64_t now_ns);
 /* Judges every job (once a second): names and clears stragglers. */
 void ckptd_steps_judge(ckptd_steps *s, uint64_t now_ns);
+/* The job's time accounting and timeline (entries malloc'd; free them). */
+int ckptd_steps_goodput(ckptd_steps *s, const char *job, ckptd_goodput_reply *out);
 /* A page of a job's ranks from start (entries malloc'd; free them). */
 int ckptd_steps_query(ckptd_steps *s, const char *job, uint64_t start, ckptd_step_stats_reply *out);
 

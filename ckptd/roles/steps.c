@@ -15,6 +15,9 @@
 
 #define MAX_RANKS (1u << 20) /* a bound on memory per job */
 #define SMOOTH 0.3           /* weight of a new report in the smoothed time */
+#define SLICE_NS 60000000000ull /* goodput timeline: one slice a minute */
+#define SLICES 1440             /* the last day */
+#define GAP_NS 3000000000ull    /* a pause between reports longer than this is downtime */
 
 typedef struct rank_steps {
 	uint64_t step, at_ns;
@@ -23,11 +26,22 @@ typedef struct rank_steps {
 	uint8_t seen, flagged;
 } rank_steps;
 
+/* Where a job's time went, judged from one rank's reports (the pace rank:
+ * the lowest that reports; every rank steps in lockstep with it). */
+typedef struct acct {
+	uint32_t pace;        /* UINT32_MAX: none yet */
+	uint64_t first_ns, last_ns, max_step;
+	uint64_t useful, stall, restore, recompute, down;
+	uint32_t failures;
+	ckptd_goodput_slice *slices; /* ring of SLICES, by start / SLICE_NS */
+} acct;
+
 typedef struct job_steps {
 	struct job_steps *next;
 	char job[CKPTD_JOB_MAX + 1];
 	rank_steps *r;
 	uint32_t n, cap;
+	acct a;
 } job_steps;
 
 struct ckptd_steps {
@@ -57,6 +71,7 @@ void ckptd_steps_free(ckptd_steps *s)
 	for (job_steps *j = s->jobs, *n; j; j = n) {
 		n = j->next;
 		free(j->r);
+		free(j->a.slices);
 		free(j);
 	}
 	free(s);
@@ -73,10 +88,81 @@ static job_steps *job_find(ckptd_steps *s, const char *job, int create)
 	if (!j)
 		return NULL;
 	snprintf(j->job, sizeof(j->job), "%s", job);
+	j->a.pace = UINT32_MAX;
 	j->next = s->jobs;
 	s->jobs = j;
 	s->njobs++;
 	return j;
+}
+
+static ckptd_goodput_slice *slice_at(acct *a, uint64_t now_ns)
+{
+	if (!a->slices && !(a->slices = calloc(SLICES, sizeof(*a->slices))))
+		return NULL;
+	uint64_t k = (now_ns - a->first_ns) / SLICE_NS;
+	ckptd_goodput_slice *sl = &a->slices[k % SLICES];
+	if (sl->start != k * SLICE_NS || k == 0) {
+		if (sl->start != k * SLICE_NS)
+			memset(sl, 0, sizeof(*sl));
+		sl->start = k * SLICE_NS;
+	}
+	return sl;
+}
+
+static const char *const kinds[] = { "useful", "stall", "restore", "recompute", "down" };
+
+/* The pace rank's report: its steps' time split into useful work (steps the
+ * job had not reached before), work done again (after a restart), the
+ * checkpoint stalls within them, the restore before them, and a pause since
+ * the previous report longer than GAP_NS as downtime (a restart). */
+static void account(ckptd_steps *s, job_steps *j, const ckptd_step_report *r, uint64_t now_ns)
+{
+	acct *a = &j->a;
+	uint64_t count = r->count ? r->count : 1, batch = count * r->step_ns;
+	uint64_t stall = r->stall_ns < batch ? r->stall_ns : batch, pure = batch - stall;
+	uint64_t add[5] = { 0 };
+	if (!a->first_ns) {
+		uint64_t lead = batch + r->restore_ns;
+		a->first_ns = now_ns > lead ? now_ns - lead : 0;
+		add[2] = r->restore_ns;
+	} else {
+		uint64_t gap = now_ns > a->last_ns + batch ? now_ns - a->last_ns - batch : 0;
+		uint64_t rest = r->restore_ns < gap ? r->restore_ns : gap;
+		add[2] = rest;
+		if (gap > GAP_NS || r->step < a->max_step) {
+			add[4] = gap - rest;
+			a->failures++;
+		}
+	}
+	uint64_t first = r->step >= count ? r->step - count + 1 : 0;
+	uint64_t fresh = r->step > a->max_step ? r->step - (a->max_step >= first ? a->max_step : first - 1) : 0;
+	if (fresh > count)
+		fresh = count;
+	add[0] = pure / count * fresh;
+	add[3] = pure - add[0];
+	add[1] = stall;
+	a->useful += add[0];
+	a->stall += add[1];
+	a->restore += add[2];
+	a->recompute += add[3];
+	a->down += add[4];
+	if (r->step > a->max_step)
+		a->max_step = r->step;
+	a->last_ns = now_ns;
+	ckptd_goodput_slice *sl = slice_at(a, now_ns);
+	if (sl) {
+		sl->useful_ns += add[0];
+		sl->stall_ns += add[1];
+		sl->restore_ns += add[2];
+		sl->recompute_ns += add[3];
+		sl->down_ns += add[4];
+	}
+	for (int k = 0; k < 5; k++)
+		if (add[k])
+			ckptd_metrics_add(s->mx, CKPTD_M_TIME_SECONDS, j->job, kinds[k], add[k] / 1e9);
+	uint64_t wall = a->last_ns - a->first_ns;
+	if (wall)
+		ckptd_metrics_set(s->mx, CKPTD_M_GOODPUT, j->job, NULL, (double)a->useful / (double)wall);
 }
 
 int ckptd_steps_report(ckptd_steps *s, const ckptd_step_report *r, uint64_t now_ns)
@@ -110,6 +196,42 @@ int ckptd_steps_report(ckptd_steps *s, const ckptd_step_report *r, uint64_t now_
 	if (r->node[0])
 		snprintf(e->node, sizeof(e->node), "%s", r->node);
 	ckptd_metrics_add(s->mx, CKPTD_M_STEP_REPORTS, r->job, NULL, 1);
+	if (r->rank < j->a.pace)
+		j->a.pace = r->rank; /* the lowest rank sets the pace from now on */
+	if (r->rank == j->a.pace)
+		account(s, j, r, now_ns);
+	return 0;
+}
+
+int ckptd_steps_goodput(ckptd_steps *s, const char *job, ckptd_goodput_reply *out)
+{
+	memset(out, 0, sizeof(*out));
+	snprintf(out->job, sizeof(out->job), "%s", job);
+	job_steps *j = job_find(s, job, 0);
+	if (!j || !j->a.first_ns)
+		return 0;
+	acct *a = &j->a;
+	out->wall_ns = a->last_ns - a->first_ns;
+	out->useful_ns = a->useful;
+	out->stall_ns = a->stall;
+	out->restore_ns = a->restore;
+	out->recompute_ns = a->recompute;
+	out->down_ns = a->down;
+	out->failures = a->failures;
+	out->step = a->max_step;
+	out->bucket_ns = SLICE_NS;
+	if (!a->slices)
+		return 0;
+	if (!(out->entries = calloc(SLICES, sizeof(*out->entries))))
+		return -ENOMEM;
+	/* The slices of the last day, oldest first. */
+	uint64_t last = (a->last_ns - a->first_ns) / SLICE_NS;
+	uint64_t from = last >= SLICES ? last - SLICES + 1 : 0;
+	for (uint64_t k = from; k <= last; k++) {
+		const ckptd_goodput_slice *sl = &a->slices[k % SLICES];
+		if (sl->start == k * SLICE_NS)
+			out->entries[out->count++] = *sl;
+	}
 	return 0;
 }
 

@@ -71,6 +71,10 @@ static const family families[CKPTD_M__COUNT] = {
 	[CKPTD_M_STRAGGLERS] = { "ckpt_stragglers", M_GAUGE, { "ckpt_job" }, "coordinator: ranks named stragglers now" },
 	[CKPTD_M_STRAGGLER_STEP] = { "ckpt_straggler_step_seconds", M_GAUGE, { "ckpt_job", "rank" },
 	                             "coordinator: a straggler's smoothed step time (0 once it is no longer one)" },
+	[CKPTD_M_GOODPUT] = { "ckpt_goodput_ratio", M_GAUGE, { "ckpt_job" },
+	                      "coordinator: the job's useful training time over its wall time (from its step reports)" },
+	[CKPTD_M_TIME_SECONDS] = { "ckpt_time_seconds_total", M_COUNTER, { "ckpt_job", "kind" },
+	                           "coordinator: the job's wall time by kind: useful, stall, restore, recompute, down" },
 };
 
 /* Seconds: a fast DRAM snapshot to a slow shared-storage flush. */

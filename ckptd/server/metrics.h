@@ -64,6 +64,8 @@ enum ckptd_metric {
 	CKPTD_M_STEP_SECONDS,        /* gauge {job, stat: fastest, mean, slowest} */
 	CKPTD_M_STRAGGLERS,          /* gauge {job} */
 	CKPTD_M_STRAGGLER_STEP,      /* gauge {job, rank}: flagged ranks' step time, 0 once cleared */
+	CKPTD_M_GOODPUT,             /* gauge {job}: useful time / wall time */
+	CKPTD_M_TIME_SECONDS,        /* counter {job, kind}: where the job's time went */
 	CKPTD_M__COUNT
 };
 

@@ -304,6 +304,7 @@ int ckpt_ctx_close(ckpt_ctx *ctx)
 	if (!ctx)
 		return 0;
 	ckpt__pipeline_stop(ctx);
+	ckpt__daemon_steps(ctx, 1); /* the last steps count too (the io thread is gone) */
 	ckpt__daemon_close(ctx);
 	if (ctx->dev) {
 		ckpt_fence(ctx);

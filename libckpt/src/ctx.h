@@ -149,6 +149,8 @@ struct ckpt_ctx {
 	uint64_t step_last_ns;   /* when ckpt_step was last called; 0: never */
 	uint64_t step_cur;       /* the step it named */
 	uint64_t step_sum_ns, step_count;
+	uint64_t step_stall_ns;   /* ckpt_save stalls since the last report */
+	uint64_t step_restore_ns; /* ckpt_restore time since the last report */
 	uint64_t step_sent_ns;   /* io thread: when the last report went */
 
 	pthread_mutex_t lock;

@@ -654,7 +654,7 @@ int ckpt__daemon_segment_read(ckpt_ctx *ctx, uint64_t version, const uint8_t **b
 
 #define STEP_REPORT_NS 1000000000ull /* one report a second at most */
 
-void ckpt__daemon_steps(ckpt_ctx *ctx)
+void ckpt__daemon_steps(ckpt_ctx *ctx, int force)
 {
 	struct ckpt_daemon *d = ctx->daemon;
 	if (!d || d->broken)
@@ -662,12 +662,17 @@ void ckpt__daemon_steps(ckpt_ctx *ctx)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	if (now - ctx->step_sent_ns < STEP_REPORT_NS)
+	if (!force && now - ctx->step_sent_ns < STEP_REPORT_NS)
 		return;
 	pthread_mutex_lock(&ctx->step_mu);
 	uint64_t count = ctx->step_count, sum = ctx->step_sum_ns, step = ctx->step_cur;
-	ctx->step_count = 0;
-	ctx->step_sum_ns = 0;
+	uint64_t stall = ctx->step_stall_ns, restore = ctx->step_restore_ns;
+	if (count) { /* stalls and restores wait for steps to go with */
+		ctx->step_count = 0;
+		ctx->step_sum_ns = 0;
+		ctx->step_stall_ns = 0;
+		ctx->step_restore_ns = 0;
+	}
 	pthread_mutex_unlock(&ctx->step_mu);
 	ctx->step_sent_ns = now;
 	if (!count)
@@ -678,6 +683,8 @@ void ckpt__daemon_steps(ckpt_ctx *ctx)
 	m.u.step_report.step = step;
 	m.u.step_report.step_ns = sum / count;
 	m.u.step_report.count = count > UINT32_MAX ? UINT32_MAX : (uint32_t)count;
+	m.u.step_report.stall_ns = stall;
+	m.u.step_report.restore_ns = restore;
 	pthread_mutex_lock(&d->mu);
 	int err = call_expect(ctx, &m, CKPTD_MSG_OK, &rep, NULL);
 	pthread_mutex_unlock(&d->mu);

@@ -65,9 +65,10 @@ int ckpt__daemon_versions(struct ckpt_ctx *ctx, uint64_t **v, size_t *n);
  * reading it). Returns 0, -ENOENT (no DRAM copy here), or a negative code. */
 int ckpt__daemon_segment_read(struct ckpt_ctx *ctx, uint64_t version, const uint8_t **buf, uint64_t *len,
                               int *cold, uint64_t *id);
-/* io thread: about once a second, the step times ckpt_step measured since
- * the last report, as one STEP_REPORT (mean over the steps). */
-void ckpt__daemon_steps(struct ckpt_ctx *ctx);
+/* io thread: about once a second (force: now, at close), the step times
+ * ckpt_step measured since the last report, as one STEP_REPORT (mean over
+ * the steps). */
+void ckpt__daemon_steps(struct ckpt_ctx *ctx, int force);
 /* Done reading the segment of a READ grant (SEGMENT_RELEASE). */
 int ckpt__daemon_segment_release(struct ckpt_ctx *ctx, uint64_t id);
 /* Builds the page tables of [p, p+len) of the mapping for reading, in one

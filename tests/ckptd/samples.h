@@ -17,6 +17,7 @@ static const uint16_t t_types[] = {
 	CKPTD_MSG_AGENT_HELLO, CKPTD_MSG_AGENT_INVENTORY, CKPTD_MSG_SEGMENT_RELEASE, CKPTD_MSG_GC,
 	CKPTD_MSG_SHOW_VERSION, CKPTD_MSG_VERSION_DETAIL, CKPTD_MSG_COPIES_GONE, CKPTD_MSG_VERIFY,
 	CKPTD_MSG_VERIFY_REPLY, CKPTD_MSG_LOCATION, CKPTD_MSG_STEP_STATS, CKPTD_MSG_STEP_STATS_REPLY,
+	CKPTD_MSG_GOODPUT, CKPTD_MSG_GOODPUT_REPLY,
 };
 #define T_NTYPES (sizeof(t_types) / sizeof(t_types[0]))
 
@@ -29,6 +30,7 @@ typedef struct t_store {
 	ckptd_tier_stat t[4];
 	ckptd_verify_result vr[3];
 	ckptd_rank_step rs[3];
+	ckptd_goodput_slice gs[3];
 } t_store;
 
 /* A string of n characters c (n < cap). */
@@ -124,8 +126,11 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 		m->u.step_report.step = full ? 123456 : 0;
 		m->u.step_report.step_ns = full ? 987654321 : 0;
 		m->u.step_report.count = full ? 17 : 0;
-		if (full)
+		if (full) {
 			snprintf(m->u.step_report.node, sizeof(m->u.step_report.node), "gpu-node-7");
+			m->u.step_report.stall_ns = 12345678;
+			m->u.step_report.restore_ns = 2000000000ull;
+		}
 		break;
 	case CKPTD_MSG_LIST_VERSIONS:
 		snprintf(m->u.list_versions.job, sizeof(m->u.list_versions.job), "%s", job);
@@ -259,6 +264,24 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 				t_str(st->vr[i].text, CKPTD_TEXT_MAX, 'x');
 		}
 		break;
+	case CKPTD_MSG_GOODPUT:
+		snprintf(m->u.goodput.job, sizeof(m->u.goodput.job), "%s", job);
+		break;
+	case CKPTD_MSG_GOODPUT_REPLY: {
+		ckptd_goodput_reply *g = &m->u.goodput_reply;
+		snprintf(g->job, sizeof(g->job), "%s", job);
+		if (full) {
+			*g = (ckptd_goodput_reply){ .wall_ns = 7200000000000ull, .useful_ns = 7000000000000ull,
+			                            .stall_ns = 50000000000ull, .restore_ns = 30000000000ull,
+			                            .recompute_ns = 60000000000ull, .down_ns = 60000000000ull, .failures = 2,
+			                            .step = 72000, .bucket_ns = 60000000000ull, .count = 3, .entries = st->gs };
+			snprintf(g->job, sizeof(g->job), "%s", job);
+			for (int i = 0; i < 3; i++)
+				st->gs[i] = (ckptd_goodput_slice){ 60000000000ull * (uint64_t)i, 59000000000ull, 500000000ull,
+				                                   (uint64_t)i, 0, (uint64_t)i * 1000 };
+		}
+		break;
+	}
 	case CKPTD_MSG_STEP_STATS:
 		snprintf(m->u.step_stats.job, sizeof(m->u.step_stats.job), "%s", job);
 		m->u.step_stats.start = full ? 4096 : 0;

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "client.h"
 #include "fdpass.h"
+#include "plot.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1000,4 +1001,95 @@ void help_stragglers(FILE *o)
 	           "time and its ratio to the fastest rank. A rank is a straggler when the slowest\n"
 	           "rank takes more than --straggler-slowest percent (150) of the fastest's step and it\n"
 	           "takes more than --straggler-rank percent (120); the coordinator logs each change.\n");
+}
+
+/* ------------------------------------------------------------- goodput */
+
+int cmd_goodput(cli *c, int argc, char **argv)
+{
+	const char *png = NULL;
+	for (int i = 1; i < argc; i++) {
+		int r = cli_daemon_opt(c, argc, argv, &i);
+		if (r == 0)
+			r = cli_common_opt(c, argc, argv, &i);
+		if (r < 0)
+			return cli_usage("goodput", "bad value for %s", argv[i]);
+		if (r)
+			continue;
+		if (!strcmp(argv[i], "--plot") && i + 1 < argc)
+			png = argv[++i];
+		else
+			return cli_usage("goodput", "unknown option '%s'", argv[i]);
+	}
+	if (!c->daemon || !*c->daemon)
+		return cli_usage("goodput", "--daemon ADDR (or CKPT_DAEMON) is required");
+	if (ckpt__job_valid(c->job) < 0)
+		return cli_usage("goodput", "a valid --job is required");
+	ckptd_client *cl = NULL;
+	int rc = daemon_connect(c, "goodput", c->job, &cl);
+	if (rc)
+		return rc;
+	ckptd_msg req = { .type = CKPTD_MSG_GOODPUT }, rep;
+	snprintf(req.u.goodput.job, sizeof(req.u.goodput.job), "%s", c->job);
+	rc = daemon_call(c, "goodput", cl, &req, CKPTD_MSG_GOODPUT_REPLY, &rep);
+	ckptd_client_close(cl);
+	if (rc)
+		return rc;
+	const ckptd_goodput_reply *g = &rep.u.goodput_reply;
+	double wall = g->wall_ns / 1e9, ratio = g->wall_ns ? (double)g->useful_ns / (double)g->wall_ns : 0;
+	uint64_t other = g->wall_ns;
+	const uint64_t parts[] = { g->useful_ns, g->stall_ns, g->restore_ns, g->recompute_ns, g->down_ns };
+	for (size_t i = 0; i < 5; i++)
+		other = other > parts[i] ? other - parts[i] : 0;
+	/* The JSON the plot script reads, too. */
+	size_t cap = 512 + (size_t)g->count * 200, n = 0;
+	char *js = malloc(cap);
+	if (!js) {
+		ckptd_msg_free(&rep);
+		return EXIT_ERROR;
+	}
+	n += (size_t)snprintf(js + n, cap - n,
+	                      "{\"job\": \"%s\", \"wall_s\": %.3f, \"goodput\": %.6f, \"useful_s\": %.3f, \"stall_s\": %.3f, "
+	                      "\"restore_s\": %.3f, \"recompute_s\": %.3f, \"down_s\": %.3f, \"other_s\": %.3f, "
+	                      "\"failures\": %u, \"step\": %llu, \"slice_seconds\": %.0f, \"timeline\": [",
+	                      c->job, wall, ratio, g->useful_ns / 1e9, g->stall_ns / 1e9, g->restore_ns / 1e9,
+	                      g->recompute_ns / 1e9, g->down_ns / 1e9, other / 1e9, g->failures,
+	                      (unsigned long long)g->step, g->bucket_ns / 1e9);
+	for (uint32_t i = 0; i < g->count; i++) {
+		const ckptd_goodput_slice *sl = &g->entries[i];
+		n += (size_t)snprintf(js + n, cap - n,
+		                      "%s{\"start_s\": %.0f, \"useful_s\": %.3f, \"stall_s\": %.3f, \"restore_s\": %.3f, "
+		                      "\"recompute_s\": %.3f, \"down_s\": %.3f}",
+		                      i ? ", " : "", sl->start / 1e9, sl->useful_ns / 1e9, sl->stall_ns / 1e9,
+		                      sl->restore_ns / 1e9, sl->recompute_ns / 1e9, sl->down_ns / 1e9);
+	}
+	snprintf(js + n, cap - n, "]}\n");
+	if (c->json) {
+		fputs(js, stdout);
+	} else if (!g->wall_ns) {
+		printf("job %s: no step times reported yet (ranks call ckpt_step through an agent)\n", c->job);
+	} else {
+		printf("job %s: goodput %.2f%% over %.1f s (furthest step %llu, %u restart%s)\n", c->job, 100 * ratio, wall,
+		       (unsigned long long)g->step, g->failures, g->failures == 1 ? "" : "s");
+		const char *names[] = { "useful training", "checkpoint stalls", "restores", "steps recomputed", "downtime" };
+		for (size_t i = 0; i < 5; i++)
+			printf("  %-20s %12.1f s  %6.2f%%\n", names[i], parts[i] / 1e9, 100.0 * (double)parts[i] / (double)g->wall_ns);
+		printf("  %-20s %12.1f s  %6.2f%%\n", "unaccounted", other / 1e9, 100.0 * (double)other / (double)g->wall_ns);
+	}
+	ckptd_msg_free(&rep);
+	if (png && tool_plot("ckpt goodput", "CKPT_GOODPUT_PLOTTER", "plot_timeline.py", png, js) < 0)
+		rc = EXIT_ERROR;
+	free(js);
+	return rc;
+}
+
+void help_goodput(FILE *o)
+{
+	fprintf(o, "usage: ckpt goodput --daemon ADDR [--token-file FILE] --job J [--json] [--plot FILE.png]\n\n"
+	           "Where the job's time went, as the coordinator judges it from the step times its\n"
+	           "ranks report (ranks call ckpt_step once per step): useful training (steps that\n"
+	           "advanced the job), checkpoint stalls within steps, restores, steps done again after\n"
+	           "a restart, and downtime (no step for more than 3 s: restarts, rescheduling).\n"
+	           "Goodput is useful time over wall time (first report to the last). --plot draws\n"
+	           "the timeline, a minute a bar, and the goodput so far (python3 with matplotlib).\n");
 }

@@ -589,5 +589,6 @@ const cli_cmd cli_cmds[] = {
 	{ "reindex", "rebuild the index from the shard files", cmd_reindex, help_reindex },
 	{ "status", "ask a ckptd daemon for its state, agents and pools", cmd_status, help_status },
 	{ "stragglers", "the job's step times per rank, and the slow ones", cmd_stragglers, help_stragglers },
+	{ "goodput", "where the job's time went: useful, stalls, restores, recompute, downtime", cmd_goodput, help_goodput },
 	{ NULL, NULL, NULL, NULL },
 };

@@ -128,6 +128,8 @@ int main(int argc, char **argv)
 			struct timespec ts = { (time_t)(step_ms / 1000), (long)(step_ms % 1000) * 1000000L };
 			nanosleep(&ts, NULL);
 		}
+		/* Once per step: step times for stragglers and goodput (through a daemon). */
+		ckpt_step(ctx, s.step);
 		if (s.step % every == 0 || s.step == steps) {
 			ckpt_handle *h;
 			/* The version is the number of steps done: the state holds it too. */

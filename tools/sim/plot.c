@@ -1,6 +1,8 @@
 /* ckpt-sim --plot: hands the report to tools/sim/plot_goodput.py, run by a
  * python3 that has matplotlib. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "plot.h"
 
 #include <errno.h>
@@ -13,12 +15,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The plotting script: $CKPT_SIM_PLOTTER, else share/ckpt/ next to this
+/* The plotting script: $env_var, else share/ckpt/name next to this
  * program's bin/ (the build tree and the install tree have the same
  * layout). */
-static int find_plotter(char *out, size_t n)
+static int find_plotter(const char *env_var, const char *name, char *out, size_t n)
 {
-	const char *env = getenv("CKPT_SIM_PLOTTER");
+	const char *env = getenv(env_var);
 	if (env && *env) {
 		snprintf(out, n, "%s", env);
 		return access(out, R_OK);
@@ -28,7 +30,7 @@ static int find_plotter(char *out, size_t n)
 	if (len < 0)
 		return -1;
 	exe[len] = '\0';
-	snprintf(out, n, "%s/../share/ckpt/plot_goodput.py", dirname(exe));
+	snprintf(out, n, "%s/../share/ckpt/%s", dirname(exe), name);
 	return access(out, R_OK);
 }
 
@@ -63,10 +65,15 @@ static int run_python(const char *python, const char *const *args, int quiet)
 
 int sim_plot(const char *png, const char *json_text)
 {
+	return tool_plot("ckpt-sim", "CKPT_SIM_PLOTTER", "plot_goodput.py", png, json_text);
+}
+
+int tool_plot(const char *prog, const char *env_var, const char *name, const char *png, const char *json_text)
+{
 	char script[PATH_MAX + 64];
-	if (find_plotter(script, sizeof(script)) < 0) {
-		fprintf(stderr, "ckpt-sim: --plot: the plotting script is not at %s (set CKPT_SIM_PLOTTER to "
-		                "tools/sim/plot_goodput.py)\n", script);
+	if (find_plotter(env_var, name, script, sizeof(script)) < 0) {
+		fprintf(stderr, "%s: --plot: the plotting script is not at %s (set %s to its path)\n", prog, script,
+		        env_var);
 		return -1;
 	}
 	/* $CKPT_PYTHON, else the python3 on PATH, else Debian's (where its
@@ -81,22 +88,22 @@ int sim_plot(const char *png, const char *json_text)
 		if (run_python(cands[i], probe, 1) == 0)
 			python = cands[i];
 	if (!python) {
-		fprintf(stderr, "ckpt-sim: --plot: needs python3 with matplotlib (Debian: apt-get install "
-		                "python3-matplotlib, or set CKPT_PYTHON to a python that has it)\n");
+		fprintf(stderr, "%s: --plot: needs python3 with matplotlib (Debian: apt-get install "
+		                "python3-matplotlib, or set CKPT_PYTHON to a python that has it)\n", prog);
 		return -1;
 	}
 	const char *tmpdir = getenv("TMPDIR");
 	char in[PATH_MAX];
-	snprintf(in, sizeof(in), "%s/ckpt-sim-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+	snprintf(in, sizeof(in), "%s/ckpt-plot-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
 	int fd = mkstemp(in);
 	if (fd < 0) {
-		fprintf(stderr, "ckpt-sim: --plot: temporary file %s: %s\n", in, strerror(errno));
+		fprintf(stderr, "%s: --plot: temporary file %s: %s\n", prog, in, strerror(errno));
 		return -1;
 	}
 	size_t len = strlen(json_text);
 	ssize_t w = write(fd, json_text, len);
 	if (close(fd) < 0 || w != (ssize_t)len) {
-		fprintf(stderr, "ckpt-sim: --plot: writing %s failed\n", in);
+		fprintf(stderr, "%s: --plot: writing %s failed\n", prog, in);
 		unlink(in);
 		return -1;
 	}
@@ -104,7 +111,7 @@ int sim_plot(const char *png, const char *json_text)
 	int st = run_python(python, args, 0);
 	unlink(in);
 	if (st != 0) {
-		fprintf(stderr, "ckpt-sim: --plot %s: %s %s exited %d\n", png, python, script, st);
+		fprintf(stderr, "%s: --plot %s: %s %s exited %d\n", prog, png, python, script, st);
 		return -1;
 	}
 	return 0;

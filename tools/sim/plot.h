@@ -8,5 +8,8 @@
  * of python3 and /usr/bin/python3 that imports matplotlib. Returns 0, or -1
  * after saying why on stderr. */
 int sim_plot(const char *png, const char *json_text);
+/* The same for any tool: script `name` in share/ckpt (or $env_var), prog
+ * names the tool in messages. */
+int tool_plot(const char *prog, const char *env_var, const char *name, const char *png, const char *json_text);
 
 #endif
