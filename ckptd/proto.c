@@ -239,6 +239,12 @@ static const char *check_step_reply(const void *r)
 	return m->more > 1 ? "MORE is not 0 or 1" : NULL;
 }
 
+static const char *check_interval(const void *r)
+{
+	const ckptd_interval_notice *m = r;
+	return m->every ? NULL : "an interval of 0 steps";
+}
+
 static const char *check_gone(const void *r)
 {
 	const ckptd_copies_gone *m = r;
@@ -324,6 +330,13 @@ static const ckptd__field f_step[] = {
 	F_STR(ckptd_step_report, node, CKPTD_TAG_NODE, OPT, CK_NAME),
 	F_U64(ckptd_step_report, stall_ns, CKPTD_TAG_STALL_NS, OPT),
 	F_U64(ckptd_step_report, restore_ns, CKPTD_TAG_RESTORE_NS, OPT),
+	F_U32(ckptd_step_report, saves, CKPTD_TAG_SAVES, OPT),
+};
+static const ckptd__field f_interval[] = {
+	F_STR(ckptd_interval_notice, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_interval_notice, every, CKPTD_TAG_INTERVAL_STEPS, REQ),
+	F_U64(ckptd_interval_notice, from, CKPTD_TAG_START, OPT),
+	F_U64(ckptd_interval_notice, interval_ns, CKPTD_TAG_INTERVAL_NS, OPT),
 };
 static const ckptd__field f_goodput[] = {
 	F_STR(ckptd_goodput, job, CKPTD_TAG_JOB, REQ, CK_JOB),
@@ -348,6 +361,10 @@ static const ckptd__field f_goodput_reply[] = {
 	F_U32(ckptd_goodput_reply, failures, CKPTD_TAG_FAILURES, OPT),
 	F_U64(ckptd_goodput_reply, step, CKPTD_TAG_STEP, OPT),
 	F_U64(ckptd_goodput_reply, bucket_ns, CKPTD_TAG_BUCKET_NS, OPT),
+	F_U64(ckptd_goodput_reply, interval_steps, CKPTD_TAG_INTERVAL_STEPS, OPT),
+	F_U64(ckptd_goodput_reply, interval_ns, CKPTD_TAG_INTERVAL_NS, OPT),
+	F_U64(ckptd_goodput_reply, mtbf_ns, CKPTD_TAG_MTBF_NS, OPT),
+	F_U64(ckptd_goodput_reply, cost_ns, CKPTD_TAG_COST_NS, OPT),
 	F_LIST(ckptd_goodput_reply, entries, count, CKPTD_TAG_ENTRIES, s_gslice),
 };
 static const ckptd__field f_step_stats[] = {
@@ -544,6 +561,7 @@ static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_LOCATION, "LOCATION", SCHEMA(ckptd_location, f_location, check_location) },
 	{ CKPTD_MSG_STEP_STATS, "STEP_STATS", SCHEMA(ckptd_step_stats, f_step_stats, NULL) },
 	{ CKPTD_MSG_GOODPUT, "GOODPUT", SCHEMA(ckptd_goodput, f_goodput, NULL) },
+	{ CKPTD_MSG_INTERVAL_NOTICE, "INTERVAL_NOTICE", SCHEMA(ckptd_interval_notice, f_interval, check_interval) },
 	{ CKPTD_MSG_GOODPUT_REPLY, "GOODPUT_REPLY", SCHEMA(ckptd_goodput_reply, f_goodput_reply, NULL) },
 	{ CKPTD_MSG_STEP_STATS_REPLY, "STEP_STATS_REPLY",
 	  SCHEMA(ckptd_step_stats_reply, f_step_stats_reply, check_step_reply) },

@@ -95,6 +95,7 @@ typedef enum ckptd_msg_type {
 	CKPTD_MSG_STEP_STATS_REPLY = 60, /* 1.1 */
 	CKPTD_MSG_GOODPUT = 61,       /* 1.1 */
 	CKPTD_MSG_GOODPUT_REPLY = 62, /* 1.1 */
+	CKPTD_MSG_INTERVAL_NOTICE = 63, /* 1.1 */
 	CKPTD_MSG_AGENT_HELLO = 64,
 	CKPTD_MSG_AGENT_INVENTORY = 65,
 	CKPTD_MSG_COPIES_GONE = 66,   /* 1.1 */
@@ -127,7 +128,8 @@ enum {
 	/* 1.1, later: optional timings of SHARD_DONE */
 	CKPTD_TAG_STALL_NS, CKPTD_TAG_DURABLE_NS,
 	CKPTD_TAG_RESTORE_NS, CKPTD_TAG_USEFUL_NS, CKPTD_TAG_RECOMPUTE_NS, CKPTD_TAG_DOWN_NS, CKPTD_TAG_WALL_NS,
-	CKPTD_TAG_FAILURES, CKPTD_TAG_BUCKET_NS,
+	CKPTD_TAG_FAILURES, CKPTD_TAG_BUCKET_NS, CKPTD_TAG_INTERVAL_STEPS, CKPTD_TAG_INTERVAL_NS, CKPTD_TAG_MTBF_NS,
+	CKPTD_TAG_COST_NS, CKPTD_TAG_SAVES,
 };
 
 /* GC.keep_dram / keep_disk: no limit. */
@@ -259,7 +261,17 @@ typedef struct ckptd_step_report {
 	char node[CKPTD_NAME_MAX + 1]; /* optional (1.1): set by the agent passing it on */
 	uint64_t stall_ns;   /* optional (1.1): time ckpt_save blocked within those steps */
 	uint64_t restore_ns; /* optional (1.1): time in ckpt_restore since the last report */
+	uint32_t saves;      /* optional (1.1): ckpt_save calls those stalls add up over */
 } ckptd_step_report;
+
+/* INTERVAL_NOTICE (1.1): coordinator -> agents -> ranks: save every
+ * `every` steps, at the steps from + k * every; the same for every rank. */
+typedef struct ckptd_interval_notice {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t every;       /* steps; > 0 */
+	uint64_t from;        /* the first step it applies to */
+	uint64_t interval_ns; /* optional: the advised time between saves */
+} ckptd_interval_notice;
 
 /* GOODPUT (1.1): a job's time accounting, from its step reports. */
 typedef struct ckptd_goodput {
@@ -283,6 +295,10 @@ typedef struct ckptd_goodput_reply {
 	uint32_t failures;     /* restarts seen */
 	uint64_t step;         /* the furthest step reached */
 	uint64_t bucket_ns;    /* optional: width of a timeline slice */
+	uint64_t interval_steps; /* optional: the advised checkpoint interval, in steps (0: none yet) */
+	uint64_t interval_ns;    /* optional: the same in time */
+	uint64_t mtbf_ns;        /* optional: the MTBF the advice used */
+	uint64_t cost_ns;        /* optional: the checkpoint cost (mean stall) it used */
 	uint32_t count;
 	ckptd_goodput_slice *entries;
 } ckptd_goodput_reply;
@@ -519,6 +535,7 @@ typedef struct ckptd_msg {
 		ckptd_step_stats_reply step_stats_reply;
 		ckptd_goodput goodput;
 		ckptd_goodput_reply goodput_reply;
+		ckptd_interval_notice interval_notice;
 	} u;
 } ckptd_msg;
 

@@ -84,6 +84,8 @@ struct ckptd_agent {
 	ckpt_faults faults; /* CKPT_FAULT points of the agent (tests) */
 	struct vrun *vruns;  /* verifications in flight */
 	size_t nvruns;
+	ckptd_interval_notice *advice; /* the coordinator's last interval advice per job */
+	size_t nadvice;
 	ckpt_logger lg;     /* for libckpt's maintenance code */
 	ckptd_metrics *mx;
 };
@@ -259,6 +261,7 @@ static int send_hello(ckptd_agent *a)
 }
 
 static void on_notice(ckptd_agent *a, const ckptd_commit_notice *n);
+static void on_interval(ckptd_agent *a, const ckptd_interval_notice *n);
 static void on_delete(ckptd_agent *a, const ckptd_delete_version *d);
 
 static void on_link(ckptd_server *srv, int fd, uint32_t events, void *arg)
@@ -274,7 +277,9 @@ static void on_link(ckptd_server *srv, int fd, uint32_t events, void *arg)
 			link_down(a, r == -ECONNRESET ? "closed by the coordinator" : strerror(-r));
 			return;
 		}
-		if (m.type == CKPTD_MSG_COMMIT_NOTICE) {
+		if (m.type == CKPTD_MSG_INTERVAL_NOTICE) {
+			on_interval(a, &m.u.interval_notice);
+		} else if (m.type == CKPTD_MSG_COMMIT_NOTICE) {
 			on_notice(a, &m.u.commit_notice);
 		} else if (m.type == CKPTD_MSG_DELETE_VERSION) {
 			on_delete(a, &m.u.delete_version);
@@ -354,10 +359,41 @@ static void on_notice(ckptd_agent *a, const ckptd_commit_notice *n)
 	            (unsigned long long)n->version, n->tier, k);
 }
 
+/* The interval advice: kept per job (bounded) for ranks that register later,
+ * passed on to the job's ranks here when it changed. */
+static void on_interval(ckptd_agent *a, const ckptd_interval_notice *n)
+{
+	ckptd_interval_notice *e = NULL;
+	for (size_t i = 0; i < a->nadvice; i++)
+		if (!strcmp(a->advice[i].job, n->job))
+			e = &a->advice[i];
+	if (e && e->every == n->every && e->from == n->from)
+		return;
+	if (!e) {
+		if (a->nadvice >= 256)
+			return;
+		void *p = realloc(a->advice, (a->nadvice + 1) * sizeof(*a->advice));
+		if (!p)
+			return;
+		a->advice = p;
+		e = &a->advice[a->nadvice++];
+	}
+	*e = *n;
+	ckptd_msg m = { .type = CKPTD_MSG_INTERVAL_NOTICE, .u.interval_notice = *n };
+	int k = 0;
+	for (rank_sess *rs = a->ranks; rs; rs = rs->next)
+		if (rs->registered && !strcmp(rs->job, n->job) && ckptd_session_send(rs->s, &m, -1) == 0)
+			k++;
+	CKPTD_DEBUG(a->log, NULL, n->job, "interval advice every %llu steps from %llu: told %d ranks",
+	            (unsigned long long)n->every, (unsigned long long)n->from, k);
+}
+
 static void local_from_coord(void *arg, const ckptd_msg *m)
 {
 	ckptd_agent *a = arg;
-	if (m->type == CKPTD_MSG_COMMIT_NOTICE)
+	if (m->type == CKPTD_MSG_INTERVAL_NOTICE)
+		on_interval(a, &m->u.interval_notice);
+	else if (m->type == CKPTD_MSG_COMMIT_NOTICE)
 		on_notice(a, &m->u.commit_notice);
 	else if (m->type == CKPTD_MSG_DELETE_VERSION)
 		on_delete(a, &m->u.delete_version);
@@ -598,7 +634,14 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 	}
 	CKPTD_DEBUG(a->log, ckptd_session_peer(s), rs->job, "rank %u/%u registered", rs->rank, rs->world_size);
 	ckptd_msg ok = { .type = CKPTD_MSG_OK };
-	return ckptd_session_send(s, &ok, -1);
+	int r = ckptd_session_send(s, &ok, -1);
+	/* A rank that joins (or comes back) saves at the steps the others do. */
+	for (size_t i = 0; r == 0 && i < a->nadvice; i++)
+		if (!strcmp(a->advice[i].job, rs->job)) {
+			ckptd_msg m = { .type = CKPTD_MSG_INTERVAL_NOTICE, .u.interval_notice = a->advice[i] };
+			r = ckptd_session_send(s, &m, -1);
+		}
+	return r;
 }
 
 static int on_segment(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_segment_request *m)
@@ -1208,6 +1251,7 @@ void ckptd_agent_free(ckptd_agent *a)
 		free(v);
 	}
 	ckptd_jpools_free(a->pools);
+	free(a->advice);
 	ckptd_aidx_close(a->idx);
 	free(a->fifo);
 	free(a->done);

@@ -655,6 +655,17 @@ static int show_version(ckptd_coordinator *c, ckptd_session *s, const ckptd_show
 	return r;
 }
 
+/* Every agent hears it (a job's ranks may be on any node; agents pass it on
+ * to the job's ranks only, and keep it for ranks that register later). */
+static void announce_interval(void *arg, const ckptd_interval_notice *n)
+{
+	ckptd_coordinator *c = arg;
+	ckptd_msg m = { .type = CKPTD_MSG_INTERVAL_NOTICE, .u.interval_notice = *n };
+	for (peer *p = c->peers; p; p = p->next)
+		if (p->local || (p->up && p->s))
+			peer_send(c, p, &m);
+}
+
 static void judge_steps(ckptd_server *srv, void *arg)
 {
 	(void)srv;
@@ -846,7 +857,7 @@ int ckptd_coordinator_new(ckptd_server *srv, const ckptd_config *cfg, const ckpt
 	}
 	if ((r = ckptd_server_after_events(srv, after_events, c)) < 0 ||
 	    (r = ckptd_server_every(srv, LIVENESS_MS, liveness, c)) < 0 ||
-	    (r = ckptd_steps_new(cfg, log, c->mx, &c->steps)) < 0 ||
+	    (r = ckptd_steps_new(cfg, log, c->mx, announce_interval, c, &c->steps)) < 0 ||
 	    (r = ckptd_server_every(srv, 1000, judge_steps, c)) < 0 ||
 	    (cfg->retention_interval_ms && (r = ckptd_server_every(srv, cfg->retention_interval_ms, retention, c)) < 0)) {
 		snprintf(err, errcap, "cannot install the coordinator's timers: %s", strerror(-r));

@@ -69,12 +69,17 @@ void ckptd_jpools_each(ckptd_jpools *p, void (*fn)(void *arg, const char *job, c
 
 /* The coordinator's step-time table and straggler judge (steps.c). */
 typedef struct ckptd_steps ckptd_steps;
-int ckptd_steps_new(const ckptd_config *cfg, const ckptd_log *log, ckptd_metrics *mx, ckptd_steps **out);
+/* Says an interval advice to the job's ranks (the coordinator: to every agent). */
+typedef void (*ckptd_steps_announce_fn)(void *arg, const ckptd_interval_notice *n);
+int ckptd_steps_new(const ckptd_config *cfg, const ckptd_log *log, ckptd_metrics *mx, ckptd_steps_announce_fn fn,
+                    void *arg, ckptd_steps **out);
 void ckptd_steps_free(ckptd_steps *s);
 /* Takes one STEP_REPORT. Returns 0, -EINVAL (rank beyond the bound, step
  * time 0) or -ENOMEM (also: too many jobs). */
 int ckptd_steps_report(ckptd_steps *s, const ckptd_step_report *r, uint64_t now_ns);
-/* Judges every job (once a second): names and clears stragglers. */
+/* Judges every job (once a second): names and clears stragglers, and
+ * advises a checkpoint interval (announced when it changes, and again
+ * every 10 s). */
 void ckptd_steps_judge(ckptd_steps *s, uint64_t now_ns);
 /* The job's time accounting and timeline (entries malloc'd; free them). */
 int ckptd_steps_goodput(ckptd_steps *s, const char *job, ckptd_goodput_reply *out);

@@ -9,6 +9,7 @@
 #include "roles_int.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,8 @@
 #define SLICE_NS 60000000000ull /* goodput timeline: one slice a minute */
 #define SLICES 1440             /* the last day */
 #define GAP_NS 3000000000ull    /* a pause between reports longer than this is downtime */
+#define DEFAULT_MTBF_NS (24 * 3600 * 1000000000ull) /* until 3 restarts are seen */
+#define RESEND_NS 10000000000ull /* the advice is said again this often (late joiners) */
 
 typedef struct rank_steps {
 	uint64_t step, at_ns;
@@ -33,7 +36,10 @@ typedef struct acct {
 	uint64_t first_ns, last_ns, max_step;
 	uint64_t useful, stall, restore, recompute, down;
 	uint32_t failures;
+	uint64_t cost_stall, cost_saves; /* what checkpoints cost: stalls over saves */
 	ckptd_goodput_slice *slices; /* ring of SLICES, by start / SLICE_NS */
+	/* the interval advised, the same for every rank */
+	uint64_t adv_every, adv_from, adv_ns, adv_mtbf, adv_cost, adv_sent_ns;
 } acct;
 
 typedef struct job_steps {
@@ -48,15 +54,20 @@ struct ckptd_steps {
 	const ckptd_config *cfg;
 	const ckptd_log *log;
 	ckptd_metrics *mx;
+	ckptd_steps_announce_fn announce;
+	void *announce_arg;
 	job_steps *jobs;
 	uint32_t njobs;
 };
 
-int ckptd_steps_new(const ckptd_config *cfg, const ckptd_log *log, ckptd_metrics *mx, ckptd_steps **out)
+int ckptd_steps_new(const ckptd_config *cfg, const ckptd_log *log, ckptd_metrics *mx, ckptd_steps_announce_fn fn,
+                    void *arg, ckptd_steps **out)
 {
 	ckptd_steps *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	s->announce = fn;
+	s->announce_arg = arg;
 	s->cfg = cfg;
 	s->log = log;
 	s->mx = mx;
@@ -141,6 +152,8 @@ static void account(ckptd_steps *s, job_steps *j, const ckptd_step_report *r, ui
 	add[0] = pure / count * fresh;
 	add[3] = pure - add[0];
 	add[1] = stall;
+	a->cost_stall += r->stall_ns;
+	a->cost_saves += r->saves;
 	a->useful += add[0];
 	a->stall += add[1];
 	a->restore += add[2];
@@ -220,6 +233,10 @@ int ckptd_steps_goodput(ckptd_steps *s, const char *job, ckptd_goodput_reply *ou
 	out->failures = a->failures;
 	out->step = a->max_step;
 	out->bucket_ns = SLICE_NS;
+	out->interval_steps = a->adv_every;
+	out->interval_ns = a->adv_ns;
+	out->mtbf_ns = a->adv_mtbf;
+	out->cost_ns = a->adv_cost;
 	if (!a->slices)
 		return 0;
 	if (!(out->entries = calloc(SLICES, sizeof(*out->entries))))
@@ -278,10 +295,78 @@ static void judge_job(ckptd_steps *s, job_steps *j, uint64_t now_ns)
 	ckptd_metrics_set(s->mx, CKPTD_M_STRAGGLERS, j->job, NULL, flagged);
 }
 
+/* Young/Daly: the interval that minimises the expected loss for a
+ * checkpoint cost C and a mean time between failures M, with Daly's
+ * higher-order terms (C < 2M); T = M when checkpoints cost more. */
+static double advised_ns(double c, double m)
+{
+	if (c >= 2 * m)
+		return m;
+	double x = c / (2 * m);
+	return sqrt(2 * c * m) * (1 + sqrt(x) / 3 + x / 9) - c;
+}
+
+static void announce(ckptd_steps *s, job_steps *j, uint64_t now_ns)
+{
+	ckptd_interval_notice n = { .every = j->a.adv_every, .from = j->a.adv_from, .interval_ns = j->a.adv_ns };
+	snprintf(n.job, sizeof(n.job), "%s", j->job);
+	if (s->announce)
+		s->announce(s->announce_arg, &n);
+	j->a.adv_sent_ns = now_ns;
+}
+
+/* The interval to save at, in the job's steps: from the pace rank's
+ * checkpoint cost (its stalls over its saves) and step time, and the MTBF
+ * (--mtbf, else observed once 3 restarts were seen, else a day). A new
+ * interval starts at a step every rank is still short of, so that all save
+ * the same versions; a change under 20% is not worth that. */
+static void advise(ckptd_steps *s, job_steps *j, uint64_t now_ns)
+{
+	acct *a = &j->a;
+	if (a->pace >= j->n || !a->cost_saves || !j->r[a->pace].seen)
+		return;
+	double step = j->r[a->pace].ns, cost = (double)a->cost_stall / (double)a->cost_saves;
+	double wall = (double)(a->last_ns - a->first_ns);
+	double mtbf = s->cfg->mtbf_ms ? s->cfg->mtbf_ms * 1e6
+	            : a->failures >= 3 ? wall / a->failures : (double)DEFAULT_MTBF_NS;
+	double t = advised_ns(cost, mtbf);
+	uint64_t every = (uint64_t)llround(t / step);
+	if (every < 1)
+		every = 1;
+	uint64_t old = a->adv_every;
+	if (old && (every > old ? every - old : old - every) * 5 <= old) {
+		if (now_ns - a->adv_sent_ns >= RESEND_NS)
+			announce(s, j, now_ns);
+		return;
+	}
+	uint64_t top = 0;
+	for (uint32_t i = 0; i < j->n; i++)
+		if (j->r[i].seen && j->r[i].step > top)
+			top = j->r[i].step;
+	uint64_t margin = (uint64_t)(3e9 / step); /* three seconds of steps: a report a second, notices in flight */
+	if (margin < 10)
+		margin = 10;
+	uint64_t from = (top + margin + every - 1) / every * every;
+	a->adv_every = every;
+	a->adv_from = from;
+	a->adv_ns = (uint64_t)t;
+	a->adv_mtbf = (uint64_t)mtbf;
+	a->adv_cost = (uint64_t)cost;
+	CKPTD_INFO(s->log, NULL, j->job,
+	           "checkpoint interval advised: every %llu steps (%.1f s) from step %llu; cost %.3f s, MTBF %.0f s%s",
+	           (unsigned long long)every, t / 1e9, (unsigned long long)from, cost / 1e9, mtbf / 1e9,
+	           s->cfg->mtbf_ms ? " (--mtbf)" : a->failures >= 3 ? " (observed)" : " (default)");
+	ckptd_metrics_set(s->mx, CKPTD_M_INTERVAL_SECONDS, j->job, NULL, t / 1e9);
+	ckptd_metrics_set(s->mx, CKPTD_M_INTERVAL_STEPS, j->job, NULL, (double)every);
+	announce(s, j, now_ns);
+}
+
 void ckptd_steps_judge(ckptd_steps *s, uint64_t now_ns)
 {
-	for (job_steps *j = s->jobs; j; j = j->next)
+	for (job_steps *j = s->jobs; j; j = j->next) {
 		judge_job(s, j, now_ns);
+		advise(s, j, now_ns);
+	}
 }
 
 int ckptd_steps_query(ckptd_steps *s, const char *job, uint64_t start, ckptd_step_stats_reply *out)

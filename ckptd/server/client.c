@@ -325,7 +325,8 @@ int ckptd_client_call(ckptd_client *c, const ckptd_msg *req, ckptd_msg *reply)
 	for (;;) {
 		if ((r = recv_msg(c, reply, 1, deadline)) < 0)
 			return r;
-		if (reply->type != CKPTD_MSG_COMMIT_NOTICE)
+		/* Unsolicited notices may come before the answer. */
+		if (reply->type != CKPTD_MSG_COMMIT_NOTICE && reply->type != CKPTD_MSG_INTERVAL_NOTICE)
 			return 0;
 		if (c->notice)
 			c->notice(reply, c->notice_arg);

@@ -53,6 +53,7 @@ static const cfg_entry table[] = {
 	{ "keep-every", T_UINT, F(keep_every), "0", "CKPT_KEEP_EVERY", "retention: disk copies of every N-th version kept forever (0: none)" },
 	{ "straggler-window", T_DURATION, F(straggler_window_ms), "60s", "CKPT_STRAGGLER_WINDOW", "coordinator: ranks' step times are judged over reports this recent" },
 	{ "straggler-slowest", T_UINT, F(straggler_slowest), "150", "CKPT_STRAGGLER_SLOWEST", "coordinator: stragglers are named only when the slowest rank's step takes more than this percent of the fastest's" },
+	{ "mtbf", T_DURATION, F(mtbf_ms), "0", "CKPT_MTBF", "coordinator: mean time between a job's failures, for the checkpoint interval it advises (0: as observed from restarts, 24h until 3 are seen)" },
 	{ "straggler-rank", T_UINT, F(straggler_rank), "120", "CKPT_STRAGGLER_RANK", "coordinator: then every rank above this percent of the fastest is a straggler" },
 	{ "metrics-listen", T_TCP_ADDR, F(metrics_listen), NULL, "CKPT_METRICS_LISTEN", "host:port serving Prometheus metrics on GET /metrics; only this address is bound (unset: no endpoint)" },
 };

@@ -51,6 +51,7 @@ typedef struct ckptd_config {
 	uint64_t straggler_window_ms; /* coordinator: step reports older than this are ignored */
 	uint32_t straggler_slowest;   /* percent: stragglers only when the slowest rank exceeds this of the fastest */
 	uint32_t straggler_rank;      /* percent: a rank above this of the fastest is a straggler */
+	uint64_t mtbf_ms;             /* coordinator: the jobs' MTBF for interval advice; 0: observed */
 	uint8_t source[32];      /* per table entry: where its value came from */
 } ckptd_config;
 

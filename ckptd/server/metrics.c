@@ -75,6 +75,10 @@ static const family families[CKPTD_M__COUNT] = {
 	                      "coordinator: the job's useful training time over its wall time (from its step reports)" },
 	[CKPTD_M_TIME_SECONDS] = { "ckpt_time_seconds_total", M_COUNTER, { "ckpt_job", "kind" },
 	                           "coordinator: the job's wall time by kind: useful, stall, restore, recompute, down" },
+	[CKPTD_M_INTERVAL_SECONDS] = { "ckpt_interval_advice_seconds", M_GAUGE, { "ckpt_job" },
+	                               "coordinator: the checkpoint interval it advises the job (Young/Daly)" },
+	[CKPTD_M_INTERVAL_STEPS] = { "ckpt_interval_advice_steps", M_GAUGE, { "ckpt_job" },
+	                             "coordinator: the same, in the job's steps" },
 };
 
 /* Seconds: a fast DRAM snapshot to a slow shared-storage flush. */

@@ -66,6 +66,8 @@ enum ckptd_metric {
 	CKPTD_M_STRAGGLER_STEP,      /* gauge {job, rank}: flagged ranks' step time, 0 once cleared */
 	CKPTD_M_GOODPUT,             /* gauge {job}: useful time / wall time */
 	CKPTD_M_TIME_SECONDS,        /* counter {job, kind}: where the job's time went */
+	CKPTD_M_INTERVAL_SECONDS,    /* gauge {job}: the advised checkpoint interval */
+	CKPTD_M_INTERVAL_STEPS,      /* gauge {job}: the same in steps */
 	CKPTD_M__COUNT
 };
 

@@ -201,6 +201,12 @@ typedef struct ckpt_config {
 	                           local_disk only, LOCAL_MEM waits fail with
 	                           -CKPT_EUNAVAIL. 1: ckpt_ctx_open fails instead. A refused
 	                           token fails the open either way. CKPT_DAEMON_REQUIRED */
+	const char *interval;   /* when ckpt_step answers CKPT_STEP_SAVE: NULL or "off"
+	                           (never), "N" (every N steps), or "auto": at the interval
+	                           a ckptd coordinator advises from the measured checkpoint
+	                           cost and the job's MTBF (Young/Daly), the same steps on
+	                           every rank; before the first advice, every 100 steps.
+	                           CKPT_INTERVAL */
 } ckpt_config;
 
 /* Fills cfg with defaults, then applies CKPT_* environment variables.
@@ -374,13 +380,14 @@ typedef enum ckpt_step_action {
 	CKPT_STEP_EXIT = 2,     /* save done, leave (reserved: preemption) */
 } ckpt_step_action;
 
-/* Call once per training step, with the step number, at the same point of
- * every step. Measures the time between calls (the step time) and, through
- * a ckptd agent, reports it about once a second, batched, for straggler
- * detection; it costs no system call on its fast path (a clock read through
- * the vDSO and an uncontended lock). Thread-safe with the context's other
- * calls. Returns a ckpt_step_action (today always CKPT_STEP_CONTINUE), or
- * -EINVAL. */
+/* Call once per training step, with the step number, at the end of the step
+ * (after the optimizer update). Measures the time between calls (the step
+ * time) and, through a ckptd agent, reports it about once a second, batched,
+ * for straggler detection and goodput accounting; it costs no system call
+ * on its fast path (a clock read through the vDSO and an uncontended lock).
+ * Thread-safe with the context's other calls. Returns CKPT_STEP_SAVE when
+ * config `interval` asks for a checkpoint of this step (save it as version
+ * `step`), else CKPT_STEP_CONTINUE; -EINVAL without a context. */
 CKPT_API int ckpt_step(ckpt_ctx *ctx, uint64_t step);
 
 /* Restores every registered region from `version`, or from the newest

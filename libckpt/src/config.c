@@ -55,6 +55,8 @@ static const cfg_entry table[] = {
 	  "1: opening fails when the agent is unreachable; 0: warn and run embedded (local_disk)" },
 	{ "token_file", T_STR, F(token_file), NULL, "CKPT_TOKEN_FILE",
 	  "0600 file with the cluster token (unset: the CKPT_TOKEN variable)" },
+	{ "interval", T_STR, F(interval), NULL, "CKPT_INTERVAL",
+	  "when ckpt_step asks for a save: off, N (every N steps), or auto (the coordinator's Young/Daly advice)" },
 };
 
 int ckpt__parse_size(const char *s, uint64_t *out)

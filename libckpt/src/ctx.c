@@ -104,8 +104,36 @@ uint64_t ckpt__lineage(uint64_t incarnation, uint64_t restored_plus_one)
 
 /* ------------------------------------------------------------- open */
 
+/* config `interval`: NULL/"off" 0, "N" 1 (every N steps), "auto" 2. */
+static int parse_interval(const ckpt_config *c, int *mode, uint64_t *steps)
+{
+	const char *s = c->size >= offsetof(ckpt_config, interval) + sizeof(c->interval) ? c->interval : NULL;
+	*mode = 0;
+	*steps = 0;
+	if (!s || !*s || !strcmp(s, "off"))
+		return 0;
+	if (!strcmp(s, "auto")) {
+		*mode = 2;
+		return 0;
+	}
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v == 0 || s[0] == '-')
+		return -CKPT_ECONFIG;
+	*mode = 1;
+	*steps = v;
+	return 0;
+}
+
 static int check_config(const ckpt_config *c, const ckpt_logger *lg)
 {
+	int mode;
+	uint64_t steps;
+	if (parse_interval(c, &mode, &steps) < 0) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: interval '%s': off, a number of steps, or auto", c->interval);
+		return -CKPT_ECONFIG;
+	}
 	if (c->size < offsetof(ckpt_config, faults)) {
 		LOG_E(lg, CKPT_NO_VERSION, "config: size field not set (use ckpt_config_init)");
 		return -CKPT_ECONFIG;
@@ -204,6 +232,8 @@ int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 	ctx->cfg.daemon = ctx->daemon_addr;
 	ctx->cfg.token_file = ctx->token_file;
 	ctx->cfg.faults = NULL;
+	parse_interval(cfg, &ctx->interval_mode, &ctx->interval_steps);
+	ctx->cfg.interval = NULL; /* not ours to keep: parsed above */
 	ctx->log = lg;
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_mutex_init(&ctx->step_mu, NULL);
@@ -545,6 +575,17 @@ int ckpt_step(ckpt_ctx *ctx, uint64_t step)
 	}
 	ctx->step_last_ns = now;
 	ctx->step_cur = step;
+	/* The save steps are a function of the step number alone (and of the
+	 * coordinator's advice, the same for every rank): every rank saves the
+	 * same versions. Before any advice, auto saves every 100 steps, which
+	 * also measures what a checkpoint costs. */
+	int act = CKPT_STEP_CONTINUE;
+	uint64_t every = ctx->interval_mode == 1 ? ctx->interval_steps : ctx->interval_mode == 2 ? ctx->adv_every : 0;
+	uint64_t from = ctx->interval_mode == 2 ? ctx->adv_from : 0;
+	if (ctx->interval_mode == 2 && !every)
+		every = 100;
+	if (every && step && step >= from && (step - from) % every == 0)
+		act = CKPT_STEP_SAVE;
 	pthread_mutex_unlock(&ctx->step_mu);
-	return CKPT_STEP_CONTINUE;
+	return act;
 }

@@ -151,6 +151,10 @@ struct ckpt_ctx {
 	uint64_t step_sum_ns, step_count;
 	uint64_t step_stall_ns;   /* ckpt_save stalls since the last report */
 	uint64_t step_restore_ns; /* ckpt_restore time since the last report */
+	uint64_t step_saves;      /* ckpt_save calls since the last report */
+	int interval_mode;        /* 0 off, 1 every interval_steps, 2 auto (the advice below) */
+	uint64_t interval_steps;
+	uint64_t adv_every, adv_from; /* the coordinator's advice (step_mu); 0: none yet */
 	uint64_t step_sent_ns;   /* io thread: when the last report went */
 
 	pthread_mutex_t lock;

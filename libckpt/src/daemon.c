@@ -66,6 +66,18 @@ static void on_notice(const ckptd_msg *m, void *arg)
 {
 	ckpt_ctx *ctx = arg;
 	struct ckpt_daemon *d = ctx->daemon;
+	if (m->type == CKPTD_MSG_INTERVAL_NOTICE) {
+		if (strcmp(m->u.interval_notice.job, ctx->job))
+			return;
+		pthread_mutex_lock(&ctx->step_mu);
+		ctx->adv_every = m->u.interval_notice.every;
+		ctx->adv_from = m->u.interval_notice.from;
+		pthread_mutex_unlock(&ctx->step_mu);
+		LOG_I(&ctx->log, CKPT_NO_VERSION, "advised checkpoint interval: every %llu steps from step %llu (%.1f s)",
+		      (unsigned long long)m->u.interval_notice.every, (unsigned long long)m->u.interval_notice.from,
+		      m->u.interval_notice.interval_ns / 1e9);
+		return;
+	}
 	if (m->type != CKPTD_MSG_COMMIT_NOTICE || strcmp(m->u.commit_notice.job, ctx->job))
 		return;
 	pthread_mutex_lock(&ctx->lock);
@@ -666,12 +678,13 @@ void ckpt__daemon_steps(ckpt_ctx *ctx, int force)
 		return;
 	pthread_mutex_lock(&ctx->step_mu);
 	uint64_t count = ctx->step_count, sum = ctx->step_sum_ns, step = ctx->step_cur;
-	uint64_t stall = ctx->step_stall_ns, restore = ctx->step_restore_ns;
+	uint64_t stall = ctx->step_stall_ns, restore = ctx->step_restore_ns, saves = ctx->step_saves;
 	if (count) { /* stalls and restores wait for steps to go with */
 		ctx->step_count = 0;
 		ctx->step_sum_ns = 0;
 		ctx->step_stall_ns = 0;
 		ctx->step_restore_ns = 0;
+		ctx->step_saves = 0;
 	}
 	pthread_mutex_unlock(&ctx->step_mu);
 	ctx->step_sent_ns = now;
@@ -685,6 +698,7 @@ void ckpt__daemon_steps(ckpt_ctx *ctx, int force)
 	m.u.step_report.count = count > UINT32_MAX ? UINT32_MAX : (uint32_t)count;
 	m.u.step_report.stall_ns = stall;
 	m.u.step_report.restore_ns = restore;
+	m.u.step_report.saves = saves > UINT32_MAX ? UINT32_MAX : (uint32_t)saves;
 	pthread_mutex_lock(&d->mu);
 	int err = call_expect(ctx, &m, CKPTD_MSG_OK, &rep, NULL);
 	pthread_mutex_unlock(&d->mu);

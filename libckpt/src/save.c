@@ -1069,6 +1069,7 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 	pthread_mutex_unlock(&op->mu);
 	pthread_mutex_lock(&ctx->step_mu); /* goodput: the step report says how much was stall */
 	ctx->step_stall_ns += stall;
+	ctx->step_saves++;
 	pthread_mutex_unlock(&ctx->step_mu);
 	LOG_T(&ctx->log, version, "snapshot taken: %llu bytes in %.3f ms, %.3f ms of it copying%s",
 	      (unsigned long long)op->footer.data_bytes, stall / 1e6, (t1 - t_copy) / 1e6,

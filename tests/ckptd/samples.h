@@ -17,7 +17,7 @@ static const uint16_t t_types[] = {
 	CKPTD_MSG_AGENT_HELLO, CKPTD_MSG_AGENT_INVENTORY, CKPTD_MSG_SEGMENT_RELEASE, CKPTD_MSG_GC,
 	CKPTD_MSG_SHOW_VERSION, CKPTD_MSG_VERSION_DETAIL, CKPTD_MSG_COPIES_GONE, CKPTD_MSG_VERIFY,
 	CKPTD_MSG_VERIFY_REPLY, CKPTD_MSG_LOCATION, CKPTD_MSG_STEP_STATS, CKPTD_MSG_STEP_STATS_REPLY,
-	CKPTD_MSG_GOODPUT, CKPTD_MSG_GOODPUT_REPLY,
+	CKPTD_MSG_GOODPUT, CKPTD_MSG_GOODPUT_REPLY, CKPTD_MSG_INTERVAL_NOTICE,
 };
 #define T_NTYPES (sizeof(t_types) / sizeof(t_types[0]))
 
@@ -130,6 +130,7 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 			snprintf(m->u.step_report.node, sizeof(m->u.step_report.node), "gpu-node-7");
 			m->u.step_report.stall_ns = 12345678;
 			m->u.step_report.restore_ns = 2000000000ull;
+			m->u.step_report.saves = 3;
 		}
 		break;
 	case CKPTD_MSG_LIST_VERSIONS:
@@ -264,6 +265,12 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 				t_str(st->vr[i].text, CKPTD_TEXT_MAX, 'x');
 		}
 		break;
+	case CKPTD_MSG_INTERVAL_NOTICE:
+		snprintf(m->u.interval_notice.job, sizeof(m->u.interval_notice.job), "%s", job);
+		m->u.interval_notice.every = full ? 250 : 1;
+		m->u.interval_notice.from = full ? 10000 : 0;
+		m->u.interval_notice.interval_ns = full ? 600000000000ull : 0;
+		break;
 	case CKPTD_MSG_GOODPUT:
 		snprintf(m->u.goodput.job, sizeof(m->u.goodput.job), "%s", job);
 		break;
@@ -274,7 +281,9 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 			*g = (ckptd_goodput_reply){ .wall_ns = 7200000000000ull, .useful_ns = 7000000000000ull,
 			                            .stall_ns = 50000000000ull, .restore_ns = 30000000000ull,
 			                            .recompute_ns = 60000000000ull, .down_ns = 60000000000ull, .failures = 2,
-			                            .step = 72000, .bucket_ns = 60000000000ull, .count = 3, .entries = st->gs };
+			                            .step = 72000, .bucket_ns = 60000000000ull, .interval_steps = 300,
+			                            .interval_ns = 900000000000ull, .mtbf_ns = 86400000000000ull,
+			                            .cost_ns = 2000000000ull, .count = 3, .entries = st->gs };
 			snprintf(g->job, sizeof(g->job), "%s", job);
 			for (int i = 0; i < 3; i++)
 				st->gs[i] = (ckptd_goodput_slice){ 60000000000ull * (uint64_t)i, 59000000000ull, 500000000ull,

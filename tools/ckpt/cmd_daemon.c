@@ -1051,10 +1051,12 @@ int cmd_goodput(cli *c, int argc, char **argv)
 	n += (size_t)snprintf(js + n, cap - n,
 	                      "{\"job\": \"%s\", \"wall_s\": %.3f, \"goodput\": %.6f, \"useful_s\": %.3f, \"stall_s\": %.3f, "
 	                      "\"restore_s\": %.3f, \"recompute_s\": %.3f, \"down_s\": %.3f, \"other_s\": %.3f, "
-	                      "\"failures\": %u, \"step\": %llu, \"slice_seconds\": %.0f, \"timeline\": [",
+	                      "\"failures\": %u, \"step\": %llu, \"interval_steps\": %llu, \"interval_s\": %.3f, "
+	                      "\"checkpoint_cost_s\": %.6f, \"mtbf_s\": %.0f, \"slice_seconds\": %.0f, \"timeline\": [",
 	                      c->job, wall, ratio, g->useful_ns / 1e9, g->stall_ns / 1e9, g->restore_ns / 1e9,
 	                      g->recompute_ns / 1e9, g->down_ns / 1e9, other / 1e9, g->failures,
-	                      (unsigned long long)g->step, g->bucket_ns / 1e9);
+	                      (unsigned long long)g->step, (unsigned long long)g->interval_steps, g->interval_ns / 1e9,
+	                      g->cost_ns / 1e9, g->mtbf_ns / 1e9, g->bucket_ns / 1e9);
 	for (uint32_t i = 0; i < g->count; i++) {
 		const ckptd_goodput_slice *sl = &g->entries[i];
 		n += (size_t)snprintf(js + n, cap - n,
@@ -1075,6 +1077,10 @@ int cmd_goodput(cli *c, int argc, char **argv)
 		for (size_t i = 0; i < 5; i++)
 			printf("  %-20s %12.1f s  %6.2f%%\n", names[i], parts[i] / 1e9, 100.0 * (double)parts[i] / (double)g->wall_ns);
 		printf("  %-20s %12.1f s  %6.2f%%\n", "unaccounted", other / 1e9, 100.0 * (double)other / (double)g->wall_ns);
+		if (g->interval_steps)
+			printf("advised checkpoint interval: every %llu steps (%.1f s), from a checkpoint cost of %.3f s and "
+			       "an MTBF of %.0f s (Young/Daly)\n", (unsigned long long)g->interval_steps, g->interval_ns / 1e9,
+			       g->cost_ns / 1e9, g->mtbf_ns / 1e9);
 	}
 	ckptd_msg_free(&rep);
 	if (png && tool_plot("ckpt goodput", "CKPT_GOODPUT_PLOTTER", "plot_timeline.py", png, js) < 0)
