@@ -51,7 +51,9 @@ sleep 1.5 # the last report, and the judge
 "$BIN/ckpt" goodput --daemon "unix:$sock" --job gp --json >"$tmp/g.json" || fail "goodput"
 cat "$tmp/g.json" | j '
 parts = ["useful_s", "stall_s", "restore_s", "recompute_s", "down_s", "other_s"]
-assert abs(sum(d[k] for k in parts) - d["wall_s"]) < 0.01, d
+# The parts come from the clocks of the ranks, the wall from the clock of
+# the coordinator: they agree to within the jitter of the arrivals.
+assert abs(sum(d[k] for k in parts) - d["wall_s"]) < 0.02 * d["wall_s"], d
 assert d["failures"] >= 1, d
 assert 3.5 < d["down_s"] < 8, d            # 4 s down, plus the relaunch
 assert d["recompute_s"] > 0.05, d         # steps after the last save, done again

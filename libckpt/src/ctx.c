@@ -580,10 +580,21 @@ int ckpt_step(ckpt_ctx *ctx, uint64_t step)
 	 * same versions. Before any advice, auto saves every 100 steps, which
 	 * also measures what a checkpoint costs. */
 	int act = CKPT_STEP_CONTINUE;
-	uint64_t every = ctx->interval_mode == 1 ? ctx->interval_steps : ctx->interval_mode == 2 ? ctx->adv_every : 0;
-	uint64_t from = ctx->interval_mode == 2 ? ctx->adv_from : 0;
-	if (ctx->interval_mode == 2 && !every)
-		every = 100;
+	uint64_t every = 0, from = 0;
+	if (ctx->interval_mode == 1) {
+		every = ctx->interval_steps;
+	} else if (ctx->interval_mode == 2) {
+		/* The advice whose start this step has reached; before any, 100. */
+		if (ctx->adv_every && step >= ctx->adv_from) {
+			every = ctx->adv_every;
+			from = ctx->adv_from;
+		} else if (ctx->old_every && step >= ctx->old_from) {
+			every = ctx->old_every;
+			from = ctx->old_from;
+		} else {
+			every = 100;
+		}
+	}
 	if (every && step && step >= from && (step - from) % every == 0)
 		act = CKPT_STEP_SAVE;
 	pthread_mutex_unlock(&ctx->step_mu);

@@ -155,6 +155,7 @@ struct ckpt_ctx {
 	int interval_mode;        /* 0 off, 1 every interval_steps, 2 auto (the advice below) */
 	uint64_t interval_steps;
 	uint64_t adv_every, adv_from; /* the coordinator's advice (step_mu); 0: none yet */
+	uint64_t old_every, old_from; /* the one before: it rules until adv_from */
 	uint64_t step_sent_ns;   /* io thread: when the last report went */
 
 	pthread_mutex_t lock;

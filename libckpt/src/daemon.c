@@ -69,10 +69,19 @@ static void on_notice(const ckptd_msg *m, void *arg)
 	if (m->type == CKPTD_MSG_INTERVAL_NOTICE) {
 		if (strcmp(m->u.interval_notice.job, ctx->job))
 			return;
+		/* The advice in force keeps ruling the steps before the new one's
+		 * start: ranks that hear it at different steps still save the same. */
 		pthread_mutex_lock(&ctx->step_mu);
-		ctx->adv_every = m->u.interval_notice.every;
-		ctx->adv_from = m->u.interval_notice.from;
+		int same = ctx->adv_every == m->u.interval_notice.every && ctx->adv_from == m->u.interval_notice.from;
+		if (!same) {
+			ctx->old_every = ctx->adv_every;
+			ctx->old_from = ctx->adv_from;
+			ctx->adv_every = m->u.interval_notice.every;
+			ctx->adv_from = m->u.interval_notice.from;
+		}
 		pthread_mutex_unlock(&ctx->step_mu);
+		if (same)
+			return;
 		LOG_I(&ctx->log, CKPT_NO_VERSION, "advised checkpoint interval: every %llu steps from step %llu (%.1f s)",
 		      (unsigned long long)m->u.interval_notice.every, (unsigned long long)m->u.interval_notice.from,
 		      m->u.interval_notice.interval_ns / 1e9);

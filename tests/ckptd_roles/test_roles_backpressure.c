@@ -25,7 +25,7 @@ int main(void)
 	rt_env env;
 	rt_init(&env, "roles-backpressure");
 	daemon_t d;
-	static const char *const args[] = { "--role", "both", "--pool-size", "16M", "--out-queue", "64K",
+	static const char *const args[] = { "--role", "both", "--pool-size", "16M", "--out-queue", "64K", "--frame-timeout", "60s",
 	                                    "--retention-interval", "0", NULL };
 	rt_daemon(&env, &d, "n1", 0, args);
 	rt_start(&env, &d);
