@@ -331,6 +331,8 @@ static const ckptd__field f_step[] = {
 	F_U64(ckptd_step_report, stall_ns, CKPTD_TAG_STALL_NS, OPT),
 	F_U64(ckptd_step_report, restore_ns, CKPTD_TAG_RESTORE_NS, OPT),
 	F_U32(ckptd_step_report, saves, CKPTD_TAG_SAVES, OPT),
+	F_U32(ckptd_step_report, restore_tier, CKPTD_TAG_RESTORE_TIER, OPT),
+	F_U32(ckptd_step_report, errors, CKPTD_TAG_ERRORS, OPT),
 };
 static const ckptd__field f_interval[] = {
 	F_STR(ckptd_interval_notice, job, CKPTD_TAG_JOB, REQ, CK_JOB),

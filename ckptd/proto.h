@@ -129,7 +129,7 @@ enum {
 	CKPTD_TAG_STALL_NS, CKPTD_TAG_DURABLE_NS,
 	CKPTD_TAG_RESTORE_NS, CKPTD_TAG_USEFUL_NS, CKPTD_TAG_RECOMPUTE_NS, CKPTD_TAG_DOWN_NS, CKPTD_TAG_WALL_NS,
 	CKPTD_TAG_FAILURES, CKPTD_TAG_BUCKET_NS, CKPTD_TAG_INTERVAL_STEPS, CKPTD_TAG_INTERVAL_NS, CKPTD_TAG_MTBF_NS,
-	CKPTD_TAG_COST_NS, CKPTD_TAG_SAVES,
+	CKPTD_TAG_COST_NS, CKPTD_TAG_SAVES, CKPTD_TAG_RESTORE_TIER, CKPTD_TAG_ERRORS,
 };
 
 /* GC.keep_dram / keep_disk: no limit. */
@@ -262,6 +262,8 @@ typedef struct ckptd_step_report {
 	uint64_t stall_ns;   /* optional (1.1): time ckpt_save blocked within those steps */
 	uint64_t restore_ns; /* optional (1.1): time in ckpt_restore since the last report */
 	uint32_t saves;      /* optional (1.1): ckpt_save calls those stalls add up over */
+	uint32_t restore_tier; /* optional (1.1): the tier the restore read (one bit) */
+	uint32_t errors;     /* optional (1.1): saves that failed since the last report */
 } ckptd_step_report;
 
 /* INTERVAL_NOTICE (1.1): coordinator -> agents -> ranks: save every

@@ -24,8 +24,9 @@ sock=$tmp/ckptd.sock
 mkdir "$tmp/droot"
 export CKPT_TOKEN_FILE=$tmp/token CKPT_DAEMON=unix:$sock CKPT_TIERS=local_mem,local_disk
 unset CKPT_TOKEN
+mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$BIN/ckptd" --role both --socket "$sock" --root "$tmp/droot" --node n0 --pool-size 64M \
-	--retention-interval 0 >"$tmp/ckptd.log" 2>&1 &
+	--retention-interval 0 --metrics-listen "127.0.0.1:$mport" >"$tmp/ckptd.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 [ -S "$sock" ] || fail "ckptd did not come up"
@@ -67,6 +68,23 @@ assert d["other_s"] < 0.25 * d["wall_s"], d
 assert d["timeline"] and abs(sum(s["down_s"] for s in d["timeline"]) - d["down_s"]) < 0.01, d
 ' || fail "goodput accounting: $(cat "$tmp/g.json")"
 "$BIN/ckpt" goodput --daemon "unix:$sock" --job gp | grep "goodput .*% over" >/dev/null || fail "text output"
+# The same figures in the metrics, and the relaunched rank's restore by tier.
+python3 - "$mport" "$tmp/g.json" <<'PY' || fail "metrics: see above"
+import json, sys, urllib.request
+text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=10).read().decode()
+g = json.load(open(sys.argv[2]))
+def val(prefix):
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            return float(line.rsplit(" ", 1)[1])
+    raise SystemExit(f"no series {prefix} in /metrics")
+ratio = val('ckpt_goodput_ratio{ckpt_job="gp"}')
+assert abs(ratio - g["goodput"]) < 0.02, (ratio, g["goodput"])
+assert abs(val('ckpt_time_seconds_total{ckpt_job="gp",kind="down"}') - g["down_s"]) < 0.05
+restores = sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+               if l.startswith('ckpt_restore_seconds_count{ckpt_job="gp"'))
+assert restores >= 1, "no restore observed"
+PY
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || python3 -c 'import matplotlib' 2>/dev/null; then
 	"$BIN/ckpt" goodput --daemon "unix:$sock" --job gp --plot "$tmp/g.png" >/dev/null || fail "--plot"
 	[ "$(head -c 4 "$tmp/g.png" | od -An -c | tr -d ' ')" = "211PNG" ] || fail "--plot wrote no PNG"

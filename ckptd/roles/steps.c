@@ -209,6 +209,11 @@ int ckptd_steps_report(ckptd_steps *s, const ckptd_step_report *r, uint64_t now_
 	if (r->node[0])
 		snprintf(e->node, sizeof(e->node), "%s", r->node);
 	ckptd_metrics_add(s->mx, CKPTD_M_STEP_REPORTS, r->job, NULL, 1);
+	if (r->restore_ns && r->restore_tier)
+		ckptd_metrics_observe(s->mx, CKPTD_M_RESTORE_SECONDS, r->job, ckptd_metrics_tier(r->restore_tier),
+		                      r->restore_ns / 1e9);
+	if (r->errors)
+		ckptd_metrics_add(s->mx, CKPTD_M_SAVE_ERRORS, r->job, NULL, r->errors);
 	if (r->rank < j->a.pace)
 		j->a.pace = r->rank; /* the lowest rank sets the pace from now on */
 	if (r->rank == j->a.pace)

@@ -79,6 +79,10 @@ static const family families[CKPTD_M__COUNT] = {
 	                               "coordinator: the checkpoint interval it advises the job (Young/Daly)" },
 	[CKPTD_M_INTERVAL_STEPS] = { "ckpt_interval_advice_steps", M_GAUGE, { "ckpt_job" },
 	                             "coordinator: the same, in the job's steps" },
+	[CKPTD_M_RESTORE_SECONDS] = { "ckpt_restore_seconds", M_HISTOGRAM, { "ckpt_job", "tier" },
+	                              "coordinator: ranks' ckpt_restore time, by the tier the data came from" },
+	[CKPTD_M_SAVE_ERRORS] = { "ckpt_save_errors_total", M_COUNTER, { "ckpt_job" },
+	                          "coordinator: saves that failed in the ranks (disk or pipeline errors; the ranks' logs say which)" },
 };
 
 /* Seconds: a fast DRAM snapshot to a slow shared-storage flush. */

@@ -68,6 +68,8 @@ enum ckptd_metric {
 	CKPTD_M_TIME_SECONDS,        /* counter {job, kind}: where the job's time went */
 	CKPTD_M_INTERVAL_SECONDS,    /* gauge {job}: the advised checkpoint interval */
 	CKPTD_M_INTERVAL_STEPS,      /* gauge {job}: the same in steps */
+	CKPTD_M_RESTORE_SECONDS,     /* histogram {job, tier}: ranks' restores, by the tier read */
+	CKPTD_M_SAVE_ERRORS,         /* counter {job}: saves that failed in the ranks */
 	CKPTD_M__COUNT
 };
 

@@ -152,6 +152,8 @@ struct ckpt_ctx {
 	uint64_t step_stall_ns;   /* ckpt_save stalls since the last report */
 	uint64_t step_restore_ns; /* ckpt_restore time since the last report */
 	uint64_t step_saves;      /* ckpt_save calls since the last report */
+	uint64_t step_errors;     /* saves that failed since the last report */
+	uint32_t step_restore_tier; /* the tier the last restore read */
 	int interval_mode;        /* 0 off, 1 every interval_steps, 2 auto (the advice below) */
 	uint64_t interval_steps;
 	uint64_t adv_every, adv_from; /* the coordinator's advice (step_mu); 0: none yet */

@@ -688,12 +688,16 @@ void ckpt__daemon_steps(ckpt_ctx *ctx, int force)
 	pthread_mutex_lock(&ctx->step_mu);
 	uint64_t count = ctx->step_count, sum = ctx->step_sum_ns, step = ctx->step_cur;
 	uint64_t stall = ctx->step_stall_ns, restore = ctx->step_restore_ns, saves = ctx->step_saves;
+	uint64_t errors = ctx->step_errors;
+	uint32_t rtier = ctx->step_restore_tier;
 	if (count) { /* stalls and restores wait for steps to go with */
 		ctx->step_count = 0;
 		ctx->step_sum_ns = 0;
 		ctx->step_stall_ns = 0;
 		ctx->step_restore_ns = 0;
 		ctx->step_saves = 0;
+		ctx->step_errors = 0;
+		ctx->step_restore_tier = 0;
 	}
 	pthread_mutex_unlock(&ctx->step_mu);
 	ctx->step_sent_ns = now;
@@ -708,6 +712,8 @@ void ckpt__daemon_steps(ckpt_ctx *ctx, int force)
 	m.u.step_report.stall_ns = stall;
 	m.u.step_report.restore_ns = restore;
 	m.u.step_report.saves = saves > UINT32_MAX ? UINT32_MAX : (uint32_t)saves;
+	m.u.step_report.errors = errors > UINT32_MAX ? UINT32_MAX : (uint32_t)errors;
+	m.u.step_report.restore_tier = restore ? rtier : 0;
 	pthread_mutex_lock(&d->mu);
 	int err = call_expect(ctx, &m, CKPTD_MSG_OK, &rep, NULL);
 	pthread_mutex_unlock(&d->mu);

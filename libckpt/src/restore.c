@@ -295,13 +295,17 @@ static int restore_any(ckpt_ctx *ctx, uint64_t version, int listed)
 		int err = restore_mem(ctx, version);
 		if (err == 0) {
 			LOG_I(&ctx->log, version, "restored from LOCAL_MEM");
+			ctx->step_restore_tier = CKPT_TIER_LOCAL_MEM;
 			return 0;
 		}
 		if (err == -CKPT_EMISMATCH || err == -ENOMEM)
 			return err;
 		LOG_I(&ctx->log, version, "no usable LOCAL_MEM copy (%s); reading disk", ckpt_strerror(err));
 	}
-	return restore_one(ctx, version, listed);
+	int err = restore_one(ctx, version, listed);
+	if (err == 0)
+		ctx->step_restore_tier = CKPT_TIER_LOCAL_DISK;
+	return err;
 }
 
 /* This rank resumes from `base` (0: from scratch); its shards of pending

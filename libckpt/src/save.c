@@ -61,11 +61,17 @@ static void op_fail(ckpt_save_op *op, int err, int sys_errno)
 	/* First error wins; it is what the caller sees. Workers and the io
 	 * thread both report. */
 	pthread_mutex_lock(&op->mu);
-	if (!op->error) {
+	int first = !op->error;
+	if (first) {
 		op->error = err;
 		op->sys_errno = sys_errno;
 	}
 	pthread_mutex_unlock(&op->mu);
+	if (first) { /* counted in the next step report (metrics) */
+		pthread_mutex_lock(&op->ctx->step_mu);
+		op->ctx->step_errors++;
+		pthread_mutex_unlock(&op->ctx->step_mu);
+	}
 }
 
 /* With ctx->lock held. */

@@ -131,6 +131,8 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 			m->u.step_report.stall_ns = 12345678;
 			m->u.step_report.restore_ns = 2000000000ull;
 			m->u.step_report.saves = 3;
+			m->u.step_report.restore_tier = CKPT_TIER_LOCAL_MEM;
+			m->u.step_report.errors = 1;
 		}
 		break;
 	case CKPTD_MSG_LIST_VERSIONS:
