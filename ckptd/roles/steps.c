@@ -328,7 +328,8 @@ static void announce(ckptd_steps *s, job_steps *j, uint64_t now_ns)
 static void advise(ckptd_steps *s, job_steps *j, uint64_t now_ns)
 {
 	acct *a = &j->a;
-	if (a->pace >= j->n || !a->cost_saves || !j->r[a->pace].seen)
+	/* Two saves at least: the first pays page faults, which is not the cost. */
+	if (a->pace >= j->n || a->cost_saves < 2 || !j->r[a->pace].seen)
 		return;
 	double step = j->r[a->pace].ns, cost = (double)a->cost_stall / (double)a->cost_saves;
 	double wall = (double)(a->last_ns - a->first_ns);

@@ -584,16 +584,19 @@ int ckpt_step(ckpt_ctx *ctx, uint64_t step)
 	if (ctx->interval_mode == 1) {
 		every = ctx->interval_steps;
 	} else if (ctx->interval_mode == 2) {
-		/* The advice whose start this step has reached; before any, 100. */
-		if (ctx->adv_every && step >= ctx->adv_from) {
-			every = ctx->adv_every;
-			from = ctx->adv_from;
-		} else if (ctx->old_every && step >= ctx->old_from) {
-			every = ctx->old_every;
-			from = ctx->old_from;
-		} else {
-			every = 100;
-		}
+		/* The newest advice whose start this step has reached; those
+		 * before it can never rule again. Before any, every 100 steps. */
+		every = 100;
+		for (uint32_t k = ctx->nadv; k-- > 0;)
+			if (step >= ctx->adv[k].from) {
+				every = ctx->adv[k].every;
+				from = ctx->adv[k].from;
+				if (k) {
+					memmove(ctx->adv, ctx->adv + k, (ctx->nadv - k) * sizeof(ctx->adv[0]));
+					ctx->nadv -= k;
+				}
+				break;
+			}
 	}
 	if (every && step && step >= from && (step - from) % every == 0)
 		act = CKPT_STEP_SAVE;

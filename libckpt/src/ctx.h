@@ -156,8 +156,10 @@ struct ckpt_ctx {
 	uint32_t step_restore_tier; /* the tier the last restore read */
 	int interval_mode;        /* 0 off, 1 every interval_steps, 2 auto (the advice below) */
 	uint64_t interval_steps;
-	uint64_t adv_every, adv_from; /* the coordinator's advice (step_mu); 0: none yet */
-	uint64_t old_every, old_from; /* the one before: it rules until adv_from */
+	/* the coordinator's advices, oldest first (step_mu): at a step, the
+	 * newest one that has started rules; before any has, every 100 steps */
+	struct { uint64_t every, from; } adv[8];
+	uint32_t nadv;
 	uint64_t step_sent_ns;   /* io thread: when the last report went */
 
 	pthread_mutex_t lock;

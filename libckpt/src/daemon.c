@@ -69,15 +69,21 @@ static void on_notice(const ckptd_msg *m, void *arg)
 	if (m->type == CKPTD_MSG_INTERVAL_NOTICE) {
 		if (strcmp(m->u.interval_notice.job, ctx->job))
 			return;
-		/* The advice in force keeps ruling the steps before the new one's
-		 * start: ranks that hear it at different steps still save the same. */
+		/* Kept with the earlier ones: each rules from its start, until a
+		 * newer one starts, so ranks that hear it at different steps
+		 * still save the same versions (ckpt_step). */
 		pthread_mutex_lock(&ctx->step_mu);
-		int same = ctx->adv_every == m->u.interval_notice.every && ctx->adv_from == m->u.interval_notice.from;
+		uint32_t n = ctx->nadv;
+		int same = n && ctx->adv[n - 1].every == m->u.interval_notice.every &&
+		           ctx->adv[n - 1].from == m->u.interval_notice.from;
 		if (!same) {
-			ctx->old_every = ctx->adv_every;
-			ctx->old_from = ctx->adv_from;
-			ctx->adv_every = m->u.interval_notice.every;
-			ctx->adv_from = m->u.interval_notice.from;
+			if (n == sizeof(ctx->adv) / sizeof(ctx->adv[0])) { /* full: the oldest goes */
+				memmove(ctx->adv, ctx->adv + 1, (n - 1) * sizeof(ctx->adv[0]));
+				n--;
+			}
+			ctx->adv[n].every = m->u.interval_notice.every;
+			ctx->adv[n].from = m->u.interval_notice.from;
+			ctx->nadv = n + 1;
 		}
 		pthread_mutex_unlock(&ctx->step_mu);
 		if (same)

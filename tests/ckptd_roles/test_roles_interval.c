@@ -140,10 +140,14 @@ int main(void)
 		T_FAIL("no advice in the daemon's log");
 	size_t advised = 0;
 	for (size_t i = 1; i < na; i++) {
+		/* The newest advice (in the order they were announced) that has
+		 * started by then rules, as in ckpt_step. */
 		size_t k = nadv;
-		for (size_t q = 0; q < nadv; q++)
-			if (adv_from[q] <= a[i])
-				k = q; /* the latest advice started by then */
+		for (size_t q = nadv; q-- > 0;)
+			if (adv_from[q] <= a[i]) {
+				k = q;
+				break;
+			}
 		if (k == nadv) { /* before the first advice starts: every 100 steps */
 			if (a[i] % 100)
 				T_FAIL("save at step %llu, before any advice, is not a multiple of 100", (unsigned long long)a[i]);
