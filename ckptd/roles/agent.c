@@ -359,26 +359,43 @@ static void on_notice(ckptd_agent *a, const ckptd_commit_notice *n)
 	            (unsigned long long)n->version, n->tier, k);
 }
 
-/* The interval advice: kept per job (bounded) for ranks that register later,
- * passed on to the job's ranks here when it changed. */
+/* The interval advices: the last 8 of each job (bounded: 256 jobs), kept in
+ * the order heard for ranks that register later (they need the history: an
+ * advice rules only from its start step, the earlier ones until then), and
+ * a new one passed on to the job's ranks here. */
+#define ADVICE_PER_JOB 8
 static void on_interval(ckptd_agent *a, const ckptd_interval_notice *n)
 {
-	ckptd_interval_notice *e = NULL;
-	for (size_t i = 0; i < a->nadvice; i++)
-		if (!strcmp(a->advice[i].job, n->job))
-			e = &a->advice[i];
-	if (e && e->every == n->every && e->from == n->from)
-		return;
-	if (!e) {
-		if (a->nadvice >= 256)
-			return;
-		void *p = realloc(a->advice, (a->nadvice + 1) * sizeof(*a->advice));
-		if (!p)
-			return;
-		a->advice = p;
-		e = &a->advice[a->nadvice++];
+	size_t have = 0, oldest = SIZE_MAX, jobs = 0;
+	const ckptd_interval_notice *last = NULL;
+	for (size_t i = 0; i < a->nadvice; i++) {
+		if (strcmp(a->advice[i].job, n->job))
+			continue;
+		if (oldest == SIZE_MAX)
+			oldest = i;
+		last = &a->advice[i];
+		have++;
 	}
-	*e = *n;
+	if (last && last->every == n->every && last->from == n->from)
+		return; /* said again (every 10 s), nothing new */
+	if (have == ADVICE_PER_JOB) {
+		memmove(&a->advice[oldest], &a->advice[oldest + 1], (a->nadvice - oldest - 1) * sizeof(*a->advice));
+		a->nadvice--;
+	} else if (!have) {
+		for (size_t i = 0; i < a->nadvice; i++) { /* distinct jobs: first entry of each */
+			size_t k = 0;
+			while (k < i && strcmp(a->advice[k].job, a->advice[i].job))
+				k++;
+			jobs += k == i;
+		}
+		if (jobs >= 256)
+			return;
+	}
+	void *p = realloc(a->advice, (a->nadvice + 1) * sizeof(*a->advice));
+	if (!p)
+		return;
+	a->advice = p;
+	a->advice[a->nadvice++] = *n;
 	ckptd_msg m = { .type = CKPTD_MSG_INTERVAL_NOTICE, .u.interval_notice = *n };
 	int k = 0;
 	for (rank_sess *rs = a->ranks; rs; rs = rs->next)
