@@ -8,13 +8,7 @@
  * marked, notice to the job's ranks on this node. The index is written before
  * the coordinator hears, so a restarted coordinator learns everything from
  * the inventory. */
-#include "roles_int.h"
-
-#include "client.h"
-
-#include "admin.h"
-#include "faults.h"
-#include "index.h"
+#include "agent_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -28,68 +22,6 @@
 #define BACKOFF_MAX_MS 2000
 #define CONNECT_TIMEOUT_MS 1000
 #define INVENTORY_BATCH 2048
-
-/* What a rank's session holds. */
-typedef struct rank_sess {
-	struct rank_sess *prev, *next;
-	ckptd_agent *a;
-	ckptd_session *s;
-	uint64_t serial;
-	int registered;
-	char job[CKPTD_JOB_MAX + 1];
-	uint32_t rank, world_size;
-	uint64_t lineage;
-	uint64_t *writing, *pinned; /* segment ids: freed / unpinned when it goes */
-	size_t nwriting, npinned, capwriting, cappinned;
-	int pool_ref;              /* holds a reference on its job's pool */
-	int waiting;               /* wreq waits for the job's pool to be ready */
-	ckptd_segment_request wreq;
-	uint64_t wait_until_ns;
-} rank_sess;
-
-/* A request on the link waiting for its answer (the coordinator answers in order). */
-enum { FWD_IGNORE = 1, FWD_LIST };
-typedef struct fwd {
-	int kind;
-	uint64_t serial; /* FWD_LIST: the asking rank's session */
-} fwd;
-
-typedef struct done_item {
-	rank_sess *rs;
-	ckptd_shard_done d;
-} done_item;
-
-struct ckptd_agent {
-	ckptd_server *srv;
-	const ckptd_config *cfg;
-	const ckptd_secret *cluster;
-	const ckptd_log *log;
-	const char *node;
-	char address[CKPTD_ADDR_MAX + 1];
-	ckptd_jpools *pools;
-	ckptd_aidx *idx;
-	rank_sess *ranks;
-	uint64_t next_serial;
-	/* the coordinator link */
-	ckptd_coordinator *local; /* --role both */
-	ckptd_client *link;
-	uint64_t next_try_ns, backoff_ms;
-	uint64_t rng; /* jitter of the backoff */
-	fwd *fifo;
-	size_t fhead, flen, fcap;
-	int inventory_due;
-	/* reports of this loop turn */
-	done_item *done;
-	size_t ndone, capdone;
-	ckpt_faults faults; /* CKPT_FAULT points of the agent (tests) */
-	struct vrun *vruns;  /* verifications in flight */
-	size_t nvruns;
-	ckptd_interval_notice *advice; /* the coordinator's last interval advice per job */
-	size_t nadvice;
-	ckpt_logger lg;     /* for libckpt's maintenance code */
-	ckptd_metrics *mx;
-};
-
 #define METRICS_TICK_MS 1000
 
 /* Answers a DRAM request with NO_SPACE or BUSY (the rank writes to disk), counted. */
@@ -143,7 +75,7 @@ static int fifo_push(ckptd_agent *a, int kind, uint64_t serial)
 	return 0;
 }
 
-static rank_sess *rank_by_serial(ckptd_agent *a, uint64_t serial)
+rank_sess *ckptd__agent_rank_by_serial(ckptd_agent *a, uint64_t serial)
 {
 	for (rank_sess *r = a->ranks; r; r = r->next)
 		if (r->serial == serial)
@@ -162,7 +94,7 @@ static void link_down(ckptd_agent *a, const char *why)
 	/* Ranks waiting for a forwarded answer hear that it will not come. */
 	for (; a->flen; a->flen--, a->fhead = (a->fhead + 1) % a->fcap) {
 		fwd *f = &a->fifo[a->fhead];
-		rank_sess *r = f->kind == FWD_LIST ? rank_by_serial(a, f->serial) : NULL;
+		rank_sess *r = f->kind == FWD_LIST ? ckptd__agent_rank_by_serial(a, f->serial) : NULL;
 		if (r)
 			ckptd_session_send_error(r->s, CKPTD_ERR_BUSY, "coordinator unreachable; try again");
 	}
@@ -171,7 +103,7 @@ static void link_down(ckptd_agent *a, const char *why)
 }
 
 /* Sends to the coordinator; kind: what its answer is for. */
-static int link_send(ckptd_agent *a, const ckptd_msg *m, int kind, uint64_t serial)
+int ckptd__agent_link_send(ckptd_agent *a, const ckptd_msg *m, int kind, uint64_t serial)
 {
 	if (a->local)
 		return ckptd_coordinator_local_msg(a->local, a->node, m);
@@ -203,7 +135,7 @@ static int inv_flush(inv_acc *acc, int final)
 	m.u.agent_inventory.count = acc->n;
 	m.u.agent_inventory.entries = acc->e;
 	acc->n = 0;
-	return link_send(acc->a, &m, FWD_IGNORE, 0);
+	return ckptd__agent_link_send(acc->a, &m, FWD_IGNORE, 0);
 }
 
 static int inv_cb(void *arg, const ckptd_aidx_rec *r)
@@ -254,7 +186,7 @@ static int send_hello(ckptd_agent *a)
 	snprintf(m.u.agent_hello.address, sizeof(m.u.agent_hello.address), "%s", a->address);
 	snprintf(m.u.agent_hello.domain, sizeof(m.u.agent_hello.domain), "%s", a->cfg->domain ? a->cfg->domain : "");
 	m.u.agent_hello.pool_bytes = a->cfg->pool_size;
-	int r = link_send(a, &m, FWD_IGNORE, 0);
+	int r = ckptd__agent_link_send(a, &m, FWD_IGNORE, 0);
 	if (r == 0)
 		r = send_inventory(a);
 	return r;
@@ -262,7 +194,6 @@ static int send_hello(ckptd_agent *a)
 
 static void on_notice(ckptd_agent *a, const ckptd_commit_notice *n);
 static void on_interval(ckptd_agent *a, const ckptd_interval_notice *n);
-static void on_delete(ckptd_agent *a, const ckptd_delete_version *d);
 
 static void on_link(ckptd_server *srv, int fd, uint32_t events, void *arg)
 {
@@ -282,7 +213,7 @@ static void on_link(ckptd_server *srv, int fd, uint32_t events, void *arg)
 		} else if (m.type == CKPTD_MSG_COMMIT_NOTICE) {
 			on_notice(a, &m.u.commit_notice);
 		} else if (m.type == CKPTD_MSG_DELETE_VERSION) {
-			on_delete(a, &m.u.delete_version);
+			ckptd__agent_delete(a, &m.u.delete_version);
 		} else if (!a->flen) {
 			CKPTD_WARN(a->log, a->cfg->coordinator, NULL, "unexpected %s from the coordinator",
 			           ckptd_msg_name(m.type) ? ckptd_msg_name(m.type) : "message");
@@ -290,7 +221,7 @@ static void on_link(ckptd_server *srv, int fd, uint32_t events, void *arg)
 			fwd f = a->fifo[a->fhead];
 			a->fhead = (a->fhead + 1) % a->fcap;
 			a->flen--;
-			rank_sess *rs = f.kind == FWD_LIST ? rank_by_serial(a, f.serial) : NULL;
+			rank_sess *rs = f.kind == FWD_LIST ? ckptd__agent_rank_by_serial(a, f.serial) : NULL;
 			if (rs)
 				ckptd_session_send(rs->s, &m, -1);
 			else if (m.type == CKPTD_MSG_ERROR)
@@ -413,102 +344,7 @@ static void local_from_coord(void *arg, const ckptd_msg *m)
 	else if (m->type == CKPTD_MSG_COMMIT_NOTICE)
 		on_notice(a, &m->u.commit_notice);
 	else if (m->type == CKPTD_MSG_DELETE_VERSION)
-		on_delete(a, &m->u.delete_version);
-}
-
-typedef struct disk_del {
-	ckptd_agent *a;
-	const char *job;
-	uint64_t version;
-	int err;
-} disk_del;
-
-/* Deletes the version's files under one root through libckpt's own
- * crash-safe deletion (mark DELETING in that root's index, unlink, fsync,
- * drop the records), which also serves a rank opening that root later. */
-static int disk_del_cb(void *arg, const char *root)
-{
-	disk_del *dd = arg;
-	char p[CKPTD_PATH_MAX + 16];
-	struct stat st;
-	snprintf(p, sizeof(p), "%s/index", root);
-	if (stat(p, &st) < 0) {
-		CKPTD_WARN(dd->a->log, NULL, dd->job, "version %llu: checkpoint root %s is not there (%s); nothing to delete in it",
-		           (unsigned long long)dd->version, root, strerror(errno));
-		return 0;
-	}
-	ckpt_index *ix = NULL;
-	int r = ckpt__index_open(root, &dd->a->lg, &ix);
-	if (r == 0) {
-		r = ckpt__admin_delete(root, ix, dd->job, dd->version, &dd->a->faults, &dd->a->lg);
-		ckpt__index_close(ix);
-	}
-	if (r == -CKPT_ENOVERSION)
-		r = 0;
-	if (r < 0) {
-		CKPTD_ERROR(dd->a->log, NULL, dd->job, "version %llu: deleting its files under %s failed: %s",
-		            (unsigned long long)dd->version, root, ckpt_strerror(r));
-		dd->err = r;
-	}
-	return 0;
-}
-
-/* Deletes this node's copies of (job, version) at tiers, once marked: DRAM
- * segments, then files, then the records, then the mark; tells the
- * coordinator. A crash anywhere leaves the mark, and the restarted agent
- * runs this again (finish_deletes): every step is idempotent. */
-static int delete_copies(ckptd_agent *a, const char *job, uint64_t version, uint32_t tiers)
-{
-	int segs = 0, recs = 0;
-	ckptd_pool *pool = ckptd_jpools_get(a->pools, job, NULL);
-	if (tiers & CKPT_TIER_LOCAL_MEM) {
-		segs = pool ? ckptd_pool_version_drop(pool, job, version) : 0;
-		recs += ckptd_aidx_del_version(a->idx, job, version, CKPT_TIER_LOCAL_MEM);
-	}
-	if (tiers & CKPT_TIER_LOCAL_DISK) {
-		disk_del dd = { a, job, version, 0 };
-		ckptd_aidx_roots(a->idx, job, disk_del_cb, &dd);
-		if (dd.err < 0)
-			return dd.err; /* the mark stays: retried at the next request or restart */
-		ckpt__fault(&a->faults, "agent.after_disk_delete");
-		recs += ckptd_aidx_del_version(a->idx, job, version, CKPT_TIER_LOCAL_DISK);
-	}
-	int r = ckptd_aidx_unmark(a->idx, job, version);
-	if (r < 0)
-		return r;
-	ckptd_metrics_add(a->mx, CKPTD_M_AGENT_DELETIONS, job, NULL, 1);
-	CKPTD_INFO(a->log, NULL, job, "version %llu: copies deleted at tiers 0x%x (%d segments, %d records)",
-	           (unsigned long long)version, tiers, segs, recs);
-	ckptd_msg m = { .type = CKPTD_MSG_COPIES_GONE };
-	snprintf(m.u.copies_gone.node, sizeof(m.u.copies_gone.node), "%s", a->node);
-	snprintf(m.u.copies_gone.job, sizeof(m.u.copies_gone.job), "%s", job);
-	m.u.copies_gone.version = version;
-	m.u.copies_gone.tiers = tiers;
-	/* Lost when the link is down: the inventory then no longer lists them. */
-	link_send(a, &m, FWD_IGNORE, 0);
-	return 0;
-}
-
-static void on_delete(ckptd_agent *a, const ckptd_delete_version *d)
-{
-	uint32_t tiers = d->tiers ? d->tiers : (CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK);
-	tiers &= CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK; /* what an agent holds today */
-	if (!tiers)
-		return;
-	int r = ckptd_aidx_mark(a->idx, d->job, d->version, tiers);
-	if (r == 0)
-		r = delete_copies(a, d->job, d->version, tiers);
-	if (r < 0)
-		CKPTD_WARN(a->log, NULL, d->job, "version %llu: deletion not finished (%s); it is retried",
-		           (unsigned long long)d->version, ckpt_strerror(r));
-}
-
-static int finish_cb(void *arg, const char *job, uint64_t version, uint32_t tiers)
-{
-	ckptd_agent *a = arg;
-	CKPTD_INFO(a->log, NULL, job, "version %llu: finishing a deletion a previous run left", (unsigned long long)version);
-	delete_copies(a, job, version, tiers);
-	return 0;
+		ckptd__agent_delete(a, &m->u.delete_version);
 }
 
 /* The pool evicted a segment to make room: the copy is gone. */
@@ -566,7 +402,7 @@ static void after_events(ckptd_server *srv, void *arg)
 				ckptd_session_send(e->rs->s, &ok, -1);
 			ckptd_msg fw = { .type = CKPTD_MSG_SHARD_DONE, .u.shard_done = e->d };
 			/* Down: the inventory on reconnect carries it. */
-			link_send(a, &fw, FWD_IGNORE, 0);
+			ckptd__agent_link_send(a, &fw, FWD_IGNORE, 0);
 		}
 		if (r < 0)
 			CKPTD_ERROR(a->log, NULL, NULL, "index write of %zu reports failed: %s", a->ndone, strerror(-r));
@@ -607,7 +443,7 @@ static void rank_sess_free(void *arg)
 	free(rs);
 }
 
-static rank_sess *rank_of(ckptd_agent *a, ckptd_session *s)
+rank_sess *ckptd__agent_rank_of(ckptd_agent *a, ckptd_session *s)
 {
 	rank_sess *rs = ckptd_session_data(s);
 	if (rs)
@@ -699,15 +535,7 @@ static int on_segment(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckp
 	} else if (m->mode == CKPTD_SEG_READ) {
 		if (m->rank >= rs->world_size)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "rank outside this job's world");
-		r = ckptd_pool_find(pool, m->job, m->version, m->rank, &si);
-		if (r < 0 || si.state != CKPTD_SEG_HELD)
-			return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no DRAM copy of that shard on this node");
-		if ((r = ckptd_pool_seg_pin(pool, si.id)) < 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "that shard is not readable now");
-		if ((r = push_id(&rs->pinned, &rs->npinned, &rs->cappinned, si.id)) < 0) {
-			ckptd_pool_seg_unpin(pool, si.id);
-			return r;
-		}
+		return ckptd__agent_grant_read(a, s, rs, m);
 	} else {
 		return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "unknown MODE");
 	}
@@ -715,6 +543,37 @@ static int on_segment(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckp
 	g.u.segment_grant.offset = si.off;
 	g.u.segment_grant.bytes = si.len;
 	return ckptd_session_send(s, &g, ckptd_pool_fd(pool));
+}
+
+int ckptd__agent_grant_read(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_segment_request *m)
+{
+	ckptd_pool *pool = ckptd_jpools_get(a->pools, m->job, NULL);
+	ckptd_seg_info si;
+	if (!pool || ckptd_pool_find(pool, m->job, m->version, m->rank, &si) < 0 || si.state != CKPTD_SEG_HELD)
+		return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no DRAM copy of that shard on this node");
+	if (ckptd_pool_seg_pin(pool, si.id) < 0)
+		return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "that shard is not readable now");
+	int r = push_id(&rs->pinned, &rs->npinned, &rs->cappinned, si.id);
+	if (r < 0) {
+		ckptd_pool_seg_unpin(pool, si.id);
+		return r;
+	}
+	ckptd_msg g = { .type = CKPTD_MSG_SEGMENT_GRANT };
+	g.u.segment_grant.segment_id = si.id;
+	g.u.segment_grant.offset = si.off;
+	g.u.segment_grant.bytes = si.len;
+	return ckptd_session_send(s, &g, ckptd_pool_fd(pool));
+}
+
+int ckptd__agent_release(ckptd_agent *a, ckptd_session *s, rank_sess *rs, uint64_t id)
+{
+	if (!drop_id(rs->pinned, &rs->npinned, id))
+		return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "this session holds no such read grant");
+	ckptd_pool *pool = ckptd_jpools_get(a->pools, rs->job, NULL);
+	if (pool)
+		ckptd_pool_seg_unpin(pool, id);
+	ckptd_msg ok = { .type = CKPTD_MSG_OK };
+	return ckptd_session_send(s, &ok, -1);
 }
 
 static int on_shard_done(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_shard_done *m)
@@ -750,325 +609,13 @@ static int on_shard_done(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const 
 	return 0;
 }
 
-/* ---------------------------------------------------------------- verify */
-
-#define MAX_VERIFY 4 /* verifications in flight at once */
-
-/* A verification in flight: who asked, what is pinned. */
-typedef struct vrun {
-	struct vrun *next;
-	ckptd_agent *a;
-	ckptd_vtask *t;
-	uint64_t serial; /* the asking session */
-	char job[CKPTD_JOB_MAX + 1];
-	uint64_t version;
-} vrun;
-
-typedef struct vcollect {
-	ckptd_agent *a;
-	const char *job;
-	uint64_t version;
-	ckptd_vitem *items;
-	size_t n, cap;
-	int err;
-} vcollect;
-
-typedef struct root_find {
-	char *path;
-	size_t cap;
-	const char *job;
-	uint64_t version;
-	uint32_t rank;
-	int found;
-} root_find;
-
-static int root_find_cb(void *arg, const char *root)
-{
-	root_find *f = arg;
-	struct stat st;
-	if (ckpt__shard_path(f->path, f->cap, root, f->job, f->version, f->rank) == 0 && stat(f->path, &st) == 0) {
-		f->found = 1;
-		return 1;
-	}
-	return 0;
-}
-
-static int vcollect_cb(void *arg, const ckptd_aidx_rec *r)
-{
-	vcollect *c = arg;
-	if (r->version != c->version || strcmp(r->job, c->job))
-		return 0;
-	if (c->n == c->cap) {
-		size_t nc = c->cap ? c->cap * 2 : 16;
-		void *p = realloc(c->items, nc * sizeof(*c->items));
-		if (!p) {
-			c->err = -ENOMEM;
-			return 1;
-		}
-		c->items = p;
-		c->cap = nc;
-	}
-	ckptd_vitem *it = &c->items[c->n++];
-	memset(it, 0, sizeof(*it));
-	it->res.rank = r->rank;
-	it->res.tier = r->tier;
-	it->checksum = r->checksum;
-	it->lineage = r->lineage;
-	it->seg_id = UINT64_MAX;
-	if (r->tier == CKPT_TIER_LOCAL_MEM) {
-		ckptd_pool *pool = ckptd_jpools_get(c->a->pools, r->job, NULL);
-		ckptd_seg_info si;
-		if (!pool || ckptd_pool_find(pool, r->job, r->version, r->rank, &si) < 0 || si.state != CKPTD_SEG_HELD ||
-		    ckptd_pool_seg_pin(pool, si.id) < 0) {
-			it->res.code = CKPTD_VERIFY_MISSING;
-			snprintf(it->res.text, sizeof(it->res.text), "no DRAM segment holds it any more");
-		} else {
-			it->seg_id = si.id;
-			it->img = (const uint8_t *)ckptd_pool_base(pool) + si.off;
-			it->len = si.len;
-		}
-	} else if (r->tier == CKPT_TIER_LOCAL_DISK) {
-		root_find f = { it->path, sizeof(it->path), r->job, r->version, r->rank, 0 };
-		ckptd_aidx_roots(c->a->idx, r->job, root_find_cb, &f);
-		if (!f.found) {
-			it->res.code = CKPTD_VERIFY_MISSING;
-			snprintf(it->res.text, sizeof(it->res.text), "no shard file under the roots its ranks registered");
-		}
-	} else {
-		it->res.code = CKPTD_VERIFY_ERROR;
-		snprintf(it->res.text, sizeof(it->res.text), "tier not verified by agents");
-	}
-	return 0;
-}
-
-static void unpin_items(ckptd_agent *a, const char *job, ckptd_vitem *items, size_t n)
-{
-	ckptd_pool *pool = ckptd_jpools_get(a->pools, job, NULL);
-	for (size_t i = 0; pool && i < n; i++)
-		if (items[i].seg_id != UINT64_MAX)
-			ckptd_pool_seg_unpin(pool, items[i].seg_id);
-}
-
-/* Answers in pages of at most CKPTD_MAX_LIST entries (MORE on all but the last). */
-static void send_results(ckptd_session *s, const char *job, uint64_t version, ckptd_vitem *items, size_t n)
-{
-	ckptd_verify_result *e = calloc(n < CKPTD_MAX_LIST ? (n ? n : 1) : CKPTD_MAX_LIST, sizeof(*e));
-	if (!e) {
-		ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "out of memory");
-		return;
-	}
-	size_t i = 0;
-	do {
-		ckptd_msg m = { .type = CKPTD_MSG_VERIFY_REPLY };
-		ckptd_verify_reply *r = &m.u.verify_reply;
-		snprintf(r->job, sizeof(r->job), "%s", job);
-		r->version = version;
-		r->entries = e;
-		for (; i < n && r->count < CKPTD_MAX_LIST; i++)
-			e[r->count++] = items[i].res;
-		r->more = i < n;
-		if (ckptd_session_send(s, &m, -1) < 0)
-			break;
-	} while (i < n);
-	free(e);
-}
-
-static void on_vdone(void *arg, ckptd_vtask *t, ckptd_vitem *items, size_t n)
-{
-	vrun *v = arg;
-	ckptd_agent *a = v->a;
-	unpin_items(a, v->job, items, n);
-	rank_sess *rs = rank_by_serial(a, v->serial);
-	size_t bad = 0;
-	for (size_t i = 0; i < n; i++)
-		bad += items[i].res.code != CKPTD_VERIFY_OK;
-	ckptd_metrics_add(a->mx, CKPTD_M_VERIFICATIONS, v->job, NULL, 1);
-	ckptd_metrics_add(a->mx, CKPTD_M_NOT_INTACT, v->job, NULL, (double)bad);
-	CKPTD_INFO(a->log, NULL, v->job, "version %llu: verified %zu copies, %zu not intact", (unsigned long long)v->version,
-	           n, bad);
-	if (rs)
-		send_results(rs->s, v->job, v->version, items, n);
-	for (vrun **pp = &a->vruns; *pp; pp = &(*pp)->next)
-		if (*pp == v) {
-			*pp = v->next;
-			break;
-		}
-	a->nvruns--;
-	(void)t;
-	free(v);
-}
-
-static int on_verify(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_verify *m)
-{
-	if (a->nvruns >= MAX_VERIFY)
-		return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "verifications already running here; try again");
-	vcollect c = { a, m->job, m->version, NULL, 0, 0, 0 };
-	int r = ckptd_aidx_each(a->idx, vcollect_cb, &c);
-	if (r < 0 || c.err < 0) {
-		unpin_items(a, m->job, c.items, c.n);
-		free(c.items);
-		return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "cannot list the copies held here");
-	}
-	if (!c.n) {
-		free(c.items);
-		send_results(s, m->job, m->version, NULL, 0);
-		return 0;
-	}
-	vrun *v = calloc(1, sizeof(*v));
-	if (!v) {
-		unpin_items(a, m->job, c.items, c.n);
-		free(c.items);
-		return -ENOMEM;
-	}
-	v->a = a;
-	v->serial = rs->serial;
-	snprintf(v->job, sizeof(v->job), "%s", m->job);
-	v->version = m->version;
-	if ((r = ckptd_vtask_start(a->srv, m->job, m->version, c.items, c.n, on_vdone, v, &v->t)) < 0) {
-		unpin_items(a, m->job, c.items, c.n);
-		free(c.items);
-		free(v);
-		return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "cannot start the verification");
-	}
-	v->next = a->vruns;
-	a->vruns = v;
-	a->nvruns++;
-	return 0;
-}
-
-typedef struct loc_acc {
-	uint32_t tiers;
-	uint64_t checksum;
-} loc_acc;
-
-typedef struct loc_walk {
-	const char *job;
-	uint64_t version;
-	uint32_t rank;
-	loc_acc *acc;
-} loc_walk;
-
-static int loc_cb(void *arg, const ckptd_aidx_rec *r)
-{
-	loc_walk *w = arg;
-	if (r->version == w->version && r->rank == w->rank && !strcmp(r->job, w->job)) {
-		w->acc->tiers |= r->tier;
-		if (r->tier == CKPT_TIER_LOCAL_DISK)
-			w->acc->checksum = r->checksum;
-	}
-	return 0;
-}
-
-/* LOCATE: which tiers this node holds a shard in, and the root of its file. */
-static int on_locate(ckptd_agent *a, ckptd_session *s, const ckptd_segment_request *m)
-{
-	ckptd_msg rep = { .type = CKPTD_MSG_LOCATION };
-	ckptd_location *l = &rep.u.location;
-	snprintf(l->job, sizeof(l->job), "%s", m->job);
-	l->version = m->version;
-	l->rank = m->rank;
-	loc_acc acc = { 0, 0 };
-	loc_walk w = { m->job, m->version, m->rank, &acc };
-	if (ckptd_aidx_each(a->idx, loc_cb, &w) < 0)
-		return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "cannot read the agent index");
-	l->tiers = acc.tiers & (CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK);
-	if (l->tiers & CKPT_TIER_LOCAL_DISK) {
-		char path[CKPTD_PATH_MAX + 80];
-		root_find f = { path, sizeof(path), m->job, m->version, m->rank, 0 };
-		ckptd_aidx_roots(a->idx, m->job, root_find_cb, &f);
-		if (f.found && strlen(path) < sizeof(path)) {
-			/* The root is the path up to "/jobs/<job>/". */
-			char *cut = strstr(path, "/jobs/");
-			size_t n = cut ? (size_t)(cut - path) : 0;
-			for (char *q = cut; q && (q = strstr(q + 1, "/jobs/"));)
-				n = (size_t)(q - path); /* the last one: a root may itself hold "/jobs/" */
-			if (n && n <= CKPTD_PATH_MAX) {
-				memcpy(l->root, path, n);
-				l->root[n] = 0;
-				l->checksum = acc.checksum;
-			}
-		}
-		if (!l->root[0])
-			l->tiers &= ~(uint32_t)CKPT_TIER_LOCAL_DISK; /* recorded, but the file is not there */
-	}
-	return ckptd_session_send(s, &rep, -1);
-}
-
-/* The ckpt tool on the agent: what this node holds (verify, locate, read),
- * and questions for the coordinator, passed on. A session scoped to a job
- * reaches that job only. */
-static int cli_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
-{
-	const char *sjob = ckptd_session_job(s);
-	rank_sess *rs = rank_of(a, s);
-	if (!rs)
-		return -ENOMEM;
-	const char *job = m->type == CKPTD_MSG_VERIFY          ? m->u.verify.job
-	                : m->type == CKPTD_MSG_SEGMENT_REQUEST ? m->u.segment_request.job
-	                : m->type == CKPTD_MSG_LIST_VERSIONS   ? m->u.list_versions.job
-	                : m->type == CKPTD_MSG_SHOW_VERSION    ? m->u.show_version.job
-	                : m->type == CKPTD_MSG_STEP_STATS      ? m->u.step_stats.job
-	                : m->type == CKPTD_MSG_GOODPUT         ? m->u.goodput.job
-	                                                       : sjob;
-	if (sjob[0] && strcmp(sjob, job) != 0)
-		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
-	switch (m->type) {
-	case CKPTD_MSG_VERIFY:
-		return on_verify(a, s, rs, &m->u.verify);
-	case CKPTD_MSG_LIST_VERSIONS:
-	case CKPTD_MSG_SHOW_VERSION:
-	case CKPTD_MSG_STEP_STATS:
-	case CKPTD_MSG_GOODPUT:
-		if (link_send(a, m, FWD_LIST, rs->serial) < 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "coordinator unreachable; try again");
-		return 0;
-	case CKPTD_MSG_SEGMENT_REQUEST: {
-		const ckptd_segment_request *q = &m->u.segment_request;
-		if (q->mode == CKPTD_SEG_LOCATE)
-			return on_locate(a, s, q);
-		if (q->mode != CKPTD_SEG_READ || !sjob[0])
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "the tool reads segments of its job only");
-		if (ckptd_session_transport(s) != CKPTD_TRANSPORT_UNIX)
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED,
-			                                "DRAM segments are handed over the agent's Unix socket only");
-		snprintf(rs->job, sizeof(rs->job), "%s", sjob); /* for unpinning when it goes */
-		ckptd_pool *pool = ckptd_jpools_get(a->pools, q->job, NULL);
-		ckptd_seg_info si;
-		if (!pool || ckptd_pool_find(pool, q->job, q->version, q->rank, &si) < 0 || si.state != CKPTD_SEG_HELD ||
-		    ckptd_pool_seg_pin(pool, si.id) < 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no DRAM copy of that shard on this node");
-		if (push_id(&rs->pinned, &rs->npinned, &rs->cappinned, si.id) < 0) {
-			ckptd_pool_seg_unpin(pool, si.id);
-			return -ENOMEM;
-		}
-		ckptd_msg g = { .type = CKPTD_MSG_SEGMENT_GRANT };
-		g.u.segment_grant.segment_id = si.id;
-		g.u.segment_grant.offset = si.off;
-		g.u.segment_grant.bytes = si.len;
-		return ckptd_session_send(s, &g, ckptd_pool_fd(pool));
-	}
-	case CKPTD_MSG_SEGMENT_RELEASE: {
-		uint64_t id = m->u.segment_release.segment_id;
-		if (!drop_id(rs->pinned, &rs->npinned, id))
-			return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "this session holds no such read grant");
-		ckptd_pool *pool = ckptd_jpools_get(a->pools, rs->job, NULL);
-		if (pool)
-			ckptd_pool_seg_unpin(pool, id);
-		ckptd_msg ok = { .type = CKPTD_MSG_OK };
-		return ckptd_session_send(s, &ok, -1);
-	}
-	default:
-		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "the tool may not send that to an agent");
-	}
-}
-
 int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 {
 	if (ckptd_session_role(s) == CKPTD_ROLE_CLI)
-		return cli_handle(a, s, m);
+		return ckptd__agent_cli(a, s, m);
 	if (ckptd_session_role(s) != CKPTD_ROLE_RANK)
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "only ranks speak to the agent this way");
-	rank_sess *rs = rank_of(a, s);
+	rank_sess *rs = ckptd__agent_rank_of(a, s);
 	if (!rs)
 		return -ENOMEM;
 	if (m->type == CKPTD_MSG_REGISTER_RANK)
@@ -1086,7 +633,7 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	switch (m->type) {
 	case CKPTD_MSG_SEGMENT_REQUEST:
 		if (m->u.segment_request.mode == CKPTD_SEG_LOCATE)
-			return on_locate(a, s, &m->u.segment_request);
+			return ckptd__agent_locate(a, s, &m->u.segment_request);
 		/* A segment is a file descriptor: only a Unix socket carries one. */
 		if (ckptd_session_transport(s) != CKPTD_TRANSPORT_UNIX)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED,
@@ -1094,16 +641,8 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 		return on_segment(a, s, rs, &m->u.segment_request);
 	case CKPTD_MSG_SHARD_DONE:
 		return on_shard_done(a, s, rs, &m->u.shard_done);
-	case CKPTD_MSG_SEGMENT_RELEASE: {
-		uint64_t id = m->u.segment_release.segment_id;
-		if (!drop_id(rs->pinned, &rs->npinned, id))
-			return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "this session holds no such read grant");
-		ckptd_pool *pool = ckptd_jpools_get(a->pools, rs->job, NULL);
-		if (pool)
-			ckptd_pool_seg_unpin(pool, id);
-		ckptd_msg ok = { .type = CKPTD_MSG_OK };
-		return ckptd_session_send(s, &ok, -1);
-	}
+	case CKPTD_MSG_SEGMENT_RELEASE:
+		return ckptd__agent_release(a, s, rs, m->u.segment_release.segment_id);
 	case CKPTD_MSG_STEP_REPORT: {
 		if (m->u.step_report.rank != rs->rank)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "a rank reports its own steps only");
@@ -1111,7 +650,7 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 		 * is down (the next report, a second later, says the same). */
 		ckptd_msg fw = *m;
 		snprintf(fw.u.step_report.node, sizeof(fw.u.step_report.node), "%s", a->node);
-		link_send(a, &fw, FWD_IGNORE, 0);
+		ckptd__agent_link_send(a, &fw, FWD_IGNORE, 0);
 		ckptd_msg ok = { .type = CKPTD_MSG_OK };
 		return ckptd_session_send(s, &ok, -1);
 	}
@@ -1124,7 +663,7 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 			free(rep.u.versions.entries);
 			return r;
 		}
-		if (link_send(a, m, FWD_LIST, rs->serial) < 0)
+		if (ckptd__agent_link_send(a, m, FWD_LIST, rs->serial) < 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "coordinator unreachable; try again");
 		return 0;
 	}
@@ -1233,7 +772,7 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 		goto fail;
 	}
 	/* Before anyone hears of this node: what a crash left half deleted. */
-	ckptd_aidx_marks(a->idx, finish_cb, a);
+	ckptd__agent_finish_deletes(a);
 	if ((r = ckptd_server_after_events(srv, after_events, a)) < 0) {
 		snprintf(err, errcap, "cannot install the agent's hooks: %s", strerror(-r));
 		goto fail;
@@ -1262,11 +801,7 @@ void ckptd_agent_free(ckptd_agent *a)
 	/* Sessions are gone (the server is freed first); their records too. */
 	ckptd_client_close(a->link);
 	/* Verifications still reading pinned segments end before the pools go. */
-	for (vrun *v = a->vruns, *n; v; v = n) {
-		n = v->next;
-		ckptd_vtask_join(v->t);
-		free(v);
-	}
+	ckptd__agent_verify_join(a);
 	ckptd_jpools_free(a->pools);
 	free(a->advice);
 	ckptd_aidx_close(a->idx);

@@ -1,0 +1,102 @@
+/* The agent role's shared state, for its files: agent.c (ranks, the
+ * coordinator link, reports, notices), agent_delete.c (deletion on the
+ * coordinator's word, finished after a restart), agent_cli.c (what the
+ * ckpt tool asks an agent: verify, locate, read, questions passed on).
+ * Internal to ckptd/roles. */
+#ifndef CKPTD_AGENT_INT_H
+#define CKPTD_AGENT_INT_H
+
+#include "roles_int.h"
+
+#include "client.h"
+#include "common.h"
+#include "faults.h"
+
+
+/* What a rank's session holds. */
+typedef struct rank_sess {
+	struct rank_sess *prev, *next;
+	ckptd_agent *a;
+	ckptd_session *s;
+	uint64_t serial;
+	int registered;
+	char job[CKPTD_JOB_MAX + 1];
+	uint32_t rank, world_size;
+	uint64_t lineage;
+	uint64_t *writing, *pinned; /* segment ids: freed / unpinned when it goes */
+	size_t nwriting, npinned, capwriting, cappinned;
+	int pool_ref;              /* holds a reference on its job's pool */
+	int waiting;               /* wreq waits for the job's pool to be ready */
+	ckptd_segment_request wreq;
+	uint64_t wait_until_ns;
+} rank_sess;
+
+/* A request on the link waiting for its answer (the coordinator answers in order). */
+enum { FWD_IGNORE = 1, FWD_LIST };
+typedef struct fwd {
+	int kind;
+	uint64_t serial; /* FWD_LIST: the asking rank's session */
+} fwd;
+
+typedef struct done_item {
+	rank_sess *rs;
+	ckptd_shard_done d;
+} done_item;
+
+struct ckptd_agent {
+	ckptd_server *srv;
+	const ckptd_config *cfg;
+	const ckptd_secret *cluster;
+	const ckptd_log *log;
+	const char *node;
+	char address[CKPTD_ADDR_MAX + 1];
+	ckptd_jpools *pools;
+	ckptd_aidx *idx;
+	rank_sess *ranks;
+	uint64_t next_serial;
+	/* the coordinator link */
+	ckptd_coordinator *local; /* --role both */
+	ckptd_client *link;
+	uint64_t next_try_ns, backoff_ms;
+	uint64_t rng; /* jitter of the backoff */
+	fwd *fifo;
+	size_t fhead, flen, fcap;
+	int inventory_due;
+	/* reports of this loop turn */
+	done_item *done;
+	size_t ndone, capdone;
+	ckpt_faults faults; /* CKPT_FAULT points of the agent (tests) */
+	struct vrun *vruns;  /* verifications in flight */
+	size_t nvruns;
+	ckptd_interval_notice *advice; /* the coordinator's last interval advice per job */
+	size_t nadvice;
+	ckpt_logger lg;     /* for libckpt's maintenance code */
+	ckptd_metrics *mx;
+};
+
+/* agent.c */
+rank_sess *ckptd__agent_rank_by_serial(ckptd_agent *a, uint64_t serial);
+/* The session's record, made on its first message. NULL: no memory. */
+rank_sess *ckptd__agent_rank_of(ckptd_agent *a, ckptd_session *s);
+/* Sends to the coordinator; kind: what its answer is for (FWD_*). */
+int ckptd__agent_link_send(ckptd_agent *a, const ckptd_msg *m, int kind, uint64_t serial);
+/* READ: the segment holding (job, version, rank), pinned for the session
+ * until it releases it or goes, granted with its pool's fd. */
+int ckptd__agent_grant_read(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_segment_request *m);
+/* SEGMENT_RELEASE of a READ grant the session holds. */
+int ckptd__agent_release(ckptd_agent *a, ckptd_session *s, rank_sess *rs, uint64_t id);
+
+/* agent_delete.c */
+/* DELETE_VERSION from the coordinator: marked, then deleted, then unmarked. */
+void ckptd__agent_delete(ckptd_agent *a, const ckptd_delete_version *d);
+/* At start: finishes the deletions a previous run left marked. */
+void ckptd__agent_finish_deletes(ckptd_agent *a);
+
+/* agent_cli.c */
+int ckptd__agent_cli(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m);
+/* LOCATE (ranks and the tool): where this node holds a shard. */
+int ckptd__agent_locate(ckptd_agent *a, ckptd_session *s, const ckptd_segment_request *m);
+/* At shutdown: waits for verifications still reading pinned segments. */
+void ckptd__agent_verify_join(ckptd_agent *a);
+
+#endif
