@@ -177,14 +177,10 @@ static int set_field(ckptd_config *cfg, const cfg_entry *e, const char *v, const
 			return -EINVAL;
 		return 0;
 	case T_SIZE:
-		*expect = "a size in bytes, > 0 (suffixes K, M, G, T)";
-		if (ckptd_parse_size(v, &u) < 0 || u == 0)
-			return -EINVAL;
-		*(uint64_t *)base = u;
-		return 0;
-	case T_SIZE0:
-		*expect = "a size in bytes (suffixes K, M, G, T), or 0";
-		if (ckptd_parse_size(v, &u) < 0)
+	case T_SIZE0: /* the same, where 0 means "none" or "all" */
+		*expect = e->type == T_SIZE ? "a size in bytes, > 0 (suffixes K, M, G, T)"
+		                            : "a size in bytes (suffixes K, M, G, T), or 0";
+		if (ckptd_parse_size(v, &u) < 0 || (u == 0 && e->type == T_SIZE))
 			return -EINVAL;
 		*(uint64_t *)base = u;
 		return 0;

@@ -49,6 +49,9 @@ extern const cli_cmd cli_cmds[];
 /* Parses --root/--job/--version/--rank/--json at argv[*i]; returns 1 if it
  * consumed an option, 0 if not one of them, -1 on a bad value. */
 int cli_common_opt(cli *c, int argc, char **argv, int *i);
+/* Parses a command's options when it has only the common and daemon ones:
+ * anything else is a usage error. Returns EXIT_OK or the exit code. */
+int cli_parse_opts(cli *c, const char *cmd, int argc, char **argv);
 /* Parses --daemon/--token-file at argv[*i], as cli_common_opt. */
 int cli_daemon_opt(cli *c, int argc, char **argv, int *i);
 /* ls against c->daemon (cmd_daemon.c). */

@@ -142,6 +142,63 @@ static const char *remote_state(const ckptd_version_info *v)
 	return v->tiers ? "COMMITTED" : "PENDING";
 }
 
+/* Calls fn for each of the job's versions the coordinator lists, page after
+ * page. Returns EXIT_OK or the exit code (after saying why). */
+static int each_version(cli *c, const char *cmd, ckptd_client *cl,
+                        void (*fn)(void *arg, const ckptd_version_info *v), void *arg)
+{
+	uint64_t start = 0;
+	for (;;) {
+		ckptd_msg req = { .type = CKPTD_MSG_LIST_VERSIONS }, rep;
+		snprintf(req.u.list_versions.job, sizeof(req.u.list_versions.job), "%s", c->job);
+		req.u.list_versions.start = start;
+		int rc = daemon_call(c, cmd, cl, &req, CKPTD_MSG_VERSIONS, &rep);
+		if (rc)
+			return rc;
+		const ckptd_versions *vs = &rep.u.versions;
+		for (uint32_t i = 0; i < vs->count; i++)
+			fn(arg, &vs->entries[i]);
+		int more = vs->more && vs->count > 0;
+		if (more)
+			start = vs->entries[vs->count - 1].version + 1;
+		ckptd_msg_free(&rep);
+		if (!more)
+			return EXIT_OK;
+	}
+}
+
+typedef struct ls_acc {
+	cli *c;
+	size_t n;
+} ls_acc;
+
+static void ls_one(void *arg, const ckptd_version_info *v)
+{
+	ls_acc *a = arg;
+	cli *c = a->c;
+	char hb[32];
+	if (c->json) {
+		printf("%s\n  {\"job\": ", a->n ? "," : "");
+		cli_json_str(stdout, c->job);
+		printf(", \"version\": %llu, \"state\": \"%s\", \"tiers\": [", (unsigned long long)v->version,
+		       remote_state(v));
+		int first = 1;
+		for (size_t k = 0; k < NTIERS; k++)
+			if (v->tiers & tier_names[k].bit) {
+				printf("%s\"%s\"", first ? "" : ", ", tier_names[k].name);
+				first = 0;
+			}
+		printf("], \"world_size\": %u, \"shards_done\": %u, \"bytes\": %llu}", v->world_size, v->shards_done,
+		       (unsigned long long)v->bytes);
+	} else {
+		char tb[64];
+		tiers_text(v->tiers, tb, sizeof(tb));
+		printf("%-20s %20llu  %-9s %-28s %5u/%-5u %12s\n", c->job, (unsigned long long)v->version, remote_state(v),
+		       tb, v->shards_done, v->world_size, cli_human(v->bytes, hb, sizeof(hb)));
+	}
+	a->n++;
+}
+
 int cli_daemon_ls(cli *c)
 {
 	if (ckpt__job_valid(c->job) < 0)
@@ -156,45 +213,9 @@ int cli_daemon_ls(cli *c)
 	else
 		printf("%-20s %20s  %-9s %-28s %11s %12s\n", "JOB", "VERSION", "STATE", "TIERS COMMITTED", "SHARDS",
 		       "BYTES");
-	uint64_t start = 0;
-	size_t n = 0;
-	for (;;) {
-		ckptd_msg req = { .type = CKPTD_MSG_LIST_VERSIONS }, rep;
-		snprintf(req.u.list_versions.job, sizeof(req.u.list_versions.job), "%s", c->job);
-		req.u.list_versions.start = start;
-		if ((rc = daemon_call(c, "ls", cl, &req, CKPTD_MSG_VERSIONS, &rep)))
-			break;
-		const ckptd_versions *vs = &rep.u.versions;
-		for (uint32_t i = 0; i < vs->count; i++, n++) {
-			const ckptd_version_info *v = &vs->entries[i];
-			char hb[32];
-			if (c->json) {
-				printf("%s\n  {\"job\": ", n ? "," : "");
-				cli_json_str(stdout, c->job);
-				printf(", \"version\": %llu, \"state\": \"%s\", \"tiers\": [", (unsigned long long)v->version,
-				       remote_state(v));
-				int first = 1;
-				for (size_t k = 0; k < NTIERS; k++)
-					if (v->tiers & tier_names[k].bit) {
-						printf("%s\"%s\"", first ? "" : ", ", tier_names[k].name);
-						first = 0;
-					}
-				printf("], \"world_size\": %u, \"shards_done\": %u, \"bytes\": %llu}", v->world_size,
-				       v->shards_done, (unsigned long long)v->bytes);
-			} else {
-				char tb[64];
-				tiers_text(v->tiers, tb, sizeof(tb));
-				printf("%-20s %20llu  %-9s %-28s %5u/%-5u %12s\n", c->job, (unsigned long long)v->version,
-				       remote_state(v), tb, v->shards_done, v->world_size, cli_human(v->bytes, hb, sizeof(hb)));
-			}
-		}
-		int more = vs->more && vs->count > 0;
-		if (more)
-			start = vs->entries[vs->count - 1].version + 1;
-		ckptd_msg_free(&rep);
-		if (!more)
-			break;
-	}
+	ls_acc acc = { c, 0 };
+	rc = each_version(c, "ls", cl, ls_one, &acc);
+	size_t n = acc.n;
 	if (c->json)
 		printf("%s]\n", n ? "\n" : "");
 	ckptd_client_close(cl);
@@ -205,15 +226,9 @@ int cli_daemon_ls(cli *c)
 
 int cmd_status(cli *c, int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++) {
-		int r = cli_daemon_opt(c, argc, argv, &i);
-		if (r == 0)
-			r = cli_common_opt(c, argc, argv, &i);
-		if (r < 0)
-			return cli_usage("status", "bad value for %s", argv[i]);
-		if (r == 0)
-			return cli_usage("status", "unknown option '%s'", argv[i]);
-	}
+	int prc = cli_parse_opts(c, "status", argc, argv);
+	if (prc)
+		return prc;
 	if (!c->daemon || !*c->daemon)
 		return cli_usage("status", "--daemon ADDR (or CKPT_DAEMON) is required");
 	if (c->job && ckpt__job_valid(c->job) < 0)
@@ -317,30 +332,28 @@ int cli_use_daemon(cli *c, const char *cmd)
 }
 
 /* The newest version committed at some tier, as the coordinator sees it. */
+typedef struct latest_acc {
+	uint64_t v;
+	int found;
+} latest_acc;
+
+static void latest_one(void *arg, const ckptd_version_info *v)
+{
+	latest_acc *a = arg;
+	if (v->tiers && v->state != CKPT_STATE_DELETING) {
+		a->v = v->version;
+		a->found = 1;
+	}
+}
+
 static int daemon_latest(cli *c, const char *cmd, ckptd_client *cl, uint64_t *out)
 {
-	uint64_t start = 0;
-	int found = 0;
-	for (;;) {
-		ckptd_msg req = { .type = CKPTD_MSG_LIST_VERSIONS }, rep;
-		snprintf(req.u.list_versions.job, sizeof(req.u.list_versions.job), "%s", c->job);
-		req.u.list_versions.start = start;
-		int rc = daemon_call(c, cmd, cl, &req, CKPTD_MSG_VERSIONS, &rep);
-		if (rc)
-			return rc;
-		const ckptd_versions *vs = &rep.u.versions;
-		for (uint32_t i = 0; i < vs->count; i++)
-			if (vs->entries[i].tiers && vs->entries[i].state != CKPT_STATE_DELETING) {
-				*out = vs->entries[i].version;
-				found = 1;
-			}
-		int more = vs->more && vs->count > 0;
-		if (more)
-			start = vs->entries[vs->count - 1].version + 1;
-		ckptd_msg_free(&rep);
-		if (!more)
-			break;
-	}
+	latest_acc acc = { 0, 0 };
+	int rc = each_version(c, cmd, cl, latest_one, &acc);
+	if (rc)
+		return rc;
+	int found = acc.found;
+	*out = acc.v;
 	if (!found) {
 		fprintf(stderr, "ckpt %s: job %s has no committed version at the daemon %s\n", cmd, c->job, c->daemon);
 		return EXIT_NOTFOUND;
@@ -905,15 +918,9 @@ static int by_step_desc(const void *x, const void *y)
 
 int cmd_stragglers(cli *c, int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++) {
-		int r = cli_daemon_opt(c, argc, argv, &i);
-		if (r == 0)
-			r = cli_common_opt(c, argc, argv, &i);
-		if (r < 0)
-			return cli_usage("stragglers", "bad value for %s", argv[i]);
-		if (r == 0)
-			return cli_usage("stragglers", "unknown option '%s'", argv[i]);
-	}
+	int prc = cli_parse_opts(c, "stragglers", argc, argv);
+	if (prc)
+		return prc;
 	if (!c->daemon || !*c->daemon)
 		return cli_usage("stragglers", "--daemon ADDR (or CKPT_DAEMON) is required");
 	if (ckpt__job_valid(c->job) < 0)

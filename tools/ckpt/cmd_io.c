@@ -263,15 +263,9 @@ static int collect_v(void *arg, uint64_t version, const ckpt_idx_version *iv)
 
 int cmd_verify(cli *c, int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++) {
-		int r = cli_daemon_opt(c, argc, argv, &i);
-		if (r == 0)
-			r = cli_common_opt(c, argc, argv, &i);
-		if (r < 0)
-			return cli_usage("verify", "bad value for %s", argv[i]);
-		if (r == 0)
-			return cli_usage("verify", "unknown option '%s'", argv[i]);
-	}
+	int prc = cli_parse_opts(c, "verify", argc, argv);
+	if (prc)
+		return prc;
 	int use = cli_use_daemon(c, "verify");
 	if (use < 0)
 		return -use;

@@ -131,8 +131,7 @@ static void fmt_time(uint64_t ns, char *buf, size_t cap)
 	strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* Parses the common options; anything else is an error. */
-static int common_only(cli *c, const char *cmd, int argc, char **argv)
+int cli_parse_opts(cli *c, const char *cmd, int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
 		int r = cli_daemon_opt(c, argc, argv, &i);
@@ -188,15 +187,9 @@ static int ls_job(void *arg, const char *job)
 static int cmd_ls(cli *c, int argc, char **argv)
 {
 	int rc;
-	for (int i = 1; i < argc; i++) {
-		int r = cli_daemon_opt(c, argc, argv, &i);
-		if (r == 0)
-			r = cli_common_opt(c, argc, argv, &i);
-		if (r < 0)
-			return cli_usage("ls", "bad value for %s", argv[i]);
-		if (r == 0)
-			return cli_usage("ls", "unknown option '%s'", argv[i]);
-	}
+	int prc = cli_parse_opts(c, "ls", argc, argv);
+	if (prc)
+		return prc;
 	/* --daemon asks the daemon; CKPT_DAEMON does too unless --root is given. */
 	if (c->daemon_flag && c->root_flag)
 		return cli_usage("ls", "--root and --daemon exclude each other");
@@ -274,7 +267,7 @@ int cli_resolve_latest(cli *c, uint64_t *v)
 
 static int cmd_show(cli *c, int argc, char **argv)
 {
-	int rc = common_only(c, "show", argc, argv);
+	int rc = cli_parse_opts(c, "show", argc, argv);
 	if (rc)
 		return rc;
 	if ((rc = cli_use_daemon(c, "show")) != 0)
