@@ -99,7 +99,7 @@ static const char *check_seg_request(const void *r)
 	const ckptd_segment_request *m = r;
 	if (m->mode == CKPTD_SEG_WRITE)
 		return m->bytes ? NULL : "segment of 0 bytes";
-	if (m->mode == CKPTD_SEG_READ || m->mode == CKPTD_SEG_LOCATE)
+	if (m->mode >= CKPTD_SEG_READ && m->mode <= CKPTD_SEG_WHERE)
 		return m->bytes ? "a read or locate request names no size" : NULL;
 	return "unknown segment mode";
 }
@@ -239,6 +239,24 @@ static const char *check_step_reply(const void *r)
 	return m->more > 1 ? "MORE is not 0 or 1" : NULL;
 }
 
+static const char *check_peer_lease(const void *r)
+{
+	const ckptd_peer_lease *m = r;
+	if (!m->world_size || m->rank >= m->world_size)
+		return "rank not below world size";
+	return m->bytes ? NULL : "a lease of 0 bytes";
+}
+
+static const char *check_peer_grant(const void *r)
+{
+	const ckptd_peer_grant *m = r;
+	if (!m->fabric_addr_len || m->fabric_addr_len > CKPTD_FABADDR_MAX)
+		return "fabric address length out of range";
+	if (!m->bytes)
+		return "a slot of 0 bytes";
+	return m->offset > UINT64_MAX - m->bytes ? "slot offset + bytes overflows" : NULL;
+}
+
 static const char *check_interval(const void *r)
 {
 	const ckptd_interval_notice *m = r;
@@ -333,6 +351,7 @@ static const ckptd__field f_step[] = {
 	F_U32(ckptd_step_report, saves, CKPTD_TAG_SAVES, OPT),
 	F_U32(ckptd_step_report, restore_tier, CKPTD_TAG_RESTORE_TIER, OPT),
 	F_U32(ckptd_step_report, errors, CKPTD_TAG_ERRORS, OPT),
+	F_U32(ckptd_step_report, peer_skips, CKPTD_TAG_PEER_SKIPS, OPT),
 };
 static const ckptd__field f_interval[] = {
 	F_STR(ckptd_interval_notice, job, CKPTD_TAG_JOB, REQ, CK_JOB),
@@ -505,6 +524,45 @@ static const ckptd__field f_agent_hello[] = {
 	F_STR(ckptd_agent_hello, address, CKPTD_TAG_ADDRESS, REQ, CK_ADDR),
 	F_STR(ckptd_agent_hello, domain, CKPTD_TAG_DOMAIN, OPT, CK_NAME),
 	F_U64(ckptd_agent_hello, pool_bytes, CKPTD_TAG_POOL_BYTES, REQ),
+	F_U64(ckptd_agent_hello, peer_bytes, CKPTD_TAG_PEER_BYTES, OPT),
+};
+static const ckptd__field f_partner[] = {
+	F_STR(ckptd_partner, node, CKPTD_TAG_NODE, REQ, CK_NAME),
+	F_STR(ckptd_partner, address, CKPTD_TAG_ADDRESS, REQ, CK_ADDR),
+	F_STR(ckptd_partner, domain, CKPTD_TAG_DOMAIN, OPT, CK_NAME),
+};
+static const ckptd__schema s_partner = SCHEMA(ckptd_partner, f_partner, NULL);
+static const ckptd__field f_partners[] = {
+	F_STR(ckptd_partners, job, CKPTD_TAG_JOB, OPT, CK_JOB),
+	F_U64(ckptd_partners, version, CKPTD_TAG_VERSION, OPT),
+	F_U32(ckptd_partners, rank, CKPTD_TAG_RANK, OPT),
+	F_U32(ckptd_partners, replicas, CKPTD_TAG_REPLICAS, OPT),
+	F_LIST(ckptd_partners, entries, count, CKPTD_TAG_ENTRIES, s_partner),
+};
+static const ckptd__field f_peer_lease[] = {
+	F_STR(ckptd_peer_lease, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_peer_lease, version, CKPTD_TAG_VERSION, REQ),
+	F_U32(ckptd_peer_lease, rank, CKPTD_TAG_RANK, REQ),
+	F_U32(ckptd_peer_lease, world_size, CKPTD_TAG_WORLD_SIZE, REQ),
+	F_U64(ckptd_peer_lease, bytes, CKPTD_TAG_BYTES, REQ),
+	F_U64(ckptd_peer_lease, lineage, CKPTD_TAG_LINEAGE, OPT),
+	F_STR(ckptd_peer_lease, node, CKPTD_TAG_NODE, OPT, CK_NAME),
+};
+static const ckptd__field f_peer_grant[] = {
+	F_U64(ckptd_peer_grant, segment_id, CKPTD_TAG_SEGMENT_ID, REQ),
+	F_U64(ckptd_peer_grant, offset, CKPTD_TAG_OFFSET, REQ),
+	F_U64(ckptd_peer_grant, bytes, CKPTD_TAG_BYTES, REQ),
+	F_U64(ckptd_peer_grant, key, CKPTD_TAG_KEY, REQ),
+	F_U64(ckptd_peer_grant, base, CKPTD_TAG_BASE, OPT),
+	F_BYTES(ckptd_peer_grant, fabric_addr, CKPTD_TAG_FABRIC_ADDR),
+	F_U32(ckptd_peer_grant, fabric_addr_len, CKPTD_TAG_FABRIC_ADDR_LEN, REQ),
+	F_STR(ckptd_peer_grant, provider, CKPTD_TAG_PROVIDER, OPT, CK_TEXT),
+	F_U64(ckptd_peer_grant, checksum, CKPTD_TAG_CHECKSUM, OPT),
+};
+static const ckptd__field f_peer_commit[] = {
+	F_U64(ckptd_peer_commit, segment_id, CKPTD_TAG_SEGMENT_ID, REQ),
+	F_U64(ckptd_peer_commit, bytes, CKPTD_TAG_BYTES, REQ),
+	F_U64(ckptd_peer_commit, checksum, CKPTD_TAG_CHECKSUM, REQ),
 };
 static const ckptd__field f_held[] = {
 	F_STR(ckptd_held_shard, job, CKPTD_TAG_JOB, REQ, CK_JOB),
@@ -567,6 +625,10 @@ static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_GOODPUT_REPLY, "GOODPUT_REPLY", SCHEMA(ckptd_goodput_reply, f_goodput_reply, NULL) },
 	{ CKPTD_MSG_STEP_STATS_REPLY, "STEP_STATS_REPLY",
 	  SCHEMA(ckptd_step_stats_reply, f_step_stats_reply, check_step_reply) },
+	{ CKPTD_MSG_PARTNERS, "PARTNERS", SCHEMA(ckptd_partners, f_partners, NULL) },
+	{ CKPTD_MSG_PEER_LEASE, "PEER_LEASE", SCHEMA(ckptd_peer_lease, f_peer_lease, check_peer_lease) },
+	{ CKPTD_MSG_PEER_GRANT, "PEER_GRANT", SCHEMA(ckptd_peer_grant, f_peer_grant, check_peer_grant) },
+	{ CKPTD_MSG_PEER_COMMIT, "PEER_COMMIT", SCHEMA(ckptd_peer_commit, f_peer_commit, NULL) },
 };
 
 static const ckptd__msgdef *find_msg(uint16_t type)

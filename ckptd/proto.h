@@ -33,7 +33,7 @@ extern "C" {
 /* ---------------------------------------------------------------- limits */
 
 #define CKPTD_PROTO_MAJOR 1
-#define CKPTD_PROTO_MINOR 1
+#define CKPTD_PROTO_MINOR 2
 /* A version as one number, for fields and the auth transcript. */
 #define CKPTD_VERSION_PACK(major, minor) (((uint32_t)(major) << 16) | (uint32_t)(minor))
 #define CKPTD_VERSION_MAJOR_OF(v) ((uint32_t)(v) >> 16)
@@ -58,6 +58,8 @@ extern "C" {
 #define CKPTD_NONCE_LEN 32
 #define CKPTD_MAC_LEN 32
 #define CKPTD_MAX_LIST 4096 /* entries in one list; longer answers are paged */
+#define CKPTD_FABADDR_MAX 128 /* a libfabric endpoint address, opaque bytes */
+#define CKPTD_PROVIDER_MAX 64 /* a libfabric provider name */
 
 /* Frame flags. Unknown flags are refused: a flag may only be sent once the
  * handshake agreed on a minor version that defines it. */
@@ -99,6 +101,10 @@ typedef enum ckptd_msg_type {
 	CKPTD_MSG_AGENT_HELLO = 64,
 	CKPTD_MSG_AGENT_INVENTORY = 65,
 	CKPTD_MSG_COPIES_GONE = 66,   /* 1.1 */
+	CKPTD_MSG_PARTNERS = 67,      /* 1.2 */
+	CKPTD_MSG_PEER_LEASE = 68,    /* 1.2 */
+	CKPTD_MSG_PEER_GRANT = 69,    /* 1.2 */
+	CKPTD_MSG_PEER_COMMIT = 70,   /* 1.2 */
 } ckptd_msg_type;
 
 /* Field wire types. */
@@ -130,6 +136,9 @@ enum {
 	CKPTD_TAG_RESTORE_NS, CKPTD_TAG_USEFUL_NS, CKPTD_TAG_RECOMPUTE_NS, CKPTD_TAG_DOWN_NS, CKPTD_TAG_WALL_NS,
 	CKPTD_TAG_FAILURES, CKPTD_TAG_BUCKET_NS, CKPTD_TAG_INTERVAL_STEPS, CKPTD_TAG_INTERVAL_NS, CKPTD_TAG_MTBF_NS,
 	CKPTD_TAG_COST_NS, CKPTD_TAG_SAVES, CKPTD_TAG_RESTORE_TIER, CKPTD_TAG_ERRORS,
+	/* 1.2: the peer-DRAM tier */
+	CKPTD_TAG_PEER_BYTES, CKPTD_TAG_REPLICAS, CKPTD_TAG_FABRIC_ADDR, CKPTD_TAG_FABRIC_ADDR_LEN,
+	CKPTD_TAG_KEY, CKPTD_TAG_BASE, CKPTD_TAG_PROVIDER, CKPTD_TAG_PEER_SKIPS,
 };
 
 /* GC.keep_dram / keep_disk: no limit. */
@@ -150,6 +159,10 @@ enum {
 	CKPTD_SEG_WRITE = 1, /* a new segment for a shard about to be saved */
 	CKPTD_SEG_READ = 2,  /* the segment holding a saved shard, for restore */
 	CKPTD_SEG_LOCATE = 3, /* 1.1: where this node holds a shard (LOCATION), no segment */
+	CKPTD_SEG_PEER_READ = 4, /* 1.2, to a partner: its PEER_MEM copy of a shard (PEER_GRANT) */
+	CKPTD_SEG_PARTNERS = 5,  /* 1.2, to the own agent: where to replicate (PARTNERS) */
+	CKPTD_SEG_WHERE = 6,     /* 1.2, to the own agent, passed on to the coordinator:
+	                          * the nodes holding a live PEER_MEM copy of a shard (PARTNERS) */
 };
 
 /* Agent state in STATUS_REPLY entries. */
@@ -264,6 +277,7 @@ typedef struct ckptd_step_report {
 	uint32_t saves;      /* optional (1.1): ckpt_save calls those stalls add up over */
 	uint32_t restore_tier; /* optional (1.1): the tier the restore read (one bit) */
 	uint32_t errors;     /* optional (1.1): saves that failed since the last report */
+	uint32_t peer_skips; /* optional (1.2): PEER_MEM copies skipped (partner slow or gone) */
 } ckptd_step_report;
 
 /* INTERVAL_NOTICE (1.1): coordinator -> agents -> ranks: save every
@@ -477,7 +491,63 @@ typedef struct ckptd_agent_hello {
 	char address[CKPTD_ADDR_MAX + 1]; /* where partners and the CLI reach it */
 	char domain[CKPTD_NAME_MAX + 1];  /* optional failure domain */
 	uint64_t pool_bytes;
+	uint64_t peer_bytes;              /* optional (1.2): its pool for partners' replicas; 0: none */
 } ckptd_agent_hello;
+
+/* PARTNERS (1.2). Coordinator -> agent: the nodes this node's ranks
+ * replicate to, best first (sent again whenever placement changes).
+ * Agent -> rank: the same list (SEG_PARTNERS), or the nodes holding a live
+ * PEER_MEM copy of (job, version, rank) (SEG_WHERE). */
+typedef struct ckptd_partner {
+	char node[CKPTD_NAME_MAX + 1];
+	char address[CKPTD_ADDR_MAX + 1]; /* the partner agent's control address, host:port */
+	char domain[CKPTD_NAME_MAX + 1];  /* optional */
+} ckptd_partner;
+
+typedef struct ckptd_partners {
+	char job[CKPTD_JOB_MAX + 1];   /* optional: SEG_WHERE's shard */
+	uint64_t version;              /* optional */
+	uint32_t rank;                 /* optional */
+	uint32_t replicas;             /* optional: copies wanted (the replication factor) */
+	uint32_t count;
+	ckptd_partner *entries;
+} ckptd_partners;
+
+/* PEER_LEASE (1.2), rank -> partner agent: room for this rank's shard image
+ * of version in the partner's peer pool. */
+typedef struct ckptd_peer_lease {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+	uint32_t rank;
+	uint32_t world_size; /* > rank */
+	uint64_t bytes;      /* > 0: the whole image */
+	uint64_t lineage;
+	char node[CKPTD_NAME_MAX + 1]; /* optional: the rank's own node */
+} ckptd_peer_lease;
+
+/* PEER_GRANT (1.2), partner agent -> rank: where to fi_write (lease) or
+ * fi_read (SEG_PEER_READ) the image: the remote address of its byte i is
+ * base + offset + i under key, at the partner's fabric endpoint. */
+typedef struct ckptd_peer_grant {
+	uint64_t segment_id; /* the slot: PEER_COMMIT / SEGMENT_RELEASE name it */
+	uint64_t offset;     /* the slot's offset in the registered region */
+	uint64_t bytes;      /* > 0 */
+	uint64_t key;
+	uint64_t base;
+	uint8_t fabric_addr[CKPTD_FABADDR_MAX];
+	uint32_t fabric_addr_len; /* 1..CKPTD_FABADDR_MAX */
+	char provider[CKPTD_PROVIDER_MAX + 1]; /* the partner's provider, e.g. "tcp;ofi_rxm" */
+	uint64_t checksum;   /* optional, reads: the footer checksum recorded */
+} ckptd_peer_grant;
+
+/* PEER_COMMIT (1.2), rank -> partner agent: the image is written; the
+ * partner checks it (structure, footer checksum, every chunk), records it
+ * and reports SHARD_DONE(PEER_MEM) to the coordinator, then answers OK. */
+typedef struct ckptd_peer_commit {
+	uint64_t segment_id;
+	uint64_t bytes;
+	uint64_t checksum; /* the image's footer checksum */
+} ckptd_peer_commit;
 
 typedef struct ckptd_held_shard {
 	char job[CKPTD_JOB_MAX + 1];
@@ -538,6 +608,10 @@ typedef struct ckptd_msg {
 		ckptd_goodput goodput;
 		ckptd_goodput_reply goodput_reply;
 		ckptd_interval_notice interval_notice;
+		ckptd_partners partners;
+		ckptd_peer_lease peer_lease;
+		ckptd_peer_grant peer_grant;
+		ckptd_peer_commit peer_commit;
 	} u;
 } ckptd_msg;
 

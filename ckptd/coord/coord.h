@@ -242,6 +242,23 @@ int ckptd_coord_copies_gone(ckptd_coord *c, const char *job, uint64_t version, u
 int ckptd_coord_delete_done(ckptd_coord *c, const char *job, uint64_t version, uint32_t rank,
                             uint32_t tier, const char *node);
 
+/* ---------------------------------------------------------------- placement */
+
+/* One node of the ring (place.c). */
+typedef struct ckptd_place_node {
+	const char *node;
+	const char *domain; /* failure domain (rack); NULL or "": none */
+	int eligible;       /* up, with a peer pool: may hold partner copies */
+} ckptd_place_node;
+
+/* Every node's partners, best first (place.c): for nodes[i], count[i]
+ * indices into nodes at out[i * replicas ...]. The ring deals the failure
+ * domains out in turn (name order within each); a node's partners are the
+ * next eligible nodes along it, those of another domain before those of its
+ * own. Never the node itself; fewer than replicas when the cluster is small.
+ * Returns 0 or -ENOMEM. */
+int ckptd_coord_place(const ckptd_place_node *nodes, size_t n, uint32_t replicas, size_t *out, size_t *count);
+
 #ifdef __cplusplus
 }
 #endif

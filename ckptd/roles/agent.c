@@ -186,6 +186,7 @@ static int send_hello(ckptd_agent *a)
 	snprintf(m.u.agent_hello.address, sizeof(m.u.agent_hello.address), "%s", a->address);
 	snprintf(m.u.agent_hello.domain, sizeof(m.u.agent_hello.domain), "%s", a->cfg->domain ? a->cfg->domain : "");
 	m.u.agent_hello.pool_bytes = a->cfg->pool_size;
+	ckptd__peer_stats(a, &m.u.agent_hello.peer_bytes, &(uint64_t){ 0 });
 	int r = ckptd__agent_link_send(a, &m, FWD_IGNORE, 0);
 	if (r == 0)
 		r = send_inventory(a);
@@ -214,6 +215,8 @@ static void on_link(ckptd_server *srv, int fd, uint32_t events, void *arg)
 			on_notice(a, &m.u.commit_notice);
 		} else if (m.type == CKPTD_MSG_DELETE_VERSION) {
 			ckptd__agent_delete(a, &m.u.delete_version);
+		} else if (m.type == CKPTD_MSG_PARTNERS && !m.u.partners.job[0]) {
+			ckptd__peer_partners(a, &m.u.partners);
 		} else if (!a->flen) {
 			CKPTD_WARN(a->log, a->cfg->coordinator, NULL, "unexpected %s from the coordinator",
 			           ckptd_msg_name(m.type) ? ckptd_msg_name(m.type) : "message");
@@ -345,6 +348,8 @@ static void local_from_coord(void *arg, const ckptd_msg *m)
 		on_notice(a, &m->u.commit_notice);
 	else if (m->type == CKPTD_MSG_DELETE_VERSION)
 		ckptd__agent_delete(a, &m->u.delete_version);
+	else if (m->type == CKPTD_MSG_PARTNERS)
+		ckptd__peer_partners(a, &m->u.partners);
 }
 
 /* The pool evicted a segment to make room: the copy is gone. */
@@ -426,6 +431,7 @@ static void rank_sess_free(void *arg)
 		ckptd_pool_seg_unpin(pool, rs->pinned[i]);
 	if (rs->pool_ref)
 		ckptd_jpools_unref(a->pools, rs->job);
+	ckptd__peer_session_gone(a, rs->serial);
 	if (rs->nwriting)
 		CKPTD_INFO(a->log, NULL, rs->job, "rank %u left before SHARD_DONE: %zu segments freed", rs->rank, rs->nwriting);
 	/* Reports of this turn still name it. */
@@ -576,10 +582,45 @@ int ckptd__agent_release(ckptd_agent *a, ckptd_session *s, rank_sess *rs, uint64
 	return ckptd_session_send(s, &ok, -1);
 }
 
+/* SEG_WHERE: the coordinator knows where a shard's partner copies are. */
+static int where(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_segment_request *m)
+{
+	if (a->local) {
+		ckptd_msg rep = { .type = CKPTD_MSG_PARTNERS };
+		int r = ckptd_coordinator_where(a->local, m, &rep.u.partners);
+		r = r == 0 ? ckptd_session_send(s, &rep, -1)
+		           : ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "lookup failed");
+		free(rep.u.partners.entries);
+		return r;
+	}
+	ckptd_msg fw = { .type = CKPTD_MSG_SEGMENT_REQUEST, .u.segment_request = *m };
+	if (ckptd__agent_link_send(a, &fw, FWD_LIST, rs->serial) < 0)
+		return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "coordinator unreachable; try again");
+	return 0;
+}
+
+int ckptd__agent_done_push(ckptd_agent *a, rank_sess *rs, const ckptd_shard_done *d)
+{
+	if (a->ndone == a->capdone) {
+		size_t nc = a->capdone ? a->capdone * 2 : 64;
+		void *p = realloc(a->done, nc * sizeof(*a->done));
+		if (!p)
+			return -ENOMEM;
+		a->done = p;
+		a->capdone = nc;
+	}
+	done_item *e = &a->done[a->ndone++];
+	e->rs = rs;
+	e->d = *d;
+	return 0;
+}
+
 static int on_shard_done(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_shard_done *m)
 {
 	if (m->rank != rs->rank)
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "a rank reports its own shard only");
+	if (m->tier != CKPT_TIER_LOCAL_MEM && m->tier != CKPT_TIER_LOCAL_DISK)
+		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "a rank reports its node's tiers; partners report PEER_MEM");
 	if (m->tier == CKPT_TIER_LOCAL_MEM) {
 		ckptd_seg_info si;
 		ckptd_pool *pool = ckptd_jpools_get(a->pools, m->job, NULL);
@@ -591,22 +632,12 @@ static int on_shard_done(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const 
 			ckptd_pool_seg_done(pool, si.id);
 		}
 	}
-	if (a->ndone == a->capdone) {
-		size_t nc = a->capdone ? a->capdone * 2 : 64;
-		void *p = realloc(a->done, nc * sizeof(*a->done));
-		if (!p)
-			return -ENOMEM;
-		a->done = p;
-		a->capdone = nc;
-	}
-	done_item *e = &a->done[a->ndone++];
-	e->rs = rs;
-	e->d = *m;
-	if (!e->d.world_size)
-		e->d.world_size = rs->world_size;
-	if (!e->d.lineage)
-		e->d.lineage = rs->lineage;
-	return 0;
+	ckptd_shard_done d = *m;
+	if (!d.world_size)
+		d.world_size = rs->world_size;
+	if (!d.lineage)
+		d.lineage = rs->lineage;
+	return ckptd__agent_done_push(a, rs, &d);
 }
 
 int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
@@ -620,6 +651,11 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 		return -ENOMEM;
 	if (m->type == CKPTD_MSG_REGISTER_RANK)
 		return on_register(a, s, rs, &m->u.register_rank);
+	/* Ranks of other nodes, for their partner copies: no registration. */
+	if (m->type == CKPTD_MSG_PEER_LEASE || m->type == CKPTD_MSG_PEER_COMMIT ||
+	    (m->type == CKPTD_MSG_SEGMENT_REQUEST && m->u.segment_request.mode == CKPTD_SEG_PEER_READ) ||
+	    (m->type == CKPTD_MSG_SEGMENT_RELEASE && ckptd__peer_is_slot(m->u.segment_release.segment_id)))
+		return ckptd__peer_handle(a, s, rs, m);
 	if (!rs->registered)
 		return ckptd_session_send_error(s, CKPTD_ERR_STATE, "REGISTER_RANK first");
 	/* Every request names its job; a session speaks for its own only. */
@@ -634,6 +670,10 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	case CKPTD_MSG_SEGMENT_REQUEST:
 		if (m->u.segment_request.mode == CKPTD_SEG_LOCATE)
 			return ckptd__agent_locate(a, s, &m->u.segment_request);
+		if (m->u.segment_request.mode == CKPTD_SEG_PARTNERS)
+			return ckptd__peer_send_partners(a, s);
+		if (m->u.segment_request.mode == CKPTD_SEG_WHERE)
+			return where(a, s, rs, &m->u.segment_request);
 		/* A segment is a file descriptor: only a Unix socket carries one. */
 		if (ckptd_session_transport(s) != CKPTD_TRANSPORT_UNIX)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED,
@@ -715,6 +755,9 @@ static void metrics_tick(ckptd_server *srv, void *arg)
 	ckptd_metrics_zero(a->mx, CKPTD_M_JOB_POOL_BYTES);
 	ckptd_metrics_zero(a->mx, CKPTD_M_JOB_POOL_USED);
 	ckptd_jpools_each(a->pools, pool_gauge, a);
+	ckptd__peer_stats(a, &bytes, &used);
+	ckptd_metrics_set(a->mx, CKPTD_M_PEER_POOL_BYTES, NULL, NULL, (double)bytes);
+	ckptd_metrics_set(a->mx, CKPTD_M_PEER_POOL_USED, NULL, NULL, (double)used);
 }
 
 /* Requests that waited too long for their job's pool: disk only this time. */
@@ -771,6 +814,8 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 		snprintf(err, errcap, "cannot set up the DRAM pools: %s", strerror(-r));
 		goto fail;
 	}
+	if ((r = ckptd__peer_open(a, err, errcap)) < 0)
+		goto fail;
 	/* Before anyone hears of this node: what a crash left half deleted. */
 	ckptd__agent_finish_deletes(a);
 	if ((r = ckptd_server_after_events(srv, after_events, a)) < 0) {
@@ -802,6 +847,8 @@ void ckptd_agent_free(ckptd_agent *a)
 	ckptd_client_close(a->link);
 	/* Verifications still reading pinned segments end before the pools go. */
 	ckptd__agent_verify_join(a);
+	ckptd__peer_close(a);
+	free(a->partners.entries);
 	ckptd_jpools_free(a->pools);
 	free(a->advice);
 	ckptd_aidx_close(a->idx);

@@ -63,6 +63,10 @@ static int delete_copies(ckptd_agent *a, const char *job, uint64_t version, uint
 		segs = pool ? ckptd_pool_version_drop(pool, job, version) : 0;
 		recs += ckptd_aidx_del_version(a->idx, job, version, CKPT_TIER_LOCAL_MEM);
 	}
+	if (tiers & CKPT_TIER_PEER_MEM) {
+		segs += ckptd__peer_delete(a, job, version);
+		recs += ckptd_aidx_del_version(a->idx, job, version, CKPT_TIER_PEER_MEM);
+	}
 	if (tiers & CKPT_TIER_LOCAL_DISK) {
 		disk_del dd = { a, job, version, 0 };
 		ckptd_aidx_roots(a->idx, job, disk_del_cb, &dd);
@@ -89,8 +93,8 @@ static int delete_copies(ckptd_agent *a, const char *job, uint64_t version, uint
 
 void ckptd__agent_delete(ckptd_agent *a, const ckptd_delete_version *d)
 {
-	uint32_t tiers = d->tiers ? d->tiers : (CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK);
-	tiers &= CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK; /* what an agent holds today */
+	const uint32_t held = CKPT_TIER_LOCAL_MEM | CKPT_TIER_PEER_MEM | CKPT_TIER_LOCAL_DISK;
+	uint32_t tiers = (d->tiers ? d->tiers : held) & held; /* what an agent holds today */
 	if (!tiers)
 		return;
 	int r = ckptd_aidx_mark(a->idx, d->job, d->version, tiers);

@@ -129,13 +129,13 @@ int ckptd_aidx_open(const char *dir, ckptd_aidx **out, size_t *dropped)
 	if ((rc = mdb_txn_begin(x->env, NULL, 0, &txn)) || (rc = mdb_dbi_open(txn, NULL, 0, &x->dbi)) ||
 	    (rc = mdb_cursor_open(txn, x->dbi, &cur)))
 		goto fail;
-	/* DRAM does not survive the agent: what the old pool held is gone. */
+	/* DRAM does not survive the agent: what the old pools held is gone. */
 	MDB_val k, v;
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		ckptd_aidx_rec r;
 		if (k.mv_size && *(const uint8_t *)k.mv_data >= AIDX_ROOT)
 			continue;
-		if (rec_decode(&k, &v, &r) < 0 || r.tier == CKPT_TIER_LOCAL_MEM) {
+		if (rec_decode(&k, &v, &r) < 0 || r.tier == CKPT_TIER_LOCAL_MEM || r.tier == CKPT_TIER_PEER_MEM) {
 			if ((rc = mdb_cursor_del(cur, 0)))
 				goto fail;
 			ndrop++;

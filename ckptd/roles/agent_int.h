@@ -72,6 +72,8 @@ struct ckptd_agent {
 	size_t nadvice;
 	ckpt_logger lg;     /* for libckpt's maintenance code */
 	ckptd_metrics *mx;
+	struct ckptd_peerpool *peer; /* partners' copies (PEER_MEM); NULL: --peer-pool-size 0 */
+	ckptd_partners partners;     /* where this node's ranks replicate, from the coordinator */
 };
 
 /* agent.c */
@@ -85,6 +87,28 @@ int ckptd__agent_link_send(ckptd_agent *a, const ckptd_msg *m, int kind, uint64_
 int ckptd__agent_grant_read(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_segment_request *m);
 /* SEGMENT_RELEASE of a READ grant the session holds. */
 int ckptd__agent_release(ckptd_agent *a, ckptd_session *s, rank_sess *rs, uint64_t id);
+
+/* Queues a durable copy: recorded in the agent index after this loop turn,
+ * then OK to rs (may be NULL) and SHARD_DONE on to the coordinator. */
+int ckptd__agent_done_push(ckptd_agent *a, rank_sess *rs, const ckptd_shard_done *d);
+
+/* agent_peer.c: the peer pool (see there) */
+typedef struct ckptd_peerpool ckptd_peerpool;
+/* Maps and registers the peer pool when --peer-pool-size is set. */
+int ckptd__peer_open(ckptd_agent *a, char *err, size_t errcap);
+void ckptd__peer_close(ckptd_agent *a);
+/* 1 if a segment id names a peer-pool slot. */
+int ckptd__peer_is_slot(uint64_t id);
+/* PEER_LEASE, PEER_COMMIT, SEGMENT_REQUEST(PEER_READ), SEGMENT_RELEASE of a slot. */
+int ckptd__peer_handle(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_msg *m);
+/* A session went: its pins are released, its unfinished leases freed. */
+void ckptd__peer_session_gone(ckptd_agent *a, uint64_t serial);
+/* Drops the partner copies of (job, version); returns how many. */
+int ckptd__peer_delete(ckptd_agent *a, const char *job, uint64_t version);
+void ckptd__peer_stats(ckptd_agent *a, uint64_t *bytes, uint64_t *used);
+/* The coordinator's placement for this node; SEG_PARTNERS answers it. */
+void ckptd__peer_partners(ckptd_agent *a, const ckptd_partners *p);
+int ckptd__peer_send_partners(ckptd_agent *a, ckptd_session *s);
 
 /* agent_delete.c */
 /* DELETE_VERSION from the coordinator: marked, then deleted, then unmarked. */

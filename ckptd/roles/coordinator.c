@@ -24,6 +24,7 @@ typedef struct peer {
 	char address[CKPTD_ADDR_MAX + 1];
 	char domain[CKPTD_NAME_MAX + 1];
 	uint64_t pool_bytes;
+	uint64_t peer_bytes;        /* its pool for partners' copies; 0: holds none */
 	ckptd_session *s;           /* NULL while disconnected, or when local */
 	ckptd_local_agent_fn local; /* the in-process agent (--role both) */
 	void *local_arg;
@@ -300,11 +301,101 @@ static int enqueue(ckptd_coordinator *c, ckptd_session *s, peer *p, const ckptd_
 	return 0;
 }
 
+/* ---------------------------------------------------------------- placement */
+
+/* Tells every agent that is up where its ranks replicate (PEER_MEM): run
+ * whenever an agent comes or goes. */
+static void place_partners(ckptd_coordinator *c)
+{
+	size_t n = 0, k = 0;
+	for (peer *p = c->peers; p; p = p->next)
+		n++;
+	/* Two spares after the copies wanted: a rank whose partner fails
+	 * mid-write moves on to the next. */
+	uint32_t want = c->cfg->peer_replicas, rep = want ? want + 2 : 0;
+	ckptd_place_node *nodes = calloc(n ? n : 1, sizeof(*nodes));
+	peer **ps = calloc(n ? n : 1, sizeof(*ps));
+	size_t *out = calloc(n * (rep ? rep : 1) + 1, sizeof(*out)), *cnt = calloc(n ? n : 1, sizeof(*cnt));
+	ckptd_partner *ent = calloc(rep ? rep : 1, sizeof(*ent));
+	if (!nodes || !ps || !out || !cnt || !ent)
+		goto done;
+	for (peer *p = c->peers; p; p = p->next, k++) {
+		ps[k] = p;
+		nodes[k] = (ckptd_place_node){ p->node, p->domain, p->up && p->peer_bytes > 0 };
+	}
+	if (ckptd_coord_place(nodes, n, rep, out, cnt) < 0)
+		goto done;
+	for (size_t i = 0; i < n; i++) {
+		if (!ps[i]->up)
+			continue;
+		ckptd_msg m = { .type = CKPTD_MSG_PARTNERS };
+		m.u.partners.replicas = want;
+		m.u.partners.count = (uint32_t)cnt[i];
+		m.u.partners.entries = ent;
+		for (size_t j = 0; j < cnt[i]; j++) {
+			const peer *q = ps[out[i * rep + j]];
+			memset(&ent[j], 0, sizeof(ent[j]));
+			snprintf(ent[j].node, sizeof(ent[j].node), "%s", q->node);
+			snprintf(ent[j].address, sizeof(ent[j].address), "%s", q->address);
+			snprintf(ent[j].domain, sizeof(ent[j].domain), "%s", q->domain);
+		}
+		peer_send(c, ps[i], &m);
+	}
+done:
+	free(nodes);
+	free(ps);
+	free(out);
+	free(cnt);
+	free(ent);
+}
+
+typedef struct where_acc {
+	ckptd_coordinator *c;
+	uint32_t rank;
+	ckptd_partners *out;
+} where_acc;
+
+static int where_cb(void *arg, const ckptd_coord_copy_info *ci)
+{
+	where_acc *w = arg;
+	if (ci->rank != w->rank)
+		return 1;
+	peer *p = ci->tier == CKPT_TIER_PEER_MEM && !ci->deleting ? peer_find(w->c, ci->node) : NULL;
+	if (!p || !p->up || w->out->count == CKPTD_MAX_LIST)
+		return 0;
+	ckptd_partner *e = &w->out->entries[w->out->count++];
+	memset(e, 0, sizeof(*e));
+	snprintf(e->node, sizeof(e->node), "%s", p->node);
+	snprintf(e->address, sizeof(e->address), "%s", p->address);
+	snprintf(e->domain, sizeof(e->domain), "%s", p->domain);
+	return 0;
+}
+
+int ckptd_coordinator_where(ckptd_coordinator *c, const ckptd_segment_request *m, ckptd_partners *out)
+{
+	flush_batch(c);
+	memset(out, 0, sizeof(*out));
+	snprintf(out->job, sizeof(out->job), "%s", m->job);
+	out->version = m->version;
+	out->rank = m->rank;
+	out->replicas = c->cfg->peer_replicas;
+	if (!(out->entries = calloc(64, sizeof(*out->entries))))
+		return -ENOMEM;
+	where_acc w = { c, m->rank, out };
+	int r = ckptd_coord_copies(c->db, m->job, m->version, m->rank, where_cb, &w);
+	if (r == -CKPT_ENOVERSION)
+		r = 0;
+	if (out->count > 64) /* never: each node holds one copy of a shard */
+		out->count = 64;
+	return r < 0 ? r : 0;
+}
+
 static void hello(ckptd_coordinator *c, peer *p, const ckptd_agent_hello *h)
 {
 	snprintf(p->address, sizeof(p->address), "%s", h->address);
 	snprintf(p->domain, sizeof(p->domain), "%s", h->domain);
 	p->pool_bytes = h->pool_bytes;
+	p->peer_bytes = h->peer_bytes;
 	p->up = 1;
 	p->lost_at_ns = 0;
 	int r = ckptd_coord_agent_hello(c->db, p->node, h->address, h->domain, ckptd__now_ns());
@@ -312,6 +403,7 @@ static void hello(ckptd_coordinator *c, peer *p, const ckptd_agent_hello *h)
 		CKPTD_WARN(c->log, p->node, NULL, "recording agent failed: %s", ckpt_strerror(r));
 	CKPTD_INFO(c->log, p->node, NULL, "agent %s up at %s%s%s", p->node, h->address, h->domain[0] ? " domain " : "",
 	           h->domain);
+	place_partners(c);
 }
 
 /* After an agent's last inventory batch: announce again what is committed
@@ -354,6 +446,7 @@ static void agent_sess_free(void *arg)
 		as->p->lost_at_ns = ckptd__now_ns() + as->c->cfg->agent_grace_ms * 1000000ull;
 		CKPTD_WARN(as->c->log, as->p->node, NULL, "agent %s disconnected; lost in %llu ms unless it returns",
 		           as->p->node, (unsigned long long)as->c->cfg->agent_grace_ms);
+		place_partners(as->c);
 	}
 	free(as);
 }
@@ -747,6 +840,17 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		if (sjob[0] && strcmp(sjob, m->u.gc.job) != 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		return gc(c, s, &m->u.gc);
+	case CKPTD_MSG_SEGMENT_REQUEST: {
+		/* SEG_WHERE, passed on by a rank's agent. */
+		if (role != CKPTD_ROLE_AGENT || m->u.segment_request.mode != CKPTD_SEG_WHERE)
+			return ckptd_session_send_error(s, CKPTD_ERR_UNSUPPORTED, "the coordinator answers SEG_WHERE of agents only");
+		ckptd_msg rep = { .type = CKPTD_MSG_PARTNERS };
+		int r = ckptd_coordinator_where(c, &m->u.segment_request, &rep.u.partners);
+		r = r == 0 ? ckptd_session_send(s, &rep, -1)
+		           : ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "lookup failed; see the coordinator's log");
+		free(rep.u.partners.entries);
+		return r;
+	}
 	case CKPTD_MSG_SHOW_VERSION:
 		if (sjob[0] && strcmp(sjob, m->u.show_version.job) != 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");

@@ -30,6 +30,9 @@ int ckptd_coordinator_list(ckptd_coordinator *c, const ckptd_list_versions *req,
 typedef void (*ckptd_local_agent_fn)(void *arg, const ckptd_msg *m);
 int ckptd_coordinator_local_attach(ckptd_coordinator *c, const char *node, ckptd_local_agent_fn fn, void *arg);
 /* A message from the in-process agent (AGENT_HELLO, AGENT_INVENTORY, SHARD_DONE). */
+/* SEG_WHERE: the up nodes holding a live PEER_MEM copy of (job, version,
+ * rank). out->entries malloc'd: free it. */
+int ckptd_coordinator_where(ckptd_coordinator *c, const ckptd_segment_request *m, ckptd_partners *out);
 int ckptd_coordinator_local_msg(ckptd_coordinator *c, const char *node, const ckptd_msg *m);
 
 /* ---------------------------------------------------------------- agent */

@@ -55,6 +55,9 @@ static const cfg_entry table[] = {
 	{ "straggler-slowest", T_UINT, F(straggler_slowest), "150", "CKPT_STRAGGLER_SLOWEST", "coordinator: stragglers are named only when the slowest rank's step takes more than this percent of the fastest's" },
 	{ "mtbf", T_DURATION, F(mtbf_ms), "0", "CKPT_MTBF", "coordinator: mean time between a job's failures, for the checkpoint interval it advises (0: as observed from restarts, 24h until 3 are seen)" },
 	{ "straggler-rank", T_UINT, F(straggler_rank), "120", "CKPT_STRAGGLER_RANK", "coordinator: then every rank above this percent of the fastest is a straggler" },
+	{ "peer-pool-size", T_SIZE0, F(peer_pool_size), "0", "CKPT_PEER_POOL_SIZE", "agent: DRAM for partner nodes' copies (PEER_MEM), registered with libfabric at the --listen host; needs --listen (0: this node keeps none). The provider is CKPT_FABRIC_PROVIDER's, else libfabric's choice" },
+	{ "peer-replicas", T_UINT, F(peer_replicas), "1", "CKPT_PEER_REPLICAS", "coordinator: copies of each shard kept in other nodes' DRAM, on nodes of other failure domains first (0: none)" },
+	{ "peer-lease", T_DURATION, F(peer_lease_ms), "60s", "CKPT_PEER_LEASE", "agent: a partner's slot not committed within this is reclaimed (its writer died or hangs)" },
 	{ "metrics-listen", T_TCP_ADDR, F(metrics_listen), NULL, "CKPT_METRICS_LISTEN", "host:port serving Prometheus metrics on GET /metrics; only this address is bound (unset: no endpoint)" },
 };
 

@@ -52,7 +52,10 @@ typedef struct ckptd_config {
 	uint32_t straggler_slowest;   /* percent: stragglers only when the slowest rank exceeds this of the fastest */
 	uint32_t straggler_rank;      /* percent: a rank above this of the fastest is a straggler */
 	uint64_t mtbf_ms;             /* coordinator: the jobs' MTBF for interval advice; 0: observed */
-	uint8_t source[32];      /* per table entry: where its value came from */
+	uint64_t peer_pool_size; /* agent: DRAM for partners' copies (PEER_MEM), bytes; 0: none */
+	uint32_t peer_replicas;  /* coordinator: partner copies of each shard */
+	uint64_t peer_lease_ms;  /* agent: a leased slot not committed within this is reclaimed */
+	uint8_t source[48];      /* per table entry: where its value came from */
 } ckptd_config;
 
 enum { CKPTD_SRC_DEFAULT = 0, CKPTD_SRC_FILE, CKPTD_SRC_ENV, CKPTD_SRC_FLAG };

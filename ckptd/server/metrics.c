@@ -83,6 +83,16 @@ static const family families[CKPTD_M__COUNT] = {
 	                              "coordinator: ranks' ckpt_restore time, by the tier the data came from" },
 	[CKPTD_M_SAVE_ERRORS] = { "ckpt_save_errors_total", M_COUNTER, { "ckpt_job" },
 	                          "coordinator: saves that failed in the ranks (disk or pipeline errors; the ranks' logs say which)" },
+	[CKPTD_M_PEER_POOL_BYTES] = { "ckpt_peer_pool_bytes", M_GAUGE, { 0 }, "agent: DRAM for partners' copies (--peer-pool-size)" },
+	[CKPTD_M_PEER_POOL_USED] = { "ckpt_peer_pool_used_bytes", M_GAUGE, { 0 }, "agent: bytes of the peer pool leased or holding copies" },
+	[CKPTD_M_PEER_STORED] = { "ckpt_peer_copies_stored_total", M_COUNTER, { "ckpt_job" },
+	                          "agent: partners' shard images checked and stored in the peer pool" },
+	[CKPTD_M_PEER_EVICTED] = { "ckpt_peer_copies_evicted_total", M_COUNTER, { "ckpt_job" },
+	                           "agent: partner copies evicted to make room" },
+	[CKPTD_M_PEER_REFUSED] = { "ckpt_peer_refused_total", M_COUNTER, { "ckpt_job", "reason" },
+	                           "agent: partner leases refused (no_space) and images that failed their check (bad_image)" },
+	[CKPTD_M_PEER_SKIPS] = { "ckpt_peer_skips_total", M_COUNTER, { "ckpt_job" },
+	                         "coordinator: PEER_MEM copies the ranks skipped: partner slow or gone, or a fabric error (the ranks' logs give fi_strerror's text)" },
 };
 
 /* Seconds: a fast DRAM snapshot to a slow shared-storage flush. */

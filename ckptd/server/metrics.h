@@ -70,6 +70,12 @@ enum ckptd_metric {
 	CKPTD_M_INTERVAL_STEPS,      /* gauge {job}: the same in steps */
 	CKPTD_M_RESTORE_SECONDS,     /* histogram {job, tier}: ranks' restores, by the tier read */
 	CKPTD_M_SAVE_ERRORS,         /* counter {job}: saves that failed in the ranks */
+	CKPTD_M_PEER_POOL_BYTES,     /* gauge: the peer pool (--peer-pool-size) */
+	CKPTD_M_PEER_POOL_USED,      /* gauge */
+	CKPTD_M_PEER_STORED,         /* counter {job}: partner copies checked and stored */
+	CKPTD_M_PEER_EVICTED,        /* counter {job} */
+	CKPTD_M_PEER_REFUSED,        /* counter {job, reason}: leases refused, images failing their check */
+	CKPTD_M_PEER_SKIPS,          /* counter {job}: PEER_MEM copies ranks skipped (partner slow, gone, fabric error) */
 	CKPTD_M__COUNT
 };
 

@@ -207,6 +207,14 @@ typedef struct ckpt_config {
 	                           cost and the job's MTBF (Young/Daly), the same steps on
 	                           every rank; before the first advice, every 100 steps.
 	                           CKPT_INTERVAL */
+	const char *restore_order; /* where ckpt_restore looks for this rank's shard, in order:
+	                           a comma list of local_mem, local_disk, peer_mem (NULL:
+	                           that order). Put peer_mem before local_disk when the root
+	                           is a network filesystem slower than the fabric.
+	                           CKPT_RESTORE_ORDER */
+	uint32_t peer_timeout_ms; /* PEER_MEM: the longest wait on a partner (its answer, a
+	                           fabric completion) before it is passed over for the
+	                           next one. CKPT_PEER_TIMEOUT_MS */
 } ckpt_config;
 
 /* Fills cfg with defaults, then applies CKPT_* environment variables.

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <strings.h>
 
-enum cfg_type { T_STR, T_U32, T_U64, T_U64_SIZE, T_AUTOBOOL, T_BOOL, T_INT, T_POLICY, T_TIERS };
+enum cfg_type { T_STR, T_U32, T_U64, T_U64_SIZE, T_AUTOBOOL, T_BOOL, T_INT, T_POLICY, T_TIERS, T_ORDER };
 
 typedef struct cfg_entry {
 	const char *name;
@@ -55,6 +55,10 @@ static const cfg_entry table[] = {
 	  "1: opening fails when the agent is unreachable; 0: warn and run embedded (local_disk)" },
 	{ "token_file", T_STR, F(token_file), NULL, "CKPT_TOKEN_FILE",
 	  "0600 file with the cluster token (unset: the CKPT_TOKEN variable)" },
+	{ "restore_order", T_ORDER, F(restore_order), "local_mem,local_disk,peer_mem", "CKPT_RESTORE_ORDER",
+	  "where ckpt_restore looks, in order: local_mem, local_disk, peer_mem (peer_mem before local_disk when the root is a slow network filesystem)" },
+	{ "peer_timeout_ms", T_U32, F(peer_timeout_ms), "30000", "CKPT_PEER_TIMEOUT_MS",
+	  "PEER_MEM: ms to wait on a partner (an answer, a fabric completion) before trying the next one" },
 	{ "interval", T_STR, F(interval), NULL, "CKPT_INTERVAL",
 	  "when ckpt_step asks for a save: off, N (every N steps), or auto (the coordinator's Young/Daly advice)" },
 };
@@ -90,6 +94,33 @@ int ckpt__parse_size(const char *s, uint64_t *out)
 		return -1;
 	*out = v * mul;
 	return 0;
+}
+
+int ckpt__parse_order(const char *s, uint32_t order[4])
+{
+	static const struct { const char *n; uint32_t bit; } names[] = {
+		{ "local_mem", CKPT_TIER_LOCAL_MEM }, { "peer_mem", CKPT_TIER_PEER_MEM },
+		{ "local_disk", CKPT_TIER_LOCAL_DISK },
+	};
+	char buf[128];
+	int n = 0;
+	uint32_t seen = 0;
+	if (!s || strlen(s) >= sizeof(buf))
+		return -1;
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		size_t i;
+		for (i = 0; i < CKPT_ARRAY_LEN(names); i++)
+			if (!strcasecmp(t, names[i].n))
+				break;
+		if (i == CKPT_ARRAY_LEN(names) || (seen & names[i].bit))
+			return -1; /* unknown or repeated */
+		seen |= names[i].bit;
+		order[n++] = names[i].bit;
+	}
+	for (int i = n; i < 4; i++)
+		order[i] = 0;
+	return n ? n : -1;
 }
 
 static int parse_tiers(const char *s, uint32_t *out)
@@ -179,6 +210,13 @@ static int set_field(ckpt_config *cfg, const cfg_entry *e, const char *val)
 		return 0;
 	case T_TIERS:
 		return parse_tiers(val, (uint32_t *)base);
+	case T_ORDER: {
+		uint32_t order[4];
+		if (ckpt__parse_order(val, order) < 0)
+			return -1;
+		*(const char **)base = val;
+		return 0;
+	}
 	}
 	return -1;
 }

@@ -2,6 +2,8 @@
 #include "ctx.h"
 #include "admin.h"
 #include "daemon.h"
+#include "peer.h"
+#include "config.h"
 #include "../../kernels/ckpt_kernels.h"
 
 #include <errno.h>
@@ -234,6 +236,16 @@ int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 	ctx->cfg.faults = NULL;
 	parse_interval(cfg, &ctx->interval_mode, &ctx->interval_steps);
 	ctx->cfg.interval = NULL; /* not ours to keep: parsed above */
+	if (ckpt__parse_order(ctx->cfg.restore_order ? ctx->cfg.restore_order : "local_mem,local_disk,peer_mem",
+	                      ctx->restore_order) < 0) {
+		LOG_E(&lg, CKPT_NO_VERSION, "restore_order '%s': want a comma list of local_mem, local_disk, peer_mem",
+		      ctx->cfg.restore_order);
+		err = -CKPT_ECONFIG;
+		goto fail;
+	}
+	ctx->cfg.restore_order = NULL; /* parsed above */
+	if (!ctx->cfg.peer_timeout_ms)
+		ctx->cfg.peer_timeout_ms = 30000;
 	ctx->log = lg;
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_mutex_init(&ctx->step_mu, NULL);
@@ -320,7 +332,7 @@ int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 			      "Unix socket only; saves go to local_disk",
 			      ctx->daemon_addr);
 	}
-	if ((err = ckpt__pipeline_start(ctx)) < 0)
+	if ((err = ckpt__pipeline_start(ctx)) < 0 || (err = ckpt__peer_start(ctx)) < 0)
 		goto fail;
 	*out = ctx;
 	return 0;
@@ -334,6 +346,7 @@ int ckpt_ctx_close(ckpt_ctx *ctx)
 	if (!ctx)
 		return 0;
 	ckpt__pipeline_stop(ctx);
+	ckpt__peer_stop(ctx); /* after the io thread: nothing is queued any more */
 	ckpt__daemon_steps(ctx, 1); /* the last steps count too (the io thread is gone) */
 	ckpt__daemon_close(ctx);
 	if (ctx->dev) {

@@ -100,6 +100,11 @@ struct ckpt_save_op {
 	uint64_t mem_sum;        /* the image's footer checksum, as reported */
 	uint64_t mem_ns;         /* save entry to the DRAM copy reported */
 	uint32_t tiers;          /* the context's tiers, kept: a handle may outlive it */
+	/* PEER_MEM (peer.c), with op->mu */
+	int peer_queued;         /* io thread: handed to the peer thread */
+	int peer_state;          /* 0 in progress, 1 on a partner, -1 failed or skipped (peer_error) */
+	int peer_error;
+	uint64_t peer_ns;        /* save entry to the partner's acknowledgement */
 	/* result */
 	int error;
 	int sys_errno;
@@ -120,6 +125,8 @@ struct ckpt_ctx {
 	ckpt_config cfg;         /* strings point into the owned copies below */
 	char *job, *root, *backend_name, *daemon_addr, *token_file;
 	struct ckpt_daemon *daemon; /* the ckptd agent's link; NULL in embedded mode */
+	struct ckpt_peer *peer;  /* PEER_MEM copies (peer.c); NULL when not written */
+	uint32_t restore_order[4]; /* tier bits ckpt_restore tries, in order; 0 ends */
 	int mem_tier;            /* LOCAL_MEM wanted and possible: a Unix-socket link */
 	int mem_unavail;         /* LOCAL_MEM wanted but not possible: -CKPT_EUNAVAIL, else 0 */
 	pthread_cond_t notice_cv;   /* with lock: a COMMIT_NOTICE arrived */
@@ -153,6 +160,7 @@ struct ckpt_ctx {
 	uint64_t step_restore_ns; /* ckpt_restore time since the last report */
 	uint64_t step_saves;      /* ckpt_save calls since the last report */
 	uint64_t step_errors;     /* saves that failed since the last report */
+	uint64_t step_peer_skips; /* PEER_MEM copies skipped since the last report */
 	uint32_t step_restore_tier; /* the tier the last restore read */
 	int interval_mode;        /* 0 off, 1 every interval_steps, 2 auto (the advice below) */
 	uint64_t interval_steps;
@@ -197,6 +205,9 @@ int ckpt__dev_regions(struct ckpt_ctx *ctx, void **ptrs, uint64_t *bytes, const 
 /* save.c */
 int ckpt__pipeline_start(struct ckpt_ctx *ctx);
 void ckpt__pipeline_stop(struct ckpt_ctx *ctx);
-void ckpt__op_unref(ckpt_save_op *op); /* with ctx->lock held */
+/* Drops a reference (op->mu); the last one frees. */
+void ckpt__op_release(ckpt_save_op *op);
+/* Takes a reference. */
+void ckpt__op_ref(ckpt_save_op *op);
 
 #endif

@@ -48,6 +48,7 @@ struct ckpt_daemon {
 	uint64_t *pop;
 	size_t pop_units, pop_left, pop_next;
 	uint32_t pop_gen;
+	ckptd_secret *secret;  /* the job's: partner agents are dialled with it */
 	/* with ctx->lock */
 	struct { uint64_t version; uint32_t tiers; } notices[NOTICE_RING];
 	uint32_t nnext;
@@ -197,7 +198,8 @@ int ckpt__daemon_open(ckpt_ctx *ctx)
 		         ctx->token_file ? ctx->token_file : CKPTD_TOKEN_ENV);
 		goto out;
 	}
-	if ((err = ckptd_secret_derive_job(cluster, ctx->job, &job)) < 0)
+	if ((err = ckptd_secret_derive_job(cluster, ctx->job, &job)) < 0 ||
+	    (err = ckptd_secret_derive_job(cluster, ctx->job, &d->secret)) < 0)
 		goto out;
 	reaching = 1;
 	err = ckptd_client_connect(ctx->daemon_addr, ctx->job, CKPTD_ROLE_RANK, job, 0, &d->client, why,
@@ -259,6 +261,7 @@ void ckpt__daemon_close(ckpt_ctx *ctx)
 	for (int i = 0; i < OLD_MAPS; i++)
 		ckptd_seg_unmap(&d->old[i]);
 	ckptd_client_close(d->client);
+	ckptd_secret_free(d->secret);
 	pthread_mutex_destroy(&d->mu);
 	pthread_mutex_destroy(&d->pop_mu);
 	free(d->pop);
@@ -694,7 +697,7 @@ void ckpt__daemon_steps(ckpt_ctx *ctx, int force)
 	pthread_mutex_lock(&ctx->step_mu);
 	uint64_t count = ctx->step_count, sum = ctx->step_sum_ns, step = ctx->step_cur;
 	uint64_t stall = ctx->step_stall_ns, restore = ctx->step_restore_ns, saves = ctx->step_saves;
-	uint64_t errors = ctx->step_errors;
+	uint64_t errors = ctx->step_errors, skips = ctx->step_peer_skips;
 	uint32_t rtier = ctx->step_restore_tier;
 	if (count) { /* stalls and restores wait for steps to go with */
 		ctx->step_count = 0;
@@ -703,6 +706,7 @@ void ckpt__daemon_steps(ckpt_ctx *ctx, int force)
 		ctx->step_restore_ns = 0;
 		ctx->step_saves = 0;
 		ctx->step_errors = 0;
+		ctx->step_peer_skips = 0;
 		ctx->step_restore_tier = 0;
 	}
 	pthread_mutex_unlock(&ctx->step_mu);
@@ -720,6 +724,7 @@ void ckpt__daemon_steps(ckpt_ctx *ctx, int force)
 	m.u.step_report.saves = saves > UINT32_MAX ? UINT32_MAX : (uint32_t)saves;
 	m.u.step_report.errors = errors > UINT32_MAX ? UINT32_MAX : (uint32_t)errors;
 	m.u.step_report.restore_tier = restore ? rtier : 0;
+	m.u.step_report.peer_skips = skips > UINT32_MAX ? UINT32_MAX : (uint32_t)skips;
 	pthread_mutex_lock(&d->mu);
 	int err = call_expect(ctx, &m, CKPTD_MSG_OK, &rep, NULL);
 	pthread_mutex_unlock(&d->mu);
@@ -727,4 +732,42 @@ void ckpt__daemon_steps(ckpt_ctx *ctx, int force)
 		ckptd_msg_free(&rep);
 	else
 		LOG_T(&ctx->log, CKPT_NO_VERSION, "daemon: step report not taken: %s", ckpt_strerror(err));
+}
+
+/* ---------------------------------------------------------------- partners */
+
+int ckpt__daemon_partners(ckpt_ctx *ctx, uint32_t mode, uint64_t version, ckptd_msg *rep)
+{
+	struct ckpt_daemon *d = ctx->daemon;
+	if (!d)
+		return -CKPT_EUNAVAIL;
+	ckptd_msg m = { .type = CKPTD_MSG_SEGMENT_REQUEST };
+	snprintf(m.u.segment_request.job, sizeof(m.u.segment_request.job), "%s", ctx->job);
+	m.u.segment_request.version = version;
+	m.u.segment_request.rank = ctx->cfg.rank;
+	m.u.segment_request.mode = mode;
+	pthread_mutex_lock(&d->mu);
+	int err = call_expect(ctx, &m, CKPTD_MSG_PARTNERS, rep, NULL);
+	pthread_mutex_unlock(&d->mu);
+	return err;
+}
+
+int ckpt__daemon_dial(ckpt_ctx *ctx, const char *addr, int timeout_ms, ckptd_client **out, char *why, size_t cap)
+{
+	struct ckpt_daemon *d = ctx->daemon;
+	if (!d || !d->secret)
+		return -CKPT_EUNAVAIL;
+	return ckptd_client_connect(addr, ctx->job, CKPTD_ROLE_RANK, d->secret, timeout_ms, out, why, cap);
+}
+
+int ckpt__daemon_map_span(ckpt_ctx *ctx, uint8_t **base, size_t *len)
+{
+	struct ckpt_daemon *d = ctx->daemon;
+	if (!d)
+		return -CKPT_EUNAVAIL;
+	pthread_mutex_lock(&d->mu);
+	*base = d->map.addr;
+	*len = d->map.len;
+	pthread_mutex_unlock(&d->mu);
+	return *base ? 0 : -ENOENT;
 }

@@ -75,4 +75,20 @@ int ckpt__daemon_segment_release(struct ckpt_ctx *ctx, uint64_t id);
  * call rather than a fault per page. Any thread; an optimisation only. */
 void ckpt__daemon_fault_in(const void *p, size_t len);
 
+
+/* Partners (1.2). The agent's PARTNERS answer to SEGMENT_REQUEST of mode
+ * CKPTD_SEG_PARTNERS (where this node's ranks replicate) or CKPTD_SEG_WHERE
+ * (the nodes holding a PEER_MEM copy of this rank's shard of version).
+ * [out] rep: the message; ckptd_msg_free it. */
+struct ckptd_msg;
+struct ckptd_client;
+int ckpt__daemon_partners(struct ckpt_ctx *ctx, uint32_t mode, uint64_t version, struct ckptd_msg *rep);
+/* Connects to another agent (a partner, host:port) as this rank, with the
+ * job's secret. */
+int ckpt__daemon_dial(struct ckpt_ctx *ctx, const char *addr, int timeout_ms, struct ckptd_client **out,
+                      char *why, size_t cap);
+/* Our mapping of the agent's pool (for registering it with the fabric):
+ * -ENOENT before the first grant. The mapping is fixed while the agent lives. */
+int ckpt__daemon_map_span(struct ckpt_ctx *ctx, uint8_t **base, size_t *len);
+
 #endif

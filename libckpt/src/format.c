@@ -415,6 +415,19 @@ int ckpt__shard_parse_mem(const uint8_t *buf, size_t len, ckpt_shard *s, char *w
 	                   why, cap);
 }
 
+int ckpt__shard_parse_parts(ckpt_shard *s, uint64_t len, const uint8_t *hdr, size_t hdrlen, const uint8_t *tail,
+                            const uint8_t *footer, char *why, size_t cap)
+{
+	if (!footer) {
+		memset(s, 0, sizeof(*s));
+		s->fd = -1;
+		s->file_length = len;
+		if (len < CKPT_FMT_HEADER_LEN + CKPT_FMT_TAIL_LEN)
+			return bad(why, cap, -CKPT_ECORRUPT, "image too short (%llu bytes)", (unsigned long long)len);
+	}
+	return shard_parse(s, hdr, hdrlen, tail, footer, why, cap);
+}
+
 int ckpt__shard_open(const char *path, ckpt_shard *s, char *why, size_t cap)
 {
 	memset(s, 0, sizeof(*s));

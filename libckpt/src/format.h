@@ -114,6 +114,12 @@ typedef struct ckpt_shard {
 int ckpt__shard_open(const char *path, ckpt_shard *s, char *why, size_t whycap);
 /* Same from a memory image (fuzzing, golden tests). fd is -1. */
 int ckpt__shard_parse_mem(const uint8_t *buf, size_t len, ckpt_shard *s, char *why, size_t whycap);
+/* The same from pieces of an image of len bytes read elsewhere (a partner's
+ * copy): hdr (its first hdrlen >= CKPT_FMT_HEADER_USED bytes) and tail (its
+ * last CKPT_FMT_TAIL_LEN). Call with footer NULL first: s->tail then says
+ * where the footer is (footer_offset, footer_length); then again with it. */
+int ckpt__shard_parse_parts(ckpt_shard *s, uint64_t len, const uint8_t *hdr, size_t hdrlen, const uint8_t *tail,
+                            const uint8_t *footer, char *why, size_t whycap);
 void ckpt__shard_close(ckpt_shard *s);
 /* Index of the region named name, or -1. */
 int ckpt__shard_find_region(const ckpt_shard *s, const char *name);

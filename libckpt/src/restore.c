@@ -3,6 +3,7 @@
  * reach the caller's regions. */
 #include "ctx.h"
 #include "daemon.h"
+#include "peer.h"
 #include "reader.h"
 #include "../../kernels/ckpt_kernels.h"
 
@@ -167,20 +168,15 @@ typedef struct mem_restore {
 	int err;        /* the first error */
 } mem_restore;
 
-/* Verifies chunk ci of the image and hands it to its region. */
-static int mem_chunk(mem_restore *m, uint64_t ci, ZSTD_DCtx **dctx, uint8_t **plain, uint8_t **scratch)
+/* Verifies chunk ci, whose stored bytes are at data, and hands it to its
+ * region; `from` names the copy in the log. */
+static int check_chunk(ckpt_ctx *ctx, uint64_t version, const char *from, const ckpt_fmt_footer *f, uint64_t ci,
+                       const uint8_t *data, struct restore_arg *a, ZSTD_DCtx **dctx, uint8_t **plain,
+                       uint8_t **scratch)
 {
-	const ckpt_fmt_footer *f = &m->s->footer;
 	const ckpt_fmt_chunk *c = &f->chunks[ci];
 	const ckpt_fmt_region *r = &f->regions[c->region];
 	uint64_t k = ci - r->chunk_first;
-	if (!m->want[c->region])
-		return 0;
-	if (c->offset > m->len || c->stored_len > m->len - c->offset || c->raw_len > f->chunk_bytes)
-		return -CKPT_ECORRUPT;
-	const uint8_t *data = m->img + c->offset;
-	if (m->cold)
-		ckpt__daemon_fault_in(data, c->stored_len);
 	if (c->flags & CKPT_CHUNK_ZSTD) {
 		unsigned elem = (c->flags >> CKPT_CHUNK_SHUFFLE_SHIFT) & 0xffu;
 		if (!*dctx)
@@ -196,11 +192,26 @@ static int mem_chunk(mem_restore *m, uint64_t ci, ZSTD_DCtx **dctx, uint8_t **pl
 		data = *plain;
 	}
 	if (ckpt_kern_checksum(data, c->raw_len) != c->checksum) {
-		LOG_W(&m->ctx->log, m->version, "restore: LOCAL_MEM copy: region '%s' chunk %llu: checksum mismatch",
-		      r->name, (unsigned long long)k);
+		LOG_W(&ctx->log, version, "restore: %s: region '%s' chunk %llu: checksum mismatch", from, r->name,
+		      (unsigned long long)k);
 		return -CKPT_ECORRUPT;
 	}
-	return restore_sink(m->a, c->region, k * f->chunk_bytes, data, c->raw_len);
+	return restore_sink(a, c->region, k * f->chunk_bytes, data, c->raw_len);
+}
+
+/* Chunk ci of a DRAM image. */
+static int mem_chunk(mem_restore *m, uint64_t ci, ZSTD_DCtx **dctx, uint8_t **plain, uint8_t **scratch)
+{
+	const ckpt_fmt_footer *f = &m->s->footer;
+	const ckpt_fmt_chunk *c = &f->chunks[ci];
+	if (!m->want[c->region])
+		return 0;
+	if (c->offset > m->len || c->stored_len > m->len - c->offset || c->raw_len > f->chunk_bytes)
+		return -CKPT_ECORRUPT;
+	const uint8_t *data = m->img + c->offset;
+	if (m->cold)
+		ckpt__daemon_fault_in(data, c->stored_len);
+	return check_chunk(m->ctx, m->version, "LOCAL_MEM copy", f, ci, data, m->a, dctx, plain, scratch);
 }
 
 static void *mem_worker(void *arg)
@@ -287,24 +298,142 @@ out:
 	return err;
 }
 
-/* With a daemon on its Unix socket, node DRAM first; the disk path when
- * that copy is missing or does not verify. */
+/* Takes one staging slot (waits for one). */
+static int slot_take(ckpt_ctx *ctx)
+{
+	pthread_mutex_lock(&ctx->lock);
+	int sl;
+	while ((sl = ckpt__pool_get(&ctx->pool)) < 0)
+		pthread_cond_wait(&ctx->space_cv, &ctx->lock);
+	pthread_mutex_unlock(&ctx->lock);
+	return sl;
+}
+
+static void slot_give(ckpt_ctx *ctx, int sl)
+{
+	pthread_mutex_lock(&ctx->lock);
+	ckpt__pool_put(&ctx->pool, sl);
+	pthread_cond_broadcast(&ctx->space_cv);
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+/* One partner's copy: chunk by chunk over the fabric into a staging slot,
+ * each checked before it reaches its region. */
+static int restore_from_partner(ckpt_ctx *ctx, uint64_t version, const ckpt_peer_loc *loc)
+{
+	char why[600] = "", from[128];
+	ckpt_peer_read pr;
+	int err = ckpt__peer_open(ctx, version, loc->addr, loc->node, &pr, why, sizeof(why));
+	if (err < 0) {
+		LOG_W(&ctx->log, version, "restore: PEER_MEM copy on %s: %s", loc->node, why);
+		return err;
+	}
+	snprintf(from, sizeof(from), "PEER_MEM copy on %s", loc->node);
+	const ckpt_shard *s = &pr.s;
+	const ckpt_fmt_footer *f = &s->footer;
+	struct restore_arg a = { ctx, NULL };
+	uint8_t *want = calloc(f->region_count + 1, 1);
+	a.map = malloc((f->region_count + 1) * sizeof(int32_t));
+	ZSTD_DCtx *dctx = NULL;
+	uint8_t *plain = NULL, *scratch = NULL;
+	int sl = -1;
+	if (!want || !a.map) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if (s->header.version != version || s->header.rank != ctx->cfg.rank ||
+	    s->header.world_size != ctx->cfg.world_size || strcmp(s->header.job, ctx->job)) {
+		LOG_W(&ctx->log, version, "restore: the %s is not this rank's shard", from);
+		err = -CKPT_ECORRUPT;
+		goto out;
+	}
+	if ((err = map_regions(ctx, version, s, a.map, want)) < 0)
+		goto out;
+	sl = slot_take(ctx);
+	uint8_t *buf = ckpt__pool_slot(&ctx->pool, sl);
+	for (uint64_t ci = 0; ci < f->chunk_count && !err; ci++) {
+		const ckpt_fmt_chunk *c = &f->chunks[ci];
+		if (!want[c->region])
+			continue;
+		if (c->stored_len > ctx->pool.slot_bytes || c->raw_len > f->chunk_bytes) {
+			LOG_W(&ctx->log, version, "restore: %s: chunk %llu of %llu bytes is larger than a chunk", from,
+			      (unsigned long long)ci, (unsigned long long)c->stored_len);
+			err = -CKPT_ECORRUPT;
+		} else if ((err = ckpt__peer_pread(ctx, &pr, c->offset, c->stored_len, buf, why, sizeof(why))) < 0) {
+			LOG_W(&ctx->log, version, "restore: %s: %s", from, why);
+		} else {
+			err = check_chunk(ctx, version, from, f, ci, buf, &a, &dctx, &plain, &scratch);
+		}
+	}
+out:
+	if (sl >= 0)
+		slot_give(ctx, sl);
+	free(plain);
+	free(scratch);
+	ZSTD_freeDCtx(dctx);
+	free(want);
+	free(a.map);
+	ckpt__peer_close(ctx, &pr);
+	return err;
+}
+
+/* PEER_MEM: the partners the coordinator names, one after the other. */
+static int restore_peer(ckpt_ctx *ctx, uint64_t version)
+{
+	ckpt_peer_loc *locs;
+	size_t n;
+	if (!ctx->peer)
+		return -CKPT_EUNAVAIL;
+	int err = ckpt__peer_where(ctx, version, &locs, &n);
+	if (err < 0)
+		return err;
+	err = -ENOENT;
+	for (size_t i = 0; i < n && err != 0; i++) {
+		err = restore_from_partner(ctx, version, &locs[i]);
+		if (err == 0)
+			LOG_I(&ctx->log, version, "restored from PEER_MEM on %s", locs[i].node);
+		else if (err == -CKPT_EMISMATCH || err == -ENOMEM)
+			break;
+	}
+	free(locs);
+	return err;
+}
+
+/* The tiers in the context's restore order (default: this node's DRAM,
+ * the local disk, partners' DRAM), each tried when the one before has no
+ * usable copy. A mismatch of the regions, or no memory, ends it. */
 static int restore_any(ckpt_ctx *ctx, uint64_t version, int listed)
 {
-	if (ckpt__daemon_segments(ctx)) {
-		int err = restore_mem(ctx, version);
-		if (err == 0) {
-			LOG_I(&ctx->log, version, "restored from LOCAL_MEM");
-			ctx->step_restore_tier = CKPT_TIER_LOCAL_MEM;
+	int err = -CKPT_ENOVERSION, first = 0;
+	for (int i = 0; i < 4 && ctx->restore_order[i]; i++) {
+		uint32_t tier = ctx->restore_order[i];
+		int r;
+		if (tier == CKPT_TIER_LOCAL_MEM)
+			r = ckpt__daemon_segments(ctx) ? restore_mem(ctx, version) : -CKPT_EUNAVAIL;
+		else if (tier == CKPT_TIER_PEER_MEM)
+			r = ctx->peer ? restore_peer(ctx, version) : -CKPT_EUNAVAIL;
+		else
+			r = restore_one(ctx, version, listed);
+		if (r == 0) {
+			if (tier != CKPT_TIER_PEER_MEM) /* which partner: said by restore_peer */
+				LOG_I(&ctx->log, version, "restored from %s", tier == CKPT_TIER_LOCAL_MEM ? "LOCAL_MEM" : "LOCAL_DISK");
+			ctx->step_restore_tier = tier;
 			return 0;
 		}
-		if (err == -CKPT_EMISMATCH || err == -ENOMEM)
-			return err;
-		LOG_I(&ctx->log, version, "no usable LOCAL_MEM copy (%s); reading disk", ckpt_strerror(err));
+		if (r == -CKPT_EMISMATCH || r == -ENOMEM)
+			return r;
+		if (r != -CKPT_EUNAVAIL) {
+			LOG_I(&ctx->log, version, "no usable %s copy (%s)%s", tier == CKPT_TIER_LOCAL_MEM ? "LOCAL_MEM"
+			      : tier == CKPT_TIER_PEER_MEM ? "PEER_MEM" : "LOCAL_DISK", ckpt_strerror(r),
+			      i + 1 < 4 && ctx->restore_order[i + 1] ? "; trying the next tier" : "");
+			/* The error to report: the first real one (a missing copy
+			 * says less than a corrupt one found earlier). */
+			if (!first || (err == -ENOENT && r != -ENOENT)) {
+				err = r;
+				first = 1;
+			}
+		}
 	}
-	int err = restore_one(ctx, version, listed);
-	if (err == 0)
-		ctx->step_restore_tier = CKPT_TIER_LOCAL_DISK;
 	return err;
 }
 

@@ -16,6 +16,7 @@
  * copy does not wait for the disk: it outlives the process once reported. */
 #include "ctx.h"
 #include "daemon.h"
+#include "peer.h"
 #include "../../kernels/ckpt_kernels.h"
 
 #include <errno.h>
@@ -45,7 +46,14 @@ static void op_free(ckpt_save_op *op)
 	free(op);
 }
 
-static void op_release(ckpt_save_op *op)
+void ckpt__op_ref(ckpt_save_op *op)
+{
+	pthread_mutex_lock(&op->mu);
+	op->refs++;
+	pthread_mutex_unlock(&op->mu);
+}
+
+void ckpt__op_release(ckpt_save_op *op)
 {
 	pthread_mutex_lock(&op->mu);
 	int last = --op->refs == 0;
@@ -317,8 +325,12 @@ static void op_finish(ckpt_ctx *ctx, ckpt_save_op *op)
 		op->mem_state = -1;
 		op->mem_error = op->error ? op->error : -EIO;
 	}
+	int peer_unqueued = (op->tiers & CKPT_TIER_PEER_MEM) && !op->peer_queued;
+	int peer_err = op->mem_error ? op->mem_error : -CKPT_EUNAVAIL;
 	pthread_cond_broadcast(&op->cond);
 	pthread_mutex_unlock(&op->mu);
+	if (peer_unqueued) /* no DRAM image: nothing to send to a partner */
+		ckpt__peer_settle(op, peer_err);
 
 	pthread_mutex_lock(&ctx->lock);
 	ckpt_save_op **pp = &ctx->live;
@@ -329,7 +341,7 @@ static void op_finish(ckpt_ctx *ctx, ckpt_save_op *op)
 	ctx->nlive--;
 	pthread_cond_broadcast(&ctx->space_cv);
 	pthread_mutex_unlock(&ctx->lock);
-	op_release(op);
+	ckpt__op_release(op);
 }
 
 static void submit_aux(ckpt_ctx *ctx, ckpt_save_op *op, int kind, int iop, void *buf, uint32_t len,
@@ -476,6 +488,8 @@ static void mem_report(ckpt_ctx *ctx, ckpt_save_op *op)
 	if (!err)
 		err = ckpt__daemon_shard_done(ctx, op, CKPT_TIER_LOCAL_MEM, op->seg_bytes, op->mem_sum);
 	op->seg = NULL;
+	if (!err && (op->tiers & CKPT_TIER_PEER_MEM))
+		ckpt__peer_enqueue(ctx, op);
 	if (!err) {
 		if (op->chunks_written < op->chunks_total)
 			ctx->seg_reader = op;
@@ -1080,7 +1094,7 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 	LOG_T(&ctx->log, version, "snapshot taken: %llu bytes in %.3f ms, %.3f ms of it copying%s",
 	      (unsigned long long)op->footer.data_bytes, stall / 1e6, (t1 - t_copy) / 1e6,
 	      seg ? " (into the LOCAL_MEM segment)" : "");
-	op_release(op);
+	ckpt__op_release(op);
 	if (out)
 		*out = h;
 	return 0;
@@ -1108,6 +1122,12 @@ static void fill_status(ckpt_save_op *op, uint32_t tier, int mem_committed, ckpt
 		s.committed = mem_committed;
 		s.stored_bytes = op->mem_state > 0 ? op->seg_bytes : 0;
 		s.durable_ns = op->mem_state > 0 ? op->mem_ns : 0;
+	} else if (tier == CKPT_TIER_PEER_MEM) {
+		s.error = op->peer_state < 0 ? op->peer_error : 0;
+		s.sys_errno = 0;
+		s.committed = mem_committed;
+		s.stored_bytes = op->peer_state > 0 ? op->seg_bytes : 0;
+		s.durable_ns = op->peer_state > 0 ? op->peer_ns : 0;
 	}
 	memcpy(st, &s, CKPT_MIN(sz, sizeof(s)));
 }
@@ -1117,9 +1137,13 @@ int ckpt_handle_wait(ckpt_handle *h, uint32_t tier, int64_t timeout_ms, ckpt_sta
 	if (!h)
 		return -EINVAL;
 	ckpt_save_op *op = h->op;
-	if (tier != CKPT_TIER_LOCAL_DISK && !(tier == CKPT_TIER_LOCAL_MEM && (op->tiers & CKPT_TIER_LOCAL_MEM)))
+	if (tier != CKPT_TIER_LOCAL_DISK && !((tier == CKPT_TIER_LOCAL_MEM || tier == CKPT_TIER_PEER_MEM) &&
+	                                      (op->tiers & tier)))
 		return -EINVAL;
-	int mem = tier == CKPT_TIER_LOCAL_MEM;
+	/* The DRAM tiers: settled (copied or failed) before the disk is done,
+	 * then committed when every rank's copy is there. */
+	int mem = tier != CKPT_TIER_LOCAL_DISK;
+	int peer = tier == CKPT_TIER_PEER_MEM;
 	uint64_t t0 = ckpt__now_ns();
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -1133,13 +1157,16 @@ int ckpt_handle_wait(ckpt_handle *h, uint32_t tier, int64_t timeout_ms, ckpt_sta
 	}
 	/* LOCAL_MEM is settled (reported or failed) before the disk is done. */
 	pthread_mutex_lock(&op->mu);
-	while (!(mem ? op->mem_state != 0 : op->finished) && timeout_ms != 0)
+#define SETTLED(op) (peer ? (op)->peer_state != 0 : mem ? (op)->mem_state != 0 : (op)->finished)
+	while (!SETTLED(op) && timeout_ms != 0)
 		if (timeout_ms < 0)
 			pthread_cond_wait(&op->cond, &op->mu);
 		else if (pthread_cond_timedwait(&op->cond, &op->mu, &ts) == ETIMEDOUT)
 			break;
-	int done = mem ? op->mem_state != 0 : op->finished;
-	int err = mem ? (op->mem_state < 0 ? op->mem_error : 0) : op->error;
+	int done = SETTLED(op);
+#undef SETTLED
+	int err = peer ? (op->peer_state < 0 ? op->peer_error : 0) : mem ? (op->mem_state < 0 ? op->mem_error : 0)
+	                                                                 : op->error;
 	fill_status(op, tier, 0, st);
 	pthread_mutex_unlock(&op->mu);
 	if (!done)
@@ -1152,7 +1179,7 @@ int ckpt_handle_wait(ckpt_handle *h, uint32_t tier, int64_t timeout_ms, ckpt_sta
 		int64_t spent = (int64_t)((ckpt__now_ns() - t0) / 1000000u);
 		left = spent >= timeout_ms ? 1 : timeout_ms - spent;
 	}
-	err = ckpt__daemon_wait_commit(op->ctx, op->version, CKPT_TIER_LOCAL_MEM, left);
+	err = ckpt__daemon_wait_commit(op->ctx, op->version, tier, left);
 	if (err == 0 && st) {
 		pthread_mutex_lock(&op->mu);
 		fill_status(op, tier, 1, st);
@@ -1170,6 +1197,6 @@ void ckpt_handle_free(ckpt_handle *h)
 {
 	if (!h)
 		return;
-	op_release(h->op);
+	ckpt__op_release(h->op);
 	free(h);
 }

@@ -17,7 +17,8 @@ static const uint16_t t_types[] = {
 	CKPTD_MSG_AGENT_HELLO, CKPTD_MSG_AGENT_INVENTORY, CKPTD_MSG_SEGMENT_RELEASE, CKPTD_MSG_GC,
 	CKPTD_MSG_SHOW_VERSION, CKPTD_MSG_VERSION_DETAIL, CKPTD_MSG_COPIES_GONE, CKPTD_MSG_VERIFY,
 	CKPTD_MSG_VERIFY_REPLY, CKPTD_MSG_LOCATION, CKPTD_MSG_STEP_STATS, CKPTD_MSG_STEP_STATS_REPLY,
-	CKPTD_MSG_GOODPUT, CKPTD_MSG_GOODPUT_REPLY, CKPTD_MSG_INTERVAL_NOTICE,
+	CKPTD_MSG_GOODPUT, CKPTD_MSG_GOODPUT_REPLY, CKPTD_MSG_INTERVAL_NOTICE, CKPTD_MSG_PARTNERS,
+	CKPTD_MSG_PEER_LEASE, CKPTD_MSG_PEER_GRANT, CKPTD_MSG_PEER_COMMIT,
 };
 #define T_NTYPES (sizeof(t_types) / sizeof(t_types[0]))
 
@@ -31,6 +32,7 @@ typedef struct t_store {
 	ckptd_verify_result vr[3];
 	ckptd_rank_step rs[3];
 	ckptd_goodput_slice gs[3];
+	ckptd_partner p[3];
 } t_store;
 
 /* A string of n characters c (n < cap). */
@@ -324,6 +326,55 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 		snprintf(m->u.copies_gone.job, sizeof(m->u.copies_gone.job), "%s", job);
 		m->u.copies_gone.version = full ? 1000 : 0;
 		m->u.copies_gone.tiers = full ? 0xf : CKPT_TIER_LOCAL_MEM;
+		break;
+	case CKPTD_MSG_PARTNERS: {
+		ckptd_partners *p = &m->u.partners;
+		if (full) {
+			snprintf(p->job, sizeof(p->job), "%s", job);
+			p->version = 77;
+			p->rank = 5;
+			p->replicas = 2;
+			p->count = 3;
+		}
+		p->entries = st->p;
+		for (int i = 0; i < 3; i++) {
+			snprintf(st->p[i].node, sizeof(st->p[i].node), "node-%d", i);
+			snprintf(st->p[i].address, sizeof(st->p[i].address), "127.0.0.%d:7000", i + 1);
+			if (i)
+				snprintf(st->p[i].domain, sizeof(st->p[i].domain), "rack%d", i);
+		}
+		break;
+	}
+	case CKPTD_MSG_PEER_LEASE:
+		snprintf(m->u.peer_lease.job, sizeof(m->u.peer_lease.job), "%s", job);
+		m->u.peer_lease.version = full ? 1234 : 0;
+		m->u.peer_lease.rank = full ? 7 : 0;
+		m->u.peer_lease.world_size = full ? 8 : 1;
+		m->u.peer_lease.bytes = full ? (1ull << 30) : 1;
+		m->u.peer_lease.lineage = full ? 0x1234567890abcdefull : 0;
+		if (full)
+			snprintf(m->u.peer_lease.node, sizeof(m->u.peer_lease.node), "gpu-node-0042");
+		break;
+	case CKPTD_MSG_PEER_GRANT: {
+		ckptd_peer_grant *g = &m->u.peer_grant;
+		g->segment_id = full ? 99 : 0;
+		g->offset = full ? 4096 : 0;
+		g->bytes = full ? (1ull << 30) : 1;
+		g->key = full ? 0xfeedull : 0;
+		g->base = full ? 0x7f0000000000ull : 0;
+		g->fabric_addr_len = full ? CKPTD_FABADDR_MAX : 1;
+		for (int i = 0; i < CKPTD_FABADDR_MAX; i++)
+			g->fabric_addr[i] = (uint8_t)(full ? i * 7 : 0);
+		if (full) {
+			snprintf(g->provider, sizeof(g->provider), "tcp;ofi_rxm");
+			g->checksum = 0xabcdefull;
+		}
+		break;
+	}
+	case CKPTD_MSG_PEER_COMMIT:
+		m->u.peer_commit.segment_id = full ? 99 : 0;
+		m->u.peer_commit.bytes = full ? (1ull << 30) : 0;
+		m->u.peer_commit.checksum = full ? 0x1234ull : 0;
 		break;
 	}
 }

@@ -1,0 +1,514 @@
+/* The peer-DRAM tier on an agent (PEER_MEM): one pool of DRAM registered
+ * with libfabric for remote writes and reads, cut into slots that ranks of
+ * other nodes lease for their shard images.
+ *
+ *   rank ── PEER_LEASE ──> slot WRITING (a deadline: a writer that dies
+ *                          leaves it to be reclaimed), PEER_GRANT back
+ *   rank ── fi_write of the image into the slot (storage/fabric.c)
+ *   rank ── PEER_COMMIT ─> VERIFYING: a thread checks the image (structure,
+ *                          the footer checksum the rank names, every chunk)
+ *        <── OK ────────── STORED: recorded in the agent index, SHARD_DONE
+ *                          (PEER_MEM) to the coordinator, which then counts
+ *                          the copy as this node's
+ *   rank ── SEGMENT_REQUEST(PEER_READ) ─> the slot pinned, PEER_GRANT; the
+ *                          rank fi_reads it, then SEGMENT_RELEASE
+ *
+ * Room is made by evicting the oldest stored, unpinned image, then leases
+ * past their deadline; a fresh inventory tells the coordinator. Slot ids
+ * carry PEER_SLOT_BIT so that a release is never taken for a DRAM segment.
+ * Everything here runs in the event loop but the verification thread,
+ * which reads a slot the loop does not touch while it is VERIFYING. */
+#include "agent_int.h"
+
+#include "fabric.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define PEER_SLOT_BIT (1ull << 62)
+#define SLOT_ALIGN 4096u
+
+enum { SLOT_WRITING = 1, SLOT_VERIFYING, SLOT_STORED };
+
+typedef struct pslot {
+	uint64_t id, off, len;
+	int state;
+	int doomed;           /* deleted while VERIFYING or pinned: freed after */
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+	uint32_t rank, world_size;
+	uint64_t lineage, checksum, bytes;
+	uint64_t writer;      /* the leasing session's serial */
+	uint64_t deadline_ns; /* WRITING: reclaimable after */
+	uint64_t stored_ns;
+	uint32_t pins;
+} pslot;
+
+typedef struct ppin {
+	uint64_t id, serial;
+} ppin;
+
+typedef struct pcheck {
+	ckptd_agent *a;
+	uint64_t id, serial;
+	ckptd_vtask *t;
+} pcheck;
+
+struct ckptd_peerpool {
+	ckpt_fab *fab;
+	ckpt_fab_mr *mr;
+	ckpt_fab_remote rem;
+	uint8_t *mem;
+	uint64_t size, used;
+	pslot *slots; /* sorted by offset */
+	size_t n, cap;
+	ppin *pins;
+	size_t npins, cappins;
+	pcheck **checks; /* verifications in flight */
+	size_t nchecks, capchecks;
+	uint64_t next_id;
+};
+
+/* ---------------------------------------------------------------- slots */
+
+static pslot *slot_by_id(ckptd_peerpool *pp, uint64_t id)
+{
+	for (size_t i = 0; i < pp->n; i++)
+		if (pp->slots[i].id == id)
+			return &pp->slots[i];
+	return NULL;
+}
+
+static pslot *slot_of(ckptd_peerpool *pp, const char *job, uint64_t version, uint32_t rank)
+{
+	for (size_t i = 0; i < pp->n; i++) {
+		pslot *s = &pp->slots[i];
+		if (s->version == version && s->rank == rank && !strcmp(s->job, job))
+			return s;
+	}
+	return NULL;
+}
+
+/* Forgets a slot; a stored one leaves the index, and the coordinator hears
+ * of it from the next inventory. */
+static void slot_free(ckptd_agent *a, pslot *s, const char *why)
+{
+	ckptd_peerpool *pp = a->peer;
+	if (s->state == SLOT_STORED) {
+		ckptd_aidx_del(a->idx, s->job, s->version, s->rank, CKPT_TIER_PEER_MEM);
+		a->inventory_due = 1;
+		CKPTD_INFO(a->log, NULL, s->job, "partner copy of version %llu rank %u dropped (%s)",
+		           (unsigned long long)s->version, s->rank, why);
+	}
+	pp->used -= s->len;
+	size_t i = (size_t)(s - pp->slots);
+	memmove(&pp->slots[i], &pp->slots[i + 1], (pp->n - i - 1) * sizeof(*s));
+	pp->n--;
+}
+
+/* The oldest stored, unpinned image, else a lease past its deadline. */
+static pslot *victim(ckptd_peerpool *pp, uint64_t now)
+{
+	pslot *best = NULL;
+	for (size_t i = 0; i < pp->n; i++) {
+		pslot *s = &pp->slots[i];
+		if (s->state == SLOT_STORED && !s->pins && (!best || s->stored_ns < best->stored_ns))
+			best = s;
+	}
+	if (best)
+		return best;
+	for (size_t i = 0; i < pp->n; i++)
+		if (pp->slots[i].state == SLOT_WRITING && pp->slots[i].deadline_ns < now)
+			return &pp->slots[i];
+	return NULL;
+}
+
+/* First fit; -ENOSPC when no gap is wide enough. [out] idx: where the new
+ * slot goes in the sorted array. */
+static int find_gap(ckptd_peerpool *pp, uint64_t len, uint64_t *off, size_t *idx)
+{
+	uint64_t at = 0;
+	for (size_t i = 0; i <= pp->n; i++) {
+		uint64_t end = i < pp->n ? pp->slots[i].off : pp->size;
+		if (end - at >= len) {
+			*off = at;
+			*idx = i;
+			return 0;
+		}
+		if (i < pp->n)
+			at = pp->slots[i].off + pp->slots[i].len;
+	}
+	return -ENOSPC;
+}
+
+static pslot *slot_new(ckptd_agent *a, uint64_t bytes)
+{
+	ckptd_peerpool *pp = a->peer;
+	uint64_t len = (bytes + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN, off;
+	size_t idx;
+	if (len > pp->size || len < bytes)
+		return NULL;
+	while (find_gap(pp, len, &off, &idx) < 0) {
+		pslot *v = victim(pp, ckptd__now_ns());
+		if (!v)
+			return NULL;
+		ckptd_metrics_add(a->mx, CKPTD_M_PEER_EVICTED, v->job, NULL, 1);
+		slot_free(a, v, "evicted for a newer image");
+	}
+	if (pp->n == pp->cap) {
+		size_t nc = pp->cap ? pp->cap * 2 : 32;
+		void *p = realloc(pp->slots, nc * sizeof(*pp->slots));
+		if (!p)
+			return NULL;
+		pp->slots = p;
+		pp->cap = nc;
+	}
+	memmove(&pp->slots[idx + 1], &pp->slots[idx], (pp->n - idx) * sizeof(*pp->slots));
+	pp->n++;
+	pslot *s = &pp->slots[idx];
+	memset(s, 0, sizeof(*s));
+	s->id = PEER_SLOT_BIT | ++pp->next_id;
+	s->off = off;
+	s->len = len;
+	pp->used += len;
+	return s;
+}
+
+/* ---------------------------------------------------------------- requests */
+
+static void grant_of(const ckptd_peerpool *pp, const pslot *s, ckptd_peer_grant *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->segment_id = s->id;
+	g->offset = s->off;
+	g->bytes = s->bytes;
+	g->key = pp->rem.key;
+	g->base = pp->rem.base;
+	g->fabric_addr_len = pp->rem.addr_len;
+	memcpy(g->fabric_addr, pp->rem.addr, pp->rem.addr_len);
+	snprintf(g->provider, sizeof(g->provider), "%s", ckpt_fab_provider_name(pp->fab));
+	g->checksum = s->checksum;
+}
+
+static int on_lease(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_peer_lease *m)
+{
+	ckptd_peerpool *pp = a->peer;
+	pslot *old = slot_of(pp, m->job, m->version, m->rank);
+	if (old && (old->state == SLOT_VERIFYING || old->pins))
+		return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "that shard's partner copy is in use");
+	if (old)
+		slot_free(a, old, "written again");
+	pslot *sl = slot_new(a, m->bytes);
+	if (!sl) {
+		ckptd_metrics_add(a->mx, CKPTD_M_PEER_REFUSED, m->job, "no_space", 1);
+		return ckptd_session_send_error(s, CKPTD_ERR_NO_SPACE, "the peer pool has no room for that image");
+	}
+	sl->state = SLOT_WRITING;
+	snprintf(sl->job, sizeof(sl->job), "%s", m->job);
+	sl->version = m->version;
+	sl->rank = m->rank;
+	sl->world_size = m->world_size;
+	sl->lineage = m->lineage;
+	sl->bytes = m->bytes;
+	sl->writer = rs->serial;
+	sl->deadline_ns = ckptd__now_ns() + a->cfg->peer_lease_ms * 1000000ull;
+	CKPTD_DEBUG(a->log, NULL, m->job, "leased %llu bytes to version %llu rank %u of node %s",
+	            (unsigned long long)m->bytes, (unsigned long long)m->version, m->rank,
+	            m->node[0] ? m->node : "?");
+	ckptd_msg rep = { .type = CKPTD_MSG_PEER_GRANT };
+	grant_of(pp, sl, &rep.u.peer_grant);
+	return ckptd_session_send(s, &rep, -1);
+}
+
+static void check_done(void *arg, ckptd_vtask *t, ckptd_vitem *items, size_t n)
+{
+	(void)t, (void)n;
+	pcheck *c = arg;
+	ckptd_agent *a = c->a;
+	ckptd_peerpool *pp = a->peer;
+	for (size_t i = 0; i < pp->nchecks; i++)
+		if (pp->checks[i] == c)
+			pp->checks[i] = pp->checks[--pp->nchecks];
+	pslot *s = slot_by_id(pp, c->id);
+	rank_sess *rs = ckptd__agent_rank_by_serial(a, c->serial);
+	free(c);
+	if (!s)
+		return;
+	if (items[0].res.code != CKPTD_VERIFY_OK || s->doomed) {
+		const char *why = s->doomed ? "deleted meanwhile" : items[0].res.text;
+		CKPTD_WARN(a->log, NULL, s->job, "partner copy of version %llu rank %u refused: %s",
+		           (unsigned long long)s->version, s->rank, why);
+		ckptd_metrics_add(a->mx, CKPTD_M_PEER_REFUSED, s->job, "bad_image", 1);
+		if (rs)
+			ckptd_session_send_error(rs->s, CKPTD_ERR_STATE, why);
+		s->state = SLOT_WRITING; /* not in the index: nothing to drop */
+		slot_free(a, s, why);
+		return;
+	}
+	s->state = SLOT_STORED;
+	s->stored_ns = ckptd__now_ns();
+	ckptd_metrics_add(a->mx, CKPTD_M_PEER_STORED, s->job, NULL, 1);
+	if (ckpt__fault(&a->faults, "agent.peer_corrupt") < 0 && s->bytes > 8192) {
+		/* Tests: a bit flips in partner memory after the check. */
+		a->peer->mem[s->off + 4096] ^= 0x40;
+		CKPTD_WARN(a->log, NULL, s->job, "fault agent.peer_corrupt: flipped a bit of version %llu rank %u",
+		           (unsigned long long)s->version, s->rank);
+	}
+	ckptd_shard_done d = { .version = s->version, .rank = s->rank, .world_size = s->world_size,
+	                       .tier = CKPT_TIER_PEER_MEM, .bytes = s->bytes, .checksum = s->checksum,
+	                       .lineage = s->lineage };
+	snprintf(d.job, sizeof(d.job), "%s", s->job);
+	if (ckptd__agent_done_push(a, rs, &d) < 0 && rs)
+		ckptd_session_send_error(rs->s, CKPTD_ERR_INTERNAL, "out of memory");
+}
+
+static int on_commit(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_peer_commit *m)
+{
+	ckptd_peerpool *pp = a->peer;
+	pslot *sl = slot_by_id(pp, m->segment_id);
+	if (!sl || sl->state != SLOT_WRITING || sl->writer != rs->serial)
+		return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no slot leased to this session by that id");
+	if (m->bytes != sl->bytes)
+		return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "BYTES differs from the lease");
+	ckptd_vitem *it = calloc(1, sizeof(*it));
+	pcheck *c = calloc(1, sizeof(*c));
+	if (!it || !c || (pp->nchecks == pp->capchecks &&
+	                  !(pp->checks = realloc(pp->checks, (pp->capchecks = pp->capchecks * 2 + 4) * sizeof(c))))) {
+		free(it);
+		free(c);
+		return -ENOMEM;
+	}
+	it->res.rank = sl->rank;
+	it->res.tier = CKPT_TIER_PEER_MEM;
+	it->img = pp->mem + sl->off;
+	it->len = sl->bytes;
+	it->checksum = m->checksum;
+	it->lineage = sl->lineage;
+	sl->checksum = m->checksum;
+	sl->state = SLOT_VERIFYING;
+	c->a = a;
+	c->id = sl->id;
+	c->serial = rs->serial;
+	int r = ckptd_vtask_start(a->srv, sl->job, sl->version, it, 1, check_done, c, &c->t);
+	if (r < 0) {
+		free(it);
+		free(c);
+		sl->state = SLOT_WRITING;
+		return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "cannot start the check of the image");
+	}
+	pp->checks[pp->nchecks++] = c;
+	return 0;
+}
+
+static int on_read(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_segment_request *m)
+{
+	ckptd_peerpool *pp = a->peer;
+	pslot *sl = slot_of(pp, m->job, m->version, m->rank);
+	if (!sl || sl->state != SLOT_STORED || sl->doomed)
+		return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no partner copy of that shard here");
+	if (pp->npins == pp->cappins) {
+		size_t nc = pp->cappins ? pp->cappins * 2 : 16;
+		void *p = realloc(pp->pins, nc * sizeof(*pp->pins));
+		if (!p)
+			return -ENOMEM;
+		pp->pins = p;
+		pp->cappins = nc;
+	}
+	pp->pins[pp->npins++] = (ppin){ sl->id, rs->serial };
+	sl->pins++;
+	ckptd_msg rep = { .type = CKPTD_MSG_PEER_GRANT };
+	grant_of(pp, sl, &rep.u.peer_grant);
+	return ckptd_session_send(s, &rep, -1);
+}
+
+static void unpin(ckptd_agent *a, size_t i)
+{
+	ckptd_peerpool *pp = a->peer;
+	pslot *sl = slot_by_id(pp, pp->pins[i].id);
+	pp->pins[i] = pp->pins[--pp->npins];
+	if (sl && sl->pins && --sl->pins == 0 && sl->doomed)
+		slot_free(a, sl, "deleted");
+}
+
+static int on_release(ckptd_agent *a, ckptd_session *s, rank_sess *rs, uint64_t id)
+{
+	ckptd_peerpool *pp = a->peer;
+	for (size_t i = 0; i < pp->npins; i++)
+		if (pp->pins[i].id == id && pp->pins[i].serial == rs->serial) {
+			unpin(a, i);
+			ckptd_msg ok = { .type = CKPTD_MSG_OK };
+			return ckptd_session_send(s, &ok, -1);
+		}
+	return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "this session holds no such partner copy");
+}
+
+/* ---------------------------------------------------------------- agent's calls */
+
+int ckptd__peer_is_slot(uint64_t id)
+{
+	return (id & PEER_SLOT_BIT) != 0;
+}
+
+int ckptd__peer_handle(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_msg *m)
+{
+	const char *job = m->type == CKPTD_MSG_PEER_LEASE ? m->u.peer_lease.job
+	                : m->type == CKPTD_MSG_SEGMENT_REQUEST ? m->u.segment_request.job
+	                                                       : ckptd_session_job(s);
+	if (strcmp(job, ckptd_session_job(s)) != 0)
+		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
+	if (!a->peer)
+		return ckptd_session_send_error(s, CKPTD_ERR_UNSUPPORTED, "this node keeps no partner copies (--peer-pool-size 0)");
+	switch (m->type) {
+	case CKPTD_MSG_PEER_LEASE:
+		return on_lease(a, s, rs, &m->u.peer_lease);
+	case CKPTD_MSG_PEER_COMMIT:
+		return on_commit(a, s, rs, &m->u.peer_commit);
+	case CKPTD_MSG_SEGMENT_REQUEST:
+		return on_read(a, s, rs, &m->u.segment_request);
+	case CKPTD_MSG_SEGMENT_RELEASE:
+		return on_release(a, s, rs, m->u.segment_release.segment_id);
+	}
+	return ckptd_session_send_error(s, CKPTD_ERR_UNSUPPORTED, "not a partner request");
+}
+
+void ckptd__peer_session_gone(ckptd_agent *a, uint64_t serial)
+{
+	ckptd_peerpool *pp = a->peer;
+	if (!pp)
+		return;
+	for (size_t i = pp->npins; i-- > 0;)
+		if (pp->pins[i].serial == serial)
+			unpin(a, i);
+	/* Its leases end now: what it did not commit never will be. */
+	for (size_t i = pp->n; i-- > 0;)
+		if (pp->slots[i].state == SLOT_WRITING && pp->slots[i].writer == serial)
+			slot_free(a, &pp->slots[i], "its writer went");
+}
+
+int ckptd__peer_delete(ckptd_agent *a, const char *job, uint64_t version)
+{
+	ckptd_peerpool *pp = a->peer;
+	int n = 0;
+	if (!pp)
+		return 0;
+	for (size_t i = pp->n; i-- > 0;) {
+		pslot *s = &pp->slots[i];
+		if (s->version != version || strcmp(s->job, job))
+			continue;
+		n++;
+		if (s->state == SLOT_VERIFYING || s->pins)
+			s->doomed = 1;
+		else
+			slot_free(a, s, "deleted");
+	}
+	return n;
+}
+
+void ckptd__peer_stats(ckptd_agent *a, uint64_t *bytes, uint64_t *used)
+{
+	*bytes = a->peer ? a->peer->size : 0;
+	*used = a->peer ? a->peer->used : 0;
+}
+
+/* The host part of --listen: where partners reach this node's endpoint. */
+static void listen_host(const char *listen, char *host, size_t cap)
+{
+	const char *colon = listen ? strrchr(listen, ':') : NULL;
+	size_t n = colon ? (size_t)(colon - listen) : 0;
+	if (n && listen[0] == '[' && listen[n - 1] == ']') {
+		listen++;
+		n -= 2;
+	}
+	snprintf(host, cap, "%.*s", (int)(n < cap ? n : cap - 1), listen ? listen : "");
+}
+
+int ckptd__peer_open(ckptd_agent *a, char *err, size_t errcap)
+{
+	const ckptd_config *cfg = a->cfg;
+	if (!cfg->peer_pool_size)
+		return 0;
+	if (!cfg->listen) {
+		snprintf(err, errcap, "--peer-pool-size needs --listen HOST:PORT: partners reach this node there");
+		return -EINVAL;
+	}
+	ckptd_peerpool *pp = calloc(1, sizeof(*pp));
+	if (!pp)
+		return -ENOMEM;
+	char host[CKPTD_ADDR_MAX + 1], why[512] = "";
+	listen_host(cfg->listen, host, sizeof(host));
+	int r;
+	pp->size = cfg->peer_pool_size / SLOT_ALIGN * SLOT_ALIGN;
+	pp->mem = mmap(NULL, pp->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (pp->mem == MAP_FAILED) {
+		r = -errno;
+		pp->mem = NULL;
+		snprintf(err, errcap, "--peer-pool-size: cannot map %llu bytes: %s", (unsigned long long)pp->size,
+		         strerror(-r));
+		goto fail;
+	}
+	madvise(pp->mem, pp->size, MADV_HUGEPAGE);
+	if ((r = ckpt_fab_open(NULL, host, 1, &pp->fab, why, sizeof(why))) < 0 ||
+	    (r = ckpt_fab_mr_reg(pp->fab, pp->mem, pp->size, CKPT_FAB_REMOTE_WRITE | CKPT_FAB_REMOTE_READ, &pp->mr,
+	                         why, sizeof(why))) < 0 ||
+	    (r = ckpt_fab_mr_remote(pp->fab, pp->mr, &pp->rem)) < 0) {
+		snprintf(err, errcap, "peer pool: fabric on %s: %s", host, why[0] ? why : strerror(-r));
+		goto fail;
+	}
+	a->peer = pp;
+	CKPTD_INFO(a->log, NULL, NULL, "peer pool: %llu bytes registered with %s on %s",
+	           (unsigned long long)pp->size, ckpt_fab_provider_name(pp->fab), host);
+	return 0;
+fail:
+	a->peer = pp;
+	ckptd__peer_close(a);
+	return r;
+}
+
+void ckptd__peer_close(ckptd_agent *a)
+{
+	ckptd_peerpool *pp = a->peer;
+	if (!pp)
+		return;
+	for (size_t i = 0; i < pp->nchecks; i++) {
+		ckptd_vtask_join(pp->checks[i]->t);
+		free(pp->checks[i]);
+	}
+	ckpt_fab_mr_close(pp->mr);
+	ckpt_fab_close(pp->fab);
+	if (pp->mem)
+		munmap(pp->mem, pp->size);
+	free(pp->slots);
+	free(pp->pins);
+	free(pp->checks);
+	free(pp);
+	a->peer = NULL;
+}
+
+/* ---------------------------------------------------------------- partners */
+
+void ckptd__peer_partners(ckptd_agent *a, const ckptd_partners *p)
+{
+	ckptd_partner *e = NULL;
+	if (p->count && !(e = malloc(p->count * sizeof(*e))))
+		return; /* keeps the old list */
+	if (p->count)
+		memcpy(e, p->entries, p->count * sizeof(*e));
+	free(a->partners.entries);
+	a->partners = *p;
+	a->partners.entries = e;
+	char list[512] = "";
+	for (uint32_t i = 0; i < p->count && strlen(list) + CKPTD_NAME_MAX + 2 < sizeof(list); i++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", p->entries[i].node);
+	CKPTD_INFO(a->log, NULL, NULL, "partners (%u cop%s wanted): %s", p->replicas, p->replicas == 1 ? "y" : "ies",
+	           p->count ? list : "none");
+}
+
+int ckptd__peer_send_partners(ckptd_agent *a, ckptd_session *s)
+{
+	ckptd_msg rep = { .type = CKPTD_MSG_PARTNERS, .u.partners = a->partners };
+	rep.u.partners.job[0] = '\0';
+	return ckptd_session_send(s, &rep, -1);
+}
