@@ -656,6 +656,8 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	    (m->type == CKPTD_MSG_SEGMENT_REQUEST && m->u.segment_request.mode == CKPTD_SEG_PEER_READ) ||
 	    (m->type == CKPTD_MSG_SEGMENT_RELEASE && ckptd__peer_is_slot(m->u.segment_release.segment_id)))
 		return ckptd__peer_handle(a, s, rs, m);
+	if (m->type == CKPTD_MSG_SEGMENT_REQUEST && m->u.segment_request.mode == CKPTD_SEG_PARTNERS)
+		return ckptd__peer_send_partners(a, s);
 	if (!rs->registered)
 		return ckptd_session_send_error(s, CKPTD_ERR_STATE, "REGISTER_RANK first");
 	/* Every request names its job; a session speaks for its own only. */
@@ -670,8 +672,6 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	case CKPTD_MSG_SEGMENT_REQUEST:
 		if (m->u.segment_request.mode == CKPTD_SEG_LOCATE)
 			return ckptd__agent_locate(a, s, &m->u.segment_request);
-		if (m->u.segment_request.mode == CKPTD_SEG_PARTNERS)
-			return ckptd__peer_send_partners(a, s);
 		if (m->u.segment_request.mode == CKPTD_SEG_WHERE)
 			return where(a, s, rs, &m->u.segment_request);
 		/* A segment is a file descriptor: only a Unix socket carries one. */

@@ -21,11 +21,18 @@ static int route(ckptd_server *srv, ckptd_session *s, const ckptd_msg *m, void *
 	ckptd_roles *r = arg;
 	int from_rank = ckptd_session_role(s) == CKPTD_ROLE_RANK;
 	int from_cli = ckptd_session_role(s) == CKPTD_ROLE_CLI;
+	int from_agent = ckptd_session_role(s) == CKPTD_ROLE_AGENT;
 	switch (m->type) {
-	case CKPTD_MSG_REGISTER_RANK:
 	case CKPTD_MSG_SEGMENT_REQUEST:
+		/* SEG_WHERE passed on by a rank's agent. */
+		if (from_agent && r->coord)
+			return ckptd_coordinator_handle(r->coord, s, m);
+		/* fall through */
+	case CKPTD_MSG_REGISTER_RANK:
 	case CKPTD_MSG_SEGMENT_RELEASE:
 	case CKPTD_MSG_VERIFY:
+	case CKPTD_MSG_PEER_LEASE:
+	case CKPTD_MSG_PEER_COMMIT:
 		if (r->agent)
 			return ckptd_agent_handle(r->agent, s, m);
 		break;
@@ -122,7 +129,7 @@ int ckptd_roles_start(ckptd_server *srv, const ckptd_config *cfg, const ckptd_se
 		CKPTD_MSG_REGISTER_RANK, CKPTD_MSG_SEGMENT_REQUEST, CKPTD_MSG_SHARD_DONE,  CKPTD_MSG_LIST_VERSIONS,
 		CKPTD_MSG_AGENT_HELLO,   CKPTD_MSG_AGENT_INVENTORY, CKPTD_MSG_DELETE_VERSION,
 		CKPTD_MSG_SEGMENT_RELEASE, CKPTD_MSG_GC, CKPTD_MSG_SHOW_VERSION, CKPTD_MSG_COPIES_GONE, CKPTD_MSG_VERIFY,
-		CKPTD_MSG_STEP_REPORT, CKPTD_MSG_STEP_STATS, CKPTD_MSG_GOODPUT,
+		CKPTD_MSG_STEP_REPORT, CKPTD_MSG_STEP_STATS, CKPTD_MSG_GOODPUT, CKPTD_MSG_PEER_LEASE, CKPTD_MSG_PEER_COMMIT,
 	};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 		if ((r = ckptd_server_on(srv, types[i], route, ro)) < 0)

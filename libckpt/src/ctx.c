@@ -166,10 +166,10 @@ static int check_config(const ckpt_config *c, const ckpt_logger *lg)
 	}
 	/* Older callers' structs end before `daemon`: they run embedded. */
 	const char *daemon = c->size >= offsetof(ckpt_config, token_file) ? c->daemon : NULL;
-	uint32_t avail = CKPT_TIER_LOCAL_DISK | (daemon && *daemon ? CKPT_TIER_LOCAL_MEM : 0u);
+	uint32_t avail = CKPT_TIER_LOCAL_DISK | (daemon && *daemon ? CKPT_TIER_LOCAL_MEM | CKPT_TIER_PEER_MEM : 0u);
 	if (c->tiers & ~avail || !(c->tiers & CKPT_TIER_LOCAL_DISK)) {
 		LOG_E(lg, CKPT_NO_VERSION, "config: tiers 0x%x: %s", c->tiers,
-		      daemon && *daemon ? "local_mem and local_disk are available (local_disk required)"
+		      daemon && *daemon ? "local_mem, peer_mem and local_disk are available (local_disk required)"
 		                        : "without a ckptd daemon only local_disk is available");
 		return -CKPT_ECONFIG;
 	}
