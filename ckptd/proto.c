@@ -257,6 +257,22 @@ static const char *check_peer_grant(const void *r)
 	return m->offset > UINT64_MAX - m->bytes ? "slot offset + bytes overflows" : NULL;
 }
 
+static const char *check_preempt(const void *r)
+{
+	const ckptd_preempt *m = r;
+	if (m->source < CKPTD_NOTICE_SRC_AWS || m->source > CKPTD_NOTICE_SRC_CLI)
+		return "unknown notice source";
+	return NULL;
+}
+
+static const char *check_emergency(const void *r)
+{
+	const ckptd_emergency *m = r;
+	if (!m->step)
+		return "an emergency at step 0";
+	return m->tier && !one_tier(m->tier) ? "TIER is one tier bit" : NULL;
+}
+
 static const char *check_interval(const void *r)
 {
 	const ckptd_interval_notice *m = r;
@@ -559,6 +575,20 @@ static const ckptd__field f_peer_grant[] = {
 	F_STR(ckptd_peer_grant, provider, CKPTD_TAG_PROVIDER, OPT, CK_TEXT),
 	F_U64(ckptd_peer_grant, checksum, CKPTD_TAG_CHECKSUM, OPT),
 };
+static const ckptd__field f_preempt[] = {
+	F_STR(ckptd_preempt, job, CKPTD_TAG_JOB, OPT, CK_JOB),
+	F_STR(ckptd_preempt, node, CKPTD_TAG_NODE, OPT, CK_NAME),
+	F_U64(ckptd_preempt, deadline_ns, CKPTD_TAG_DEADLINE_NS, OPT),
+	F_U32(ckptd_preempt, source, CKPTD_TAG_SOURCE, REQ),
+	F_STR(ckptd_preempt, text, CKPTD_TAG_TEXT, OPT, CK_TEXT),
+};
+static const ckptd__field f_emergency[] = {
+	F_STR(ckptd_emergency, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_emergency, step, CKPTD_TAG_STEP, REQ),
+	F_U64(ckptd_emergency, deadline_ns, CKPTD_TAG_DEADLINE_NS, REQ),
+	F_U32(ckptd_emergency, tier, CKPTD_TAG_TIER, OPT),
+	F_STR(ckptd_emergency, node, CKPTD_TAG_NODE, OPT, CK_NAME),
+};
 static const ckptd__field f_peer_commit[] = {
 	F_U64(ckptd_peer_commit, segment_id, CKPTD_TAG_SEGMENT_ID, REQ),
 	F_U64(ckptd_peer_commit, bytes, CKPTD_TAG_BYTES, REQ),
@@ -629,6 +659,8 @@ static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_PEER_LEASE, "PEER_LEASE", SCHEMA(ckptd_peer_lease, f_peer_lease, check_peer_lease) },
 	{ CKPTD_MSG_PEER_GRANT, "PEER_GRANT", SCHEMA(ckptd_peer_grant, f_peer_grant, check_peer_grant) },
 	{ CKPTD_MSG_PEER_COMMIT, "PEER_COMMIT", SCHEMA(ckptd_peer_commit, f_peer_commit, NULL) },
+	{ CKPTD_MSG_PREEMPT, "PREEMPT", SCHEMA(ckptd_preempt, f_preempt, check_preempt) },
+	{ CKPTD_MSG_EMERGENCY, "EMERGENCY", SCHEMA(ckptd_emergency, f_emergency, check_emergency) },
 };
 
 static const ckptd__msgdef *find_msg(uint16_t type)

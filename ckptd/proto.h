@@ -105,6 +105,8 @@ typedef enum ckptd_msg_type {
 	CKPTD_MSG_PEER_LEASE = 68,    /* 1.2 */
 	CKPTD_MSG_PEER_GRANT = 69,    /* 1.2 */
 	CKPTD_MSG_PEER_COMMIT = 70,   /* 1.2 */
+	CKPTD_MSG_PREEMPT = 71,       /* 1.2 */
+	CKPTD_MSG_EMERGENCY = 72,     /* 1.2 */
 } ckptd_msg_type;
 
 /* Field wire types. */
@@ -139,6 +141,8 @@ enum {
 	/* 1.2: the peer-DRAM tier */
 	CKPTD_TAG_PEER_BYTES, CKPTD_TAG_REPLICAS, CKPTD_TAG_FABRIC_ADDR, CKPTD_TAG_FABRIC_ADDR_LEN,
 	CKPTD_TAG_KEY, CKPTD_TAG_BASE, CKPTD_TAG_PROVIDER, CKPTD_TAG_PEER_SKIPS,
+	/* 1.2: preemption */
+	CKPTD_TAG_SOURCE, CKPTD_TAG_DEADLINE_NS,
 };
 
 /* GC.keep_dram / keep_disk: no limit. */
@@ -540,6 +544,34 @@ typedef struct ckptd_peer_grant {
 	uint64_t checksum;   /* optional, reads: the footer checksum recorded */
 } ckptd_peer_grant;
 
+/* Where a preemption notice came from (PREEMPT.source). */
+enum {
+	CKPTD_NOTICE_SRC_AWS = 1, CKPTD_NOTICE_SRC_GCP = 2, CKPTD_NOTICE_SRC_AZURE = 3, CKPTD_NOTICE_SRC_FILE = 4,
+	CKPTD_NOTICE_SRC_SIGNAL = 5, /* a rank got SIGTERM / SIGUSR1 (ckpt_preempt_install) */
+	CKPTD_NOTICE_SRC_CLI = 6,    /* ckpt preempt */
+};
+
+/* PREEMPT (1.2): a node (or a job) is about to go. Rank or tool -> agent
+ * -> coordinator; agent (its pollers) -> coordinator. */
+typedef struct ckptd_preempt {
+	char job[CKPTD_JOB_MAX + 1];   /* optional: "" = every job with ranks on node */
+	char node[CKPTD_NAME_MAX + 1]; /* optional: the node going away (an agent fills in its own) */
+	uint64_t deadline_ns;          /* optional: when, CLOCK_REALTIME ns; 0: the coordinator's default */
+	uint32_t source;               /* CKPTD_NOTICE_SRC_* */
+	char text[CKPTD_TEXT_MAX + 1]; /* optional: what the source said */
+} ckptd_preempt;
+
+/* EMERGENCY (1.2): coordinator -> agents -> the job's ranks: every rank
+ * saves at `step`, then leaves once the version is COMMITTED at `tier`,
+ * or when the deadline is close. */
+typedef struct ckptd_emergency {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t step;        /* > 0 */
+	uint64_t deadline_ns; /* CLOCK_REALTIME ns */
+	uint32_t tier;        /* optional: one tier bit off the noticed nodes; 0: none can make it: leave at the deadline */
+	char node[CKPTD_NAME_MAX + 1]; /* optional: a node noticed (logs) */
+} ckptd_emergency;
+
 /* PEER_COMMIT (1.2), rank -> partner agent: the image is written; the
  * partner checks it (structure, footer checksum, every chunk), records it
  * and reports SHARD_DONE(PEER_MEM) to the coordinator, then answers OK. */
@@ -612,6 +644,8 @@ typedef struct ckptd_msg {
 		ckptd_peer_lease peer_lease;
 		ckptd_peer_grant peer_grant;
 		ckptd_peer_commit peer_commit;
+		ckptd_preempt preempt;
+		ckptd_emergency emergency;
 	} u;
 } ckptd_msg;
 

@@ -217,6 +217,8 @@ static void on_link(ckptd_server *srv, int fd, uint32_t events, void *arg)
 			ckptd__agent_delete(a, &m.u.delete_version);
 		} else if (m.type == CKPTD_MSG_PARTNERS && !m.u.partners.job[0]) {
 			ckptd__peer_partners(a, &m.u.partners);
+		} else if (m.type == CKPTD_MSG_EMERGENCY) {
+			ckptd__agent_emergency(a, &m.u.emergency);
 		} else if (!a->flen) {
 			CKPTD_WARN(a->log, a->cfg->coordinator, NULL, "unexpected %s from the coordinator",
 			           ckptd_msg_name(m.type) ? ckptd_msg_name(m.type) : "message");
@@ -350,6 +352,8 @@ static void local_from_coord(void *arg, const ckptd_msg *m)
 		ckptd__agent_delete(a, &m->u.delete_version);
 	else if (m->type == CKPTD_MSG_PARTNERS)
 		ckptd__peer_partners(a, &m->u.partners);
+	else if (m->type == CKPTD_MSG_EMERGENCY)
+		ckptd__agent_emergency(a, &m->u.emergency);
 }
 
 /* The pool evicted a segment to make room: the copy is gone. */
@@ -665,6 +669,7 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	                : m->type == CKPTD_MSG_SHARD_DONE      ? m->u.shard_done.job
 	                : m->type == CKPTD_MSG_LIST_VERSIONS   ? m->u.list_versions.job
 	                : m->type == CKPTD_MSG_STEP_REPORT     ? m->u.step_report.job
+	                : m->type == CKPTD_MSG_PREEMPT         ? m->u.preempt.job
 	                                                       : rs->job;
 	if (strcmp(job, rs->job) != 0)
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
@@ -681,6 +686,8 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 		return on_segment(a, s, rs, &m->u.segment_request);
 	case CKPTD_MSG_SHARD_DONE:
 		return on_shard_done(a, s, rs, &m->u.shard_done);
+	case CKPTD_MSG_PREEMPT:
+		return ckptd__agent_preempt(a, s, &m->u.preempt);
 	case CKPTD_MSG_SEGMENT_RELEASE:
 		return ckptd__agent_release(a, s, rs, m->u.segment_release.segment_id);
 	case CKPTD_MSG_STEP_REPORT: {
@@ -814,7 +821,7 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 		snprintf(err, errcap, "cannot set up the DRAM pools: %s", strerror(-r));
 		goto fail;
 	}
-	if ((r = ckptd__peer_open(a, err, errcap)) < 0)
+	if ((r = ckptd__peer_open(a, err, errcap)) < 0 || (r = ckptd__agent_notices_start(a, err, errcap)) < 0)
 		goto fail;
 	/* Before anyone hears of this node: what a crash left half deleted. */
 	ckptd__agent_finish_deletes(a);
@@ -844,6 +851,7 @@ void ckptd_agent_free(ckptd_agent *a)
 	if (!a)
 		return;
 	/* Sessions are gone (the server is freed first); their records too. */
+	ckptd__agent_notices_stop(a);
 	ckptd_client_close(a->link);
 	/* Verifications still reading pinned segments end before the pools go. */
 	ckptd__agent_verify_join(a);

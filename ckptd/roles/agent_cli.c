@@ -276,6 +276,8 @@ int ckptd__agent_cli(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	switch (m->type) {
 	case CKPTD_MSG_VERIFY:
 		return on_verify(a, s, rs, &m->u.verify);
+	case CKPTD_MSG_PREEMPT:
+		return ckptd__agent_preempt(a, s, &m->u.preempt);
 	case CKPTD_MSG_LIST_VERSIONS:
 	case CKPTD_MSG_SHOW_VERSION:
 	case CKPTD_MSG_STEP_STATS:

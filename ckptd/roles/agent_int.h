@@ -74,6 +74,7 @@ struct ckptd_agent {
 	ckptd_metrics *mx;
 	struct ckptd_peerpool *peer; /* partners' copies (PEER_MEM); NULL: --peer-pool-size 0 */
 	ckptd_partners partners;     /* where this node's ranks replicate, from the coordinator */
+	struct agent_notices *notices; /* preemption-notice pollers; NULL: none configured */
 };
 
 /* agent.c */
@@ -109,6 +110,15 @@ void ckptd__peer_stats(ckptd_agent *a, uint64_t *bytes, uint64_t *used);
 /* The coordinator's placement for this node; SEG_PARTNERS answers it. */
 void ckptd__peer_partners(ckptd_agent *a, const ckptd_partners *p);
 int ckptd__peer_send_partners(ckptd_agent *a, ckptd_session *s);
+
+/* agent_notice.c: preemption */
+/* Starts the notice pollers the --notice-* settings name (none: nothing). */
+int ckptd__agent_notices_start(ckptd_agent *a, char *err, size_t errcap);
+void ckptd__agent_notices_stop(ckptd_agent *a);
+/* PREEMPT from a rank or the tool: on to the coordinator, with this node. */
+int ckptd__agent_preempt(ckptd_agent *a, ckptd_session *s, const ckptd_preempt *m);
+/* EMERGENCY from the coordinator: to the job's ranks here. */
+void ckptd__agent_emergency(ckptd_agent *a, const ckptd_emergency *e);
 
 /* agent_delete.c */
 /* DELETE_VERSION from the coordinator: marked, then deleted, then unmarked. */

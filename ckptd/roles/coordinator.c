@@ -63,6 +63,7 @@ struct ckptd_coordinator {
 	size_t njobs, capjobs;
 	ckptd_metrics *mx;
 	ckptd_steps *steps;
+	ckptd_emerg *emerg;
 };
 
 uint64_t ckptd__now_ns(void)
@@ -180,12 +181,15 @@ static int created_cb(void *arg, const ckptd_coord_version *v)
 static void observe_commit(ckptd_coordinator *c, const char *job, uint64_t version, uint32_t mask)
 {
 	uint64_t created = 0, now = ckpt__wall_ns();
-	if (ckptd_coord_list(c->db, job, version, created_cb, &created) < 0 || !created || created > now)
-		return;
-	for (uint32_t t = 1; t <= CKPT_TIER_SHARED; t <<= 1)
-		if (mask & t)
+	int known = ckptd_coord_list(c->db, job, version, created_cb, &created) == 0 && created && created <= now;
+	for (uint32_t t = 1; t <= CKPT_TIER_SHARED; t <<= 1) {
+		if (!(mask & t))
+			continue;
+		if (known)
 			ckptd_metrics_observe(c->mx, CKPTD_M_COMMIT_LATENCY, job, ckptd_metrics_tier(t),
 			                      (double)(now - created) / 1e9);
+		ckptd_emerg_commit(c->emerg, job, version, t, known ? now - created : 0, 0);
+	}
 }
 
 static void on_change(void *arg, const ckptd_coord_change *ch)
@@ -321,7 +325,8 @@ static void place_partners(ckptd_coordinator *c)
 		goto done;
 	for (peer *p = c->peers; p; p = p->next, k++) {
 		ps[k] = p;
-		nodes[k] = (ckptd_place_node){ p->node, p->domain, p->up && p->peer_bytes > 0 };
+		nodes[k] = (ckptd_place_node){ p->node, p->domain,
+		                               p->up && p->peer_bytes > 0 && !ckptd_emerg_excluded(c->emerg, p->node) };
 	}
 	if (ckptd_coord_place(nodes, n, rep, out, cnt) < 0)
 		goto done;
@@ -397,6 +402,7 @@ static void hello(ckptd_coordinator *c, peer *p, const ckptd_agent_hello *h)
 	p->pool_bytes = h->pool_bytes;
 	p->peer_bytes = h->peer_bytes;
 	p->up = 1;
+	ckptd_emerg_node_back(c->emerg, p->node);
 	p->lost_at_ns = 0;
 	int r = ckptd_coord_agent_hello(c->db, p->node, h->address, h->domain, ckptd__now_ns());
 	if (r < 0)
@@ -759,10 +765,45 @@ static void announce_interval(void *arg, const ckptd_interval_notice *n)
 			peer_send(c, p, &m);
 }
 
+/* ---------------------------------------------------------------- emergencies */
+
+static void em_broadcast(void *arg, const ckptd_msg *m)
+{
+	ckptd_coordinator *c = arg;
+	for (peer *p = c->peers; p; p = p->next)
+		if (p->local || (p->up && p->s))
+			peer_send(c, p, m);
+}
+
+static void em_exclude(void *arg, const char *node)
+{
+	ckptd_coordinator *c = arg;
+	CKPTD_INFO(c->log, node, NULL, "node %s noticed: partner copies are placed elsewhere", node);
+	place_partners(c);
+}
+
+static int em_peer_room(void *arg)
+{
+	ckptd_coordinator *c = arg;
+	if (!c->cfg->peer_replicas)
+		return 0;
+	for (peer *p = c->peers; p; p = p->next)
+		if (p->up && p->peer_bytes && !ckptd_emerg_excluded(c->emerg, p->node))
+			return 1;
+	return 0;
+}
+
+int ckptd_coordinator_preempt(ckptd_coordinator *c, const ckptd_preempt *p)
+{
+	flush_batch(c); /* commits already reported count */
+	return ckptd_emerg_notice(c->emerg, p, ckptd__now_ns());
+}
+
 static void judge_steps(ckptd_server *srv, void *arg)
 {
 	(void)srv;
 	ckptd_coordinator *c = arg;
+	ckptd_emerg_tick(c->emerg, ckptd__now_ns());
 	ckptd_steps_judge(c->steps, ckptd__now_ns());
 }
 
@@ -840,6 +881,15 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		if (sjob[0] && strcmp(sjob, m->u.gc.job) != 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		return gc(c, s, &m->u.gc);
+	case CKPTD_MSG_PREEMPT: {
+		if (sjob[0] && strcmp(sjob, m->u.preempt.job) != 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
+		if (!m->u.preempt.job[0] && !m->u.preempt.node[0])
+			return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "PREEMPT names a job, a node, or both");
+		int r = ckptd_coordinator_preempt(c, &m->u.preempt);
+		ckptd_msg ok = { .type = CKPTD_MSG_OK, .u.ok.count = r == 0 };
+		return ckptd_session_send(s, &ok, -1);
+	}
 	case CKPTD_MSG_SEGMENT_REQUEST: {
 		/* SEG_WHERE, passed on by a rank's agent. */
 		if (role != CKPTD_ROLE_AGENT || m->u.segment_request.mode != CKPTD_SEG_WHERE)
@@ -930,6 +980,9 @@ int ckptd_coordinator_local_msg(ckptd_coordinator *c, const char *node, const ck
 	}
 	case CKPTD_MSG_STEP_REPORT:
 		return ckptd_steps_report(c->steps, &m->u.step_report, ckptd__now_ns());
+	case CKPTD_MSG_PREEMPT:
+		ckptd_coordinator_preempt(c, &m->u.preempt);
+		return 0;
 	default:
 		return -EINVAL;
 	}
@@ -962,6 +1015,8 @@ int ckptd_coordinator_new(ckptd_server *srv, const ckptd_config *cfg, const ckpt
 	if ((r = ckptd_server_after_events(srv, after_events, c)) < 0 ||
 	    (r = ckptd_server_every(srv, LIVENESS_MS, liveness, c)) < 0 ||
 	    (r = ckptd_steps_new(cfg, log, c->mx, announce_interval, c, &c->steps)) < 0 ||
+	    (r = ckptd_emerg_new(cfg, log, c->mx, c->steps, &(ckptd_emerg_ops){ em_broadcast, em_exclude, em_peer_room },
+	                         c, &c->emerg)) < 0 ||
 	    (r = ckptd_server_every(srv, 1000, judge_steps, c)) < 0 ||
 	    (cfg->retention_interval_ms && (r = ckptd_server_every(srv, cfg->retention_interval_ms, retention, c)) < 0)) {
 		snprintf(err, errcap, "cannot install the coordinator's timers: %s", strerror(-r));
@@ -984,6 +1039,7 @@ void ckptd_coordinator_free(ckptd_coordinator *c)
 		free(p);
 	}
 	ckptd_coord_close(c->db);
+	ckptd_emerg_free(c->emerg);
 	ckptd_steps_free(c->steps);
 	free(c->q);
 	free(c->batch);

@@ -39,12 +39,13 @@ static int route(ckptd_server *srv, ckptd_session *s, const ckptd_msg *m, void *
 	case CKPTD_MSG_SHARD_DONE:
 	case CKPTD_MSG_STEP_REPORT:
 	case CKPTD_MSG_LIST_VERSIONS:
+	case CKPTD_MSG_PREEMPT:
 		if (from_rank && r->agent)
 			return ckptd_agent_handle(r->agent, s, m);
 		if (!from_rank && r->coord)
 			return ckptd_coordinator_handle(r->coord, s, m);
 		/* The tool on an agent-only daemon: the agent passes it on. */
-		if (from_cli && r->agent && m->type == CKPTD_MSG_LIST_VERSIONS)
+		if (from_cli && r->agent && (m->type == CKPTD_MSG_LIST_VERSIONS || m->type == CKPTD_MSG_PREEMPT))
 			return ckptd_agent_handle(r->agent, s, m);
 		break;
 	case CKPTD_MSG_AGENT_HELLO:
@@ -130,6 +131,7 @@ int ckptd_roles_start(ckptd_server *srv, const ckptd_config *cfg, const ckptd_se
 		CKPTD_MSG_AGENT_HELLO,   CKPTD_MSG_AGENT_INVENTORY, CKPTD_MSG_DELETE_VERSION,
 		CKPTD_MSG_SEGMENT_RELEASE, CKPTD_MSG_GC, CKPTD_MSG_SHOW_VERSION, CKPTD_MSG_COPIES_GONE, CKPTD_MSG_VERIFY,
 		CKPTD_MSG_STEP_REPORT, CKPTD_MSG_STEP_STATS, CKPTD_MSG_GOODPUT, CKPTD_MSG_PEER_LEASE, CKPTD_MSG_PEER_COMMIT,
+		CKPTD_MSG_PREEMPT,
 	};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 		if ((r = ckptd_server_on(srv, types[i], route, ro)) < 0)

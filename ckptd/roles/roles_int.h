@@ -33,6 +33,8 @@ int ckptd_coordinator_local_attach(ckptd_coordinator *c, const char *node, ckptd
 /* SEG_WHERE: the up nodes holding a live PEER_MEM copy of (job, version,
  * rank). out->entries malloc'd: free it. */
 int ckptd_coordinator_where(ckptd_coordinator *c, const ckptd_segment_request *m, ckptd_partners *out);
+/* A PREEMPT notice (from an agent, the tool, or the in-process agent). */
+int ckptd_coordinator_preempt(ckptd_coordinator *c, const ckptd_preempt *p);
 int ckptd_coordinator_local_msg(ckptd_coordinator *c, const char *node, const ckptd_msg *m);
 
 /* ---------------------------------------------------------------- agent */
@@ -88,6 +90,51 @@ void ckptd_steps_judge(ckptd_steps *s, uint64_t now_ns);
 int ckptd_steps_goodput(ckptd_steps *s, const char *job, ckptd_goodput_reply *out);
 /* A page of a job's ranks from start (entries malloc'd; free them). */
 int ckptd_steps_query(ckptd_steps *s, const char *job, uint64_t start, ckptd_step_stats_reply *out);
+
+/* A job's pace (ckptd_steps_pace): over the ranks reporting recently, the
+ * step each is estimated to be at now (last report + steps since at its
+ * pace), the furthest and the least, and the slowest rank's step time. */
+typedef struct ckptd_job_pace {
+	uint64_t max_step, min_step;
+	double step_ns;
+	uint32_t ranks;
+} ckptd_job_pace;
+/* Returns 0, or -ENOENT when no rank of the job reported recently. */
+int ckptd_steps_pace(ckptd_steps *s, const char *job, uint64_t now_ns, ckptd_job_pace *out);
+/* Calls fn for each job with a rank that reported recently from node. */
+void ckptd_steps_jobs_on(ckptd_steps *s, const char *node, uint64_t now_ns, void (*fn)(void *arg, const char *job),
+                         void *arg);
+
+/* ---------------------------------------------------------------- emergencies */
+
+/* The coordinator's emergency checkpoints (preempt.c): a PREEMPT notice
+ * becomes, for each job with ranks on the noticed node, one step every rank
+ * can still reach before the deadline and a tier off the noticed nodes that
+ * can hold the version in time; EMERGENCY tells the ranks. */
+typedef struct ckptd_emerg ckptd_emerg;
+typedef struct ckptd_emerg_ops {
+	/* Sends m to every agent that is up (they pass it to the job's ranks). */
+	void (*broadcast)(void *arg, const ckptd_msg *m);
+	/* The node is going: no partner copy may be placed there any more. */
+	void (*exclude)(void *arg, const char *node);
+	/* Whether some node other than the noticed ones can hold partner copies. */
+	int (*peer_room)(void *arg);
+} ckptd_emerg_ops;
+int ckptd_emerg_new(const ckptd_config *cfg, const ckptd_log *log, ckptd_metrics *mx, ckptd_steps *steps,
+                    const ckptd_emerg_ops *ops, void *arg, ckptd_emerg **out);
+void ckptd_emerg_free(ckptd_emerg *e);
+/* A PREEMPT notice. Returns 0, or -ENOENT when no job is concerned. */
+int ckptd_emerg_notice(ckptd_emerg *e, const ckptd_preempt *p, uint64_t now_ns);
+/* A commit, for the costs it measures and the emergencies it ends:
+ * latency_ns from the version's first report to this commit. */
+void ckptd_emerg_commit(ckptd_emerg *e, const char *job, uint64_t version, uint32_t tier, uint64_t latency_ns,
+                        uint64_t bytes);
+/* A node whose agent said hello again is no longer excluded. */
+void ckptd_emerg_node_back(ckptd_emerg *e, const char *node);
+/* 1 if node was noticed (placement leaves it out). */
+int ckptd_emerg_excluded(const ckptd_emerg *e, const char *node);
+/* Once a second: emergencies past their deadline are dropped. */
+void ckptd_emerg_tick(ckptd_emerg *e, uint64_t now_ns);
 
 /* ---------------------------------------------------------------- verification */
 

@@ -403,3 +403,44 @@ int ckptd_steps_query(ckptd_steps *s, const char *job, uint64_t start, ckptd_ste
 	}
 	return 0;
 }
+
+/* ---------------------------------------------------------------- pace */
+
+int ckptd_steps_pace(ckptd_steps *s, const char *job, uint64_t now_ns, ckptd_job_pace *out)
+{
+	job_steps *j = job_find(s, job, 0);
+	memset(out, 0, sizeof(*out));
+	if (!j)
+		return -ENOENT;
+	uint64_t window = s->cfg->straggler_window_ms * 1000000ull;
+	for (uint32_t i = 0; i < j->n; i++) {
+		const rank_steps *e = &j->r[i];
+		if (!e->seen || now_ns - e->at_ns > window || e->ns <= 0)
+			continue;
+		/* Where the rank is now: its last report, plus the steps it made
+		 * since at its pace (reports come about once a second). */
+		uint64_t est = e->step + (uint64_t)((double)(now_ns - e->at_ns) / e->ns);
+		if (!out->ranks || est > out->max_step)
+			out->max_step = est;
+		if (!out->ranks || est < out->min_step)
+			out->min_step = est;
+		if (e->ns > out->step_ns)
+			out->step_ns = e->ns;
+		out->ranks++;
+	}
+	return out->ranks ? 0 : -ENOENT;
+}
+
+void ckptd_steps_jobs_on(ckptd_steps *s, const char *node, uint64_t now_ns, void (*fn)(void *arg, const char *job),
+                         void *arg)
+{
+	uint64_t window = s->cfg->straggler_window_ms * 1000000ull;
+	for (job_steps *j = s->jobs; j; j = j->next)
+		for (uint32_t i = 0; i < j->n; i++) {
+			const rank_steps *e = &j->r[i];
+			if (e->seen && now_ns - e->at_ns <= window && !strcmp(e->node, node)) {
+				fn(arg, j->job);
+				break;
+			}
+		}
+}

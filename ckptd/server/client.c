@@ -326,7 +326,8 @@ int ckptd_client_call(ckptd_client *c, const ckptd_msg *req, ckptd_msg *reply)
 		if ((r = recv_msg(c, reply, 1, deadline)) < 0)
 			return r;
 		/* Unsolicited notices may come before the answer. */
-		if (reply->type != CKPTD_MSG_COMMIT_NOTICE && reply->type != CKPTD_MSG_INTERVAL_NOTICE)
+		if (reply->type != CKPTD_MSG_COMMIT_NOTICE && reply->type != CKPTD_MSG_INTERVAL_NOTICE &&
+		    reply->type != CKPTD_MSG_EMERGENCY)
 			return 0;
 		if (c->notice)
 			c->notice(reply, c->notice_arg);

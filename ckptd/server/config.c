@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum cfg_type { T_PATH, T_NAME, T_TCP_ADDR, T_SOCKET, T_ROLE, T_SIZE, T_SIZE0, T_COUNT, T_DURATION, T_LOGLEVEL, T_UINT };
+enum cfg_type { T_PATH, T_NAME, T_TCP_ADDR, T_SOCKET, T_ROLE, T_SIZE, T_SIZE0, T_COUNT, T_DURATION, T_LOGLEVEL, T_UINT, T_URL };
 
 typedef struct cfg_entry {
 	const char *name; /* flag without "--", and config-file key */
@@ -58,6 +58,13 @@ static const cfg_entry table[] = {
 	{ "peer-pool-size", T_SIZE0, F(peer_pool_size), "0", "CKPT_PEER_POOL_SIZE", "agent: DRAM for partner nodes' copies (PEER_MEM), registered with libfabric at the --listen host; needs --listen (0: this node keeps none). The provider is CKPT_FABRIC_PROVIDER's, else libfabric's choice" },
 	{ "peer-replicas", T_UINT, F(peer_replicas), "1", "CKPT_PEER_REPLICAS", "coordinator: copies of each shard kept in other nodes' DRAM, on nodes of other failure domains first (0: none)" },
 	{ "peer-lease", T_DURATION, F(peer_lease_ms), "60s", "CKPT_PEER_LEASE", "agent: a partner's slot not committed within this is reclaimed (its writer died or hangs)" },
+	{ "preempt-deadline", T_DURATION, F(preempt_deadline_ms), "30s", "CKPT_PREEMPT_DEADLINE", "coordinator: how long a preempted node has when its notice names no time (signals, trigger files, GCP gives 30 s)" },
+	{ "notice-aws", T_URL, F(notice_aws), NULL, "CKPT_NOTICE_AWS", "agent: poll AWS spot instance-action (IMDSv2) at this base URL, e.g. http://169.254.169.254 (unset: off)" },
+	{ "notice-gcp", T_URL, F(notice_gcp), NULL, "CKPT_NOTICE_GCP", "agent: poll GCP instance/preempted at this base URL, e.g. http://metadata.google.internal (unset: off)" },
+	{ "notice-azure", T_URL, F(notice_azure), NULL, "CKPT_NOTICE_AZURE", "agent: poll Azure Scheduled Events (Preempt) at this base URL, e.g. http://169.254.169.254 (unset: off)" },
+	{ "notice-azure-vm", T_NAME, F(notice_azure_vm), NULL, "CKPT_NOTICE_AZURE_VM", "agent: this VM's name among an Azure event's resources (unset: any event)" },
+	{ "notice-file", T_PATH, F(notice_file), NULL, "CKPT_NOTICE_FILE", "agent: a trigger file; when it appears the node is noticed (content: empty, deadline=SECONDS, or an RFC 3339 time)" },
+	{ "notice-interval", T_DURATION, F(notice_interval_ms), "1s", "CKPT_NOTICE_INTERVAL", "agent: how often the notice sources are polled" },
 	{ "metrics-listen", T_TCP_ADDR, F(metrics_listen), NULL, "CKPT_METRICS_LISTEN", "host:port serving Prometheus metrics on GET /metrics; only this address is bound (unset: no endpoint)" },
 };
 
@@ -149,6 +156,11 @@ static int set_field(ckptd_config *cfg, const cfg_entry *e, const char *v, const
 	case T_PATH:
 		*expect = "a path";
 		if (strlen(v) > 4000)
+			return -EINVAL;
+		return set_str((char **)base, v);
+	case T_URL:
+		*expect = "an http:// or https:// URL";
+		if (strlen(v) > 1000 || (strncmp(v, "http://", 7) && strncmp(v, "https://", 8)))
 			return -EINVAL;
 		return set_str((char **)base, v);
 	case T_NAME:
@@ -373,7 +385,7 @@ void ckptd_config_free(ckptd_config *cfg)
 		return;
 	for (size_t i = 0; i < NENTRIES; i++) {
 		enum cfg_type t = table[i].type;
-		if (t == T_PATH || t == T_NAME || t == T_TCP_ADDR || t == T_SOCKET)
+		if (t == T_PATH || t == T_NAME || t == T_TCP_ADDR || t == T_SOCKET || t == T_URL)
 			free(*(char **)((char *)cfg + table[i].offset));
 	}
 	memset(cfg, 0, sizeof(*cfg));

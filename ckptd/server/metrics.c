@@ -91,6 +91,12 @@ static const family families[CKPTD_M__COUNT] = {
 	                           "agent: partner copies evicted to make room" },
 	[CKPTD_M_PEER_REFUSED] = { "ckpt_peer_refused_total", M_COUNTER, { "ckpt_job", "reason" },
 	                           "agent: partner leases refused (no_space) and images that failed their check (bad_image)" },
+	[CKPTD_M_PREEMPT_NOTICES] = { "ckpt_preempt_notices_total", M_COUNTER, { "source" },
+	                              "coordinator: preemption notices received (aws, gcp, azure, file, signal, cli)" },
+	[CKPTD_M_EMERGENCIES] = { "ckpt_emergency_checkpoints_total", M_COUNTER, { "ckpt_job", "result" },
+	                          "coordinator: emergency checkpoints committed off the noticed nodes before the deadline, or missed" },
+	[CKPTD_M_AGENT_NOTICES] = { "ckpt_agent_preempt_notices_total", M_COUNTER, { "source" },
+	                            "agent: preemption notices its pollers (cloud metadata, trigger file) raised" },
 	[CKPTD_M_PEER_SKIPS] = { "ckpt_peer_skips_total", M_COUNTER, { "ckpt_job" },
 	                         "coordinator: PEER_MEM copies the ranks skipped: partner slow or gone, or a fabric error (the ranks' logs give fi_strerror's text)" },
 };

@@ -76,6 +76,9 @@ enum ckptd_metric {
 	CKPTD_M_PEER_EVICTED,        /* counter {job} */
 	CKPTD_M_PEER_REFUSED,        /* counter {job, reason}: leases refused, images failing their check */
 	CKPTD_M_PEER_SKIPS,          /* counter {job}: PEER_MEM copies ranks skipped (partner slow, gone, fabric error) */
+	CKPTD_M_PREEMPT_NOTICES,     /* counter {source}: preemption notices the coordinator acted on */
+	CKPTD_M_EMERGENCIES,         /* counter {job, result: committed, missed} */
+	CKPTD_M_AGENT_NOTICES,       /* counter {source}: notices this agent's pollers raised */
 	CKPTD_M__COUNT
 };
 

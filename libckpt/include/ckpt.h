@@ -212,6 +212,13 @@ typedef struct ckpt_config {
 	                           that order). Put peer_mem before local_disk when the root
 	                           is a network filesystem slower than the fabric.
 	                           CKPT_RESTORE_ORDER */
+	const char *preempt_signals; /* signals ckpt_preempt_install(ctx, NULL, 0) arms: a comma
+	                           list of names ("TERM,USR1", the default). CKPT_PREEMPT_SIGNALS */
+	uint32_t preempt_grace_ms; /* a signal's deadline: this long after it (30000).
+	                           CKPT_PREEMPT_GRACE_MS */
+	uint32_t preempt_exit_margin_ms; /* ckpt_step says EXIT this long before the deadline
+	                           even without a committed emergency version (2000).
+	                           CKPT_PREEMPT_EXIT_MARGIN_MS */
 	uint32_t peer_timeout_ms; /* PEER_MEM: the longest wait on a partner (its answer, a
 	                           fabric completion) before it is passed over for the
 	                           next one. CKPT_PEER_TIMEOUT_MS */
@@ -384,8 +391,9 @@ CKPT_API void ckpt_handle_free(ckpt_handle *h);
 /* What ckpt_step tells the training loop. */
 typedef enum ckpt_step_action {
 	CKPT_STEP_CONTINUE = 0, /* go on training */
-	CKPT_STEP_SAVE = 1,     /* save a checkpoint at this step (reserved: preemption, interval advice) */
-	CKPT_STEP_EXIT = 2,     /* save done, leave (reserved: preemption) */
+	CKPT_STEP_SAVE = 1,     /* save a checkpoint at this step: interval advice, or an emergency */
+	CKPT_STEP_EXIT = 2,     /* preempted: the emergency checkpoint is committed (or the deadline
+	                           is close); close the context and leave */
 } ckpt_step_action;
 
 /* Call once per training step, with the step number, at the end of the step
@@ -397,6 +405,36 @@ typedef enum ckpt_step_action {
  * config `interval` asks for a checkpoint of this step (save it as version
  * `step`), else CKPT_STEP_CONTINUE; -EINVAL without a context. */
 CKPT_API int ckpt_step(ckpt_ctx *ctx, uint64_t step);
+
+/* ---------------------------------------------------------------- preemption */
+
+/* Arms handlers for signals that announce the end of the process: signals
+ * (nsignals of them), or when NULL the config `preempt_signals` (SIGTERM
+ * for Kubernetes and clouds, SIGUSR1 for Slurm's --signal). The handler is
+ * async-signal-safe: it only marks the context; the context's io thread
+ * then raises a notice with a deadline `preempt_grace_ms` away, like
+ * ckpt_preempt_notice. A handler installed before is still called after
+ * ours (a SIG_DFL or SIG_IGN one is not: the process must live to save).
+ * The handlers go back to what they were when the last context armed with
+ * them closes. At most 16 contexts per process. Returns 0, -EINVAL (a
+ * signal that cannot be caught, ctx NULL), -ENOSPC (16 armed), -errno.
+ *
+ * What follows, through ckpt_step (which the training loop must call):
+ * with a ckptd agent, the coordinator picks one step every rank of the job
+ * can still reach and a tier off the noticed node that holds the version in
+ * time (partner DRAM, else shared storage); ckpt_step answers
+ * CKPT_STEP_SAVE at that step on every rank (save it as version `step`),
+ * then CKPT_STEP_EXIT once that version is committed there, or
+ * `preempt_exit_margin_ms` before the deadline, whichever comes first.
+ * Embedded (no agent): the next step is saved and CKPT_STEP_EXIT follows
+ * once it is on local disk. The previous version stays restorable. */
+CKPT_API int ckpt_preempt_install(ckpt_ctx *ctx, const int *signals, int nsignals);
+
+/* The same notice raised by the caller (a preStop hook, a watcher of its
+ * own): the node goes at deadline_ns (CLOCK_REALTIME ns; 0: in
+ * preempt_grace_ms). Thread-safe; not async-signal-safe. Returns 0,
+ * -EINVAL, or the error of telling the agent. */
+CKPT_API int ckpt_preempt_notice(ckpt_ctx *ctx, uint64_t deadline_ns);
 
 /* Restores every registered region from `version`, or from the newest
  * committed version that verifies when version is CKPT_LATEST (a version

@@ -3,6 +3,7 @@
 #include "admin.h"
 #include "daemon.h"
 #include "peer.h"
+#include "preempt.h"
 #include "config.h"
 #include "../../kernels/ckpt_kernels.h"
 
@@ -244,6 +245,17 @@ int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 		goto fail;
 	}
 	ctx->cfg.restore_order = NULL; /* parsed above */
+	ctx->npreempt_sigs = ckpt__preempt_parse_signals(ctx->cfg.preempt_signals ? ctx->cfg.preempt_signals : "TERM,USR1",
+	                                                 ctx->preempt_sigs, 8);
+	if (ctx->npreempt_sigs < 0) {
+		LOG_E(&lg, CKPT_NO_VERSION, "preempt_signals '%s': want a comma list of TERM, USR1, USR2, INT, HUP",
+		      ctx->cfg.preempt_signals);
+		err = -CKPT_ECONFIG;
+		goto fail;
+	}
+	ctx->cfg.preempt_signals = NULL;
+	if (!ctx->cfg.preempt_grace_ms)
+		ctx->cfg.preempt_grace_ms = 30000;
 	if (!ctx->cfg.peer_timeout_ms)
 		ctx->cfg.peer_timeout_ms = 30000;
 	ctx->log = lg;
@@ -345,6 +357,7 @@ int ckpt_ctx_close(ckpt_ctx *ctx)
 {
 	if (!ctx)
 		return 0;
+	ckpt__preempt_disarm(ctx);
 	ckpt__pipeline_stop(ctx);
 	ckpt__peer_stop(ctx); /* after the io thread: nothing is queued any more */
 	ckpt__daemon_steps(ctx, 1); /* the last steps count too (the io thread is gone) */
@@ -613,6 +626,16 @@ int ckpt_step(ckpt_ctx *ctx, uint64_t step)
 	}
 	if (every && step && step >= from && (step - from) % every == 0)
 		act = CKPT_STEP_SAVE;
+	act = ckpt__preempt_step(ctx, step, act);
+	int said = ctx->em_said_exit && !ctx->em_logged;
+	if (said)
+		ctx->em_logged = 1;
+	int late = ctx->em_said_exit == 2;
+	uint64_t em_step = ctx->em_step;
 	pthread_mutex_unlock(&ctx->step_mu);
+	if (said)
+		LOG_W(&ctx->log, em_step, "preempted: leave now (%s)", late ? "the deadline is near and the emergency "
+		      "version is not committed; the previous committed version is the restore point"
+		      : "the emergency version is committed");
 	return act;
 }

@@ -169,6 +169,16 @@ struct ckpt_ctx {
 	struct { uint64_t every, from; } adv[8];
 	uint32_t nadv;
 	uint64_t step_sent_ns;   /* io thread: when the last report went */
+	/* the emergency checkpoint (preempt.c), with step_mu */
+	int em_active, em_local, em_asked, em_done, em_said_exit, em_logged;
+	uint64_t em_step, em_deadline; /* deadline: CLOCK_REALTIME ns */
+	uint32_t em_tier;
+
+	/* preemption signals (preempt.c) */
+	int preempt_sigs[8], npreempt_sigs; /* config preempt_signals, parsed */
+	int armed_sigs[8], narmed_sigs;     /* what ckpt_preempt_install armed (its lock) */
+	_Atomic int preempt_sig;            /* set by the handler, taken by the io thread */
+	int preempt_raised;                 /* io thread: the notice went */
 
 	pthread_mutex_t lock;
 	pthread_cond_t work_cv;  /* workers wait for tasks */

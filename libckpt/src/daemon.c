@@ -4,6 +4,7 @@
 #include "daemon.h"
 #include "ctx.h"
 #include "index.h"
+#include "preempt.h"
 #include "../../ckptd/server/client.h"
 #include "../../ckptd/mem/fdpass.h"
 
@@ -94,8 +95,14 @@ static void on_notice(const ckptd_msg *m, void *arg)
 		      m->u.interval_notice.interval_ns / 1e9);
 		return;
 	}
+	if (m->type == CKPTD_MSG_EMERGENCY) {
+		if (!strcmp(m->u.emergency.job, ctx->job))
+			ckpt__preempt_emergency(ctx, m->u.emergency.step, m->u.emergency.deadline_ns, m->u.emergency.tier);
+		return;
+	}
 	if (m->type != CKPTD_MSG_COMMIT_NOTICE || strcmp(m->u.commit_notice.job, ctx->job))
 		return;
+	ckpt__preempt_committed(ctx, m->u.commit_notice.version, m->u.commit_notice.tier);
 	pthread_mutex_lock(&ctx->lock);
 	int i = notice_find(d, m->u.commit_notice.version);
 	if (i < 0) {
@@ -770,4 +777,20 @@ int ckpt__daemon_map_span(ckpt_ctx *ctx, uint8_t **base, size_t *len)
 	*len = d->map.len;
 	pthread_mutex_unlock(&d->mu);
 	return *base ? 0 : -ENOENT;
+}
+
+int ckpt__daemon_preempt(ckpt_ctx *ctx, uint64_t deadline_ns, uint32_t source, const char *text)
+{
+	struct ckpt_daemon *d = ctx->daemon;
+	ckptd_msg m = { .type = CKPTD_MSG_PREEMPT }, rep;
+	snprintf(m.u.preempt.job, sizeof(m.u.preempt.job), "%s", ctx->job);
+	m.u.preempt.deadline_ns = deadline_ns;
+	m.u.preempt.source = source;
+	snprintf(m.u.preempt.text, sizeof(m.u.preempt.text), "rank %u: %s", ctx->cfg.rank, text);
+	pthread_mutex_lock(&d->mu);
+	int err = call_expect(ctx, &m, CKPTD_MSG_OK, &rep, NULL);
+	pthread_mutex_unlock(&d->mu);
+	if (err == 0)
+		ckptd_msg_free(&rep);
+	return err;
 }

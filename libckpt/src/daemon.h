@@ -89,6 +89,8 @@ int ckpt__daemon_dial(struct ckpt_ctx *ctx, const char *addr, int timeout_ms, st
                       char *why, size_t cap);
 /* Our mapping of the agent's pool (for registering it with the fabric):
  * -ENOENT before the first grant. The mapping is fixed while the agent lives. */
+/* PREEMPT for this rank's job and node (the agent names the node). */
+int ckpt__daemon_preempt(struct ckpt_ctx *ctx, uint64_t deadline_ns, uint32_t source, const char *text);
 int ckpt__daemon_map_span(struct ckpt_ctx *ctx, uint8_t **base, size_t *len);
 
 #endif

@@ -17,6 +17,7 @@
 #include "ctx.h"
 #include "daemon.h"
 #include "peer.h"
+#include "preempt.h"
 #include "../../kernels/ckpt_kernels.h"
 
 #include <errno.h>
@@ -419,6 +420,8 @@ static void op_commit(ckpt_ctx *ctx, ckpt_save_op *op)
 	                                ctx->cfg.rank, &s, &committed)) < 0)
 		goto fail_renamed;
 	op->committed = committed;
+	if (committed)
+		ckpt__preempt_committed(ctx, op->version, CKPT_TIER_LOCAL_DISK);
 	LOG_I(&ctx->log, op->version, "shard durable (%llu bytes, %llu stored)%s",
 	      (unsigned long long)op->footer.data_bytes, (unsigned long long)op->footer.stored_bytes,
 	      committed ? "; version COMMITTED" : "");
@@ -653,6 +656,7 @@ static void *io_main(void *arg)
 			f = nx;
 		}
 		mem_scan(ctx);
+		ckpt__preempt_poll(ctx);
 		if (ctx->daemon) {
 			ckpt__daemon_poll(ctx);
 			ckpt__daemon_steps(ctx, 0);

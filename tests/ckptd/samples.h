@@ -18,7 +18,7 @@ static const uint16_t t_types[] = {
 	CKPTD_MSG_SHOW_VERSION, CKPTD_MSG_VERSION_DETAIL, CKPTD_MSG_COPIES_GONE, CKPTD_MSG_VERIFY,
 	CKPTD_MSG_VERIFY_REPLY, CKPTD_MSG_LOCATION, CKPTD_MSG_STEP_STATS, CKPTD_MSG_STEP_STATS_REPLY,
 	CKPTD_MSG_GOODPUT, CKPTD_MSG_GOODPUT_REPLY, CKPTD_MSG_INTERVAL_NOTICE, CKPTD_MSG_PARTNERS,
-	CKPTD_MSG_PEER_LEASE, CKPTD_MSG_PEER_GRANT, CKPTD_MSG_PEER_COMMIT,
+	CKPTD_MSG_PEER_LEASE, CKPTD_MSG_PEER_GRANT, CKPTD_MSG_PEER_COMMIT, CKPTD_MSG_PREEMPT, CKPTD_MSG_EMERGENCY,
 };
 #define T_NTYPES (sizeof(t_types) / sizeof(t_types[0]))
 
@@ -371,6 +371,24 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 		}
 		break;
 	}
+	case CKPTD_MSG_PREEMPT:
+		m->u.preempt.source = full ? CKPTD_NOTICE_SRC_AZURE : CKPTD_NOTICE_SRC_SIGNAL;
+		if (full) {
+			snprintf(m->u.preempt.job, sizeof(m->u.preempt.job), "%s", job);
+			snprintf(m->u.preempt.node, sizeof(m->u.preempt.node), "gpu-node-0042");
+			m->u.preempt.deadline_ns = 1800000000000000000ull;
+			t_str(m->u.preempt.text, CKPTD_TEXT_MAX, 'p');
+		}
+		break;
+	case CKPTD_MSG_EMERGENCY:
+		snprintf(m->u.emergency.job, sizeof(m->u.emergency.job), "%s", job);
+		m->u.emergency.step = full ? 123456 : 1;
+		m->u.emergency.deadline_ns = full ? 1800000000000000000ull : 0;
+		if (full) {
+			m->u.emergency.tier = CKPT_TIER_PEER_MEM;
+			snprintf(m->u.emergency.node, sizeof(m->u.emergency.node), "gpu-node-0042");
+		}
+		break;
 	case CKPTD_MSG_PEER_COMMIT:
 		m->u.peer_commit.segment_id = full ? 99 : 0;
 		m->u.peer_commit.bytes = full ? (1ull << 30) : 0;

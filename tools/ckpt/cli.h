@@ -72,6 +72,8 @@ int cmd_status(cli *c, int argc, char **argv);
 void help_status(FILE *out);
 int cmd_stragglers(cli *c, int argc, char **argv);
 int cmd_goodput(cli *c, int argc, char **argv);
+int cmd_preempt(cli *c, int argc, char **argv);
+void help_preempt(FILE *out);
 void help_goodput(FILE *out);
 void help_stragglers(FILE *out);
 /* Where a shard is restored from: a file, or an image in memory. */

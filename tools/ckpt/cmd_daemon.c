@@ -1106,3 +1106,89 @@ void help_goodput(FILE *o)
 	           "Goodput is useful time over wall time (first report to the last). --plot draws\n"
 	           "the timeline, a minute a bar, and the goodput so far (python3 with matplotlib).\n");
 }
+
+/* ------------------------------------------------------------- preempt */
+
+/* "30s", "2m", "1500ms", or plain seconds; -1 when not a duration. */
+static int64_t parse_secs_ms(const char *s)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || v < 0 || v > 86400 * 7)
+		return -1;
+	if (!*end || !strcmp(end, "s"))
+		return (int64_t)(v * 1000);
+	if (!strcmp(end, "ms"))
+		return (int64_t)v;
+	if (!strcmp(end, "m"))
+		return (int64_t)(v * 60000);
+	return -1;
+}
+
+int cmd_preempt(cli *c, int argc, char **argv)
+{
+	const char *node = "";
+	int64_t deadline_ms = 0;
+	for (int i = 1; i < argc; i++) {
+		int r = cli_daemon_opt(c, argc, argv, &i);
+		if (r == 0)
+			r = cli_common_opt(c, argc, argv, &i);
+		if (r < 0)
+			return cli_usage("preempt", "bad value for %s", argv[i]);
+		if (r)
+			continue;
+		if (!strcmp(argv[i], "--node") && i + 1 < argc) {
+			node = argv[++i];
+			if (ckpt__job_valid(node) < 0)
+				return cli_usage("preempt", "--node: a node name of letters, digits, '.', '_', '-'");
+		} else if (!strcmp(argv[i], "--deadline") && i + 1 < argc) {
+			if ((deadline_ms = parse_secs_ms(argv[++i])) <= 0)
+				return cli_usage("preempt", "--deadline: a duration such as 30s, 90s, 2m or 1500ms");
+		} else {
+			return cli_usage("preempt", "unknown option '%s'", argv[i]);
+		}
+	}
+	if (!c->daemon || !*c->daemon)
+		return cli_usage("preempt", "--daemon ADDR (or CKPT_DAEMON) is required");
+	if (ckpt__job_valid(c->job) < 0)
+		return cli_usage("preempt", "a valid --job is required");
+	ckptd_client *cl = NULL;
+	int rc = daemon_connect(c, "preempt", c->job, &cl);
+	if (rc)
+		return rc;
+	ckptd_msg req = { .type = CKPTD_MSG_PREEMPT }, rep;
+	ckptd_preempt *p = &req.u.preempt;
+	snprintf(p->job, sizeof(p->job), "%s", c->job);
+	snprintf(p->node, sizeof(p->node), "%s", node);
+	p->source = CKPTD_NOTICE_SRC_CLI;
+	if (deadline_ms)
+		p->deadline_ns = ckpt__wall_ns() + (uint64_t)deadline_ms * 1000000ull;
+	snprintf(p->text, sizeof(p->text), "ckpt preempt");
+	rc = daemon_call(c, "preempt", cl, &req, CKPTD_MSG_OK, &rep);
+	ckptd_client_close(cl);
+	if (rc)
+		return rc;
+	int told = rep.u.ok.count != 0;
+	ckptd_msg_free(&rep);
+	if (c->json)
+		printf("{\"job\": \"%s\", \"node\": \"%s\", \"emergency\": %s}\n", c->job, node, told ? "true" : "false");
+	else if (told)
+		printf("job %s: emergency checkpoint requested%s%s; its ranks save one step and leave\n", c->job,
+		       node[0] ? " for node " : "", node);
+	else
+		printf("job %s: notice taken, but no rank of the job reports its steps to the coordinator%s\n", c->job,
+		       " (ranks must call ckpt_step through an agent)");
+	return EXIT_OK;
+}
+
+void help_preempt(FILE *o)
+{
+	fprintf(o, "usage: ckpt preempt --daemon ADDR [--token-file FILE] --job J [--node N] [--deadline 30s] [--json]\n\n"
+	           "Raises a preemption notice, as a cloud's metadata service or a signal would: the\n"
+	           "coordinator picks one step every rank of the job can still reach, every rank saves\n"
+	           "it to a tier off node N (partner DRAM, else shared storage) and leaves once it is\n"
+	           "committed there, or when the deadline is close. Without --node no node is left\n"
+	           "out (through an agent: that agent's node). --deadline: how long the node has\n"
+	           "(default: the coordinator's --preempt-deadline, 30 s).\n");
+}

@@ -583,5 +583,7 @@ const cli_cmd cli_cmds[] = {
 	{ "status", "ask a ckptd daemon for its state, agents and pools", cmd_status, help_status },
 	{ "stragglers", "the job's step times per rank, and the slow ones", cmd_stragglers, help_stragglers },
 	{ "goodput", "where the job's time went: useful, stalls, restores, recompute, downtime", cmd_goodput, help_goodput },
+	{ "preempt", "a node is about to go: every rank of the job saves one step off it, then leaves", cmd_preempt,
+	  help_preempt },
 	{ NULL, NULL, NULL, NULL },
 };

@@ -1,0 +1,256 @@
+/* Preemption in a rank (ckpt.h: ckpt_preempt_install, ckpt_preempt_notice,
+ * ckpt_step's SAVE and EXIT).
+ *
+ *   signal ──> handler: marks every armed context (an atomic store: all a
+ *              handler may do), then chains to the handler installed before
+ *   io thread ── ckpt__preempt_poll: a marked context raises a notice:
+ *              with an agent, PREEMPT to it (the coordinator answers every
+ *              rank of the job with EMERGENCY); embedded, a local emergency
+ *              at the next step, on local disk
+ *   EMERGENCY ── ckpt__preempt_emergency: remembered under step_mu
+ *   ckpt_step ── SAVE at the emergency step; EXIT once its version is
+ *              committed at the emergency's tier, or when the deadline is
+ *              near; no interval saves meanwhile
+ *
+ * Signal handlers take no argument, so the armed contexts are in a
+ * process-wide table: the only global state of the library. */
+#include "preempt.h"
+#include "ctx.h"
+#include "daemon.h"
+#include "../../ckptd/proto.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define ARMED_MAX 16
+
+static _Atomic(ckpt_ctx *) armed[ARMED_MAX];
+static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct sigaction saved[NSIG];  /* what each signal had before ours (install_mu) */
+static int users[NSIG];               /* armed contexts per signal (install_mu) */
+
+static uint64_t wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts); /* the vDSO: no system call */
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void on_signal(int sig, siginfo_t *si, void *uc)
+{
+	int e = errno;
+	for (int i = 0; i < ARMED_MAX; i++) {
+		ckpt_ctx *ctx = atomic_load(&armed[i]);
+		if (ctx)
+			atomic_store(&ctx->preempt_sig, sig);
+	}
+	const struct sigaction *o = &saved[sig];
+	if (o->sa_flags & SA_SIGINFO) {
+		if (o->sa_sigaction)
+			o->sa_sigaction(sig, si, uc);
+	} else if (o->sa_handler != SIG_DFL && o->sa_handler != SIG_IGN && o->sa_handler) {
+		o->sa_handler(sig);
+	}
+	errno = e;
+}
+
+int ckpt__preempt_parse_signals(const char *s, int *out, int cap)
+{
+	static const struct { const char *n; int sig; } names[] = {
+		{ "TERM", SIGTERM }, { "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "INT", SIGINT }, { "HUP", SIGHUP },
+	};
+	char buf[128];
+	int n = 0;
+	if (!s || strlen(s) >= sizeof(buf))
+		return -1;
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (char *sv = NULL, *t = strtok_r(buf, ", ", &sv); t; t = strtok_r(NULL, ", ", &sv)) {
+		if (!strncasecmp(t, "SIG", 3))
+			t += 3;
+		size_t i;
+		for (i = 0; i < CKPT_ARRAY_LEN(names); i++)
+			if (!strcasecmp(t, names[i].n))
+				break;
+		if (i == CKPT_ARRAY_LEN(names) || n == cap)
+			return -1;
+		out[n++] = names[i].sig;
+	}
+	return n;
+}
+
+int ckpt_preempt_install(ckpt_ctx *ctx, const int *signals, int nsignals)
+{
+	if (!ctx || nsignals < 0 || (nsignals && !signals))
+		return -EINVAL;
+	if (!signals) {
+		signals = ctx->preempt_sigs;
+		nsignals = ctx->npreempt_sigs;
+	}
+	if (nsignals > (int)CKPT_ARRAY_LEN(ctx->armed_sigs))
+		return -EINVAL;
+	for (int i = 0; i < nsignals; i++)
+		if (signals[i] <= 0 || signals[i] >= NSIG || signals[i] == SIGKILL || signals[i] == SIGSTOP)
+			return -EINVAL;
+	pthread_mutex_lock(&install_mu);
+	int slot = -1, r = 0;
+	for (int i = 0; i < ARMED_MAX && slot < 0; i++)
+		if (atomic_load(&armed[i]) == ctx)
+			slot = i; /* armed already: signals added */
+	for (int i = 0; i < ARMED_MAX && slot < 0; i++)
+		if (!atomic_load(&armed[i]))
+			slot = i;
+	if (slot < 0) {
+		pthread_mutex_unlock(&install_mu);
+		return -ENOSPC;
+	}
+	for (int i = 0; i < nsignals && r == 0; i++) {
+		int sig = signals[i], have = 0;
+		for (int k = 0; k < ctx->narmed_sigs; k++)
+			have |= ctx->armed_sigs[k] == sig;
+		if (have)
+			continue;
+		if (users[sig] == 0) {
+			struct sigaction sa;
+			memset(&sa, 0, sizeof(sa));
+			sa.sa_sigaction = on_signal;
+			sa.sa_flags = SA_SIGINFO | SA_RESTART;
+			sigemptyset(&sa.sa_mask);
+			if (sigaction(sig, &sa, &saved[sig]) < 0) {
+				r = -errno;
+				break;
+			}
+		}
+		users[sig]++;
+		ctx->armed_sigs[ctx->narmed_sigs++] = sig;
+	}
+	atomic_store(&armed[slot], ctx);
+	pthread_mutex_unlock(&install_mu);
+	if (r == 0)
+		LOG_I(&ctx->log, CKPT_NO_VERSION, "preemption: %d signal(s) armed; a notice gives %u ms", ctx->narmed_sigs,
+		      ctx->cfg.preempt_grace_ms);
+	return r;
+}
+
+void ckpt__preempt_disarm(ckpt_ctx *ctx)
+{
+	pthread_mutex_lock(&install_mu);
+	for (int i = 0; i < ARMED_MAX; i++)
+		if (atomic_load(&armed[i]) == ctx)
+			atomic_store(&armed[i], NULL);
+	for (int k = 0; k < ctx->narmed_sigs; k++) {
+		int sig = ctx->armed_sigs[k];
+		if (--users[sig] == 0)
+			sigaction(sig, &saved[sig], NULL); /* the last one out puts it back */
+	}
+	ctx->narmed_sigs = 0;
+	pthread_mutex_unlock(&install_mu);
+}
+
+/* With step_mu: a local emergency (no agent to choose for the job). */
+static void local_emergency(ckpt_ctx *ctx, uint64_t deadline)
+{
+	ctx->em_active = 1;
+	ctx->em_local = 1;
+	ctx->em_step = ctx->step_cur + 1;
+	ctx->em_deadline = deadline;
+	ctx->em_tier = CKPT_TIER_LOCAL_DISK;
+	ctx->em_asked = ctx->em_done = 0;
+}
+
+static int raise_notice(ckpt_ctx *ctx, uint64_t deadline, uint32_t source, const char *what)
+{
+	if (!deadline)
+		deadline = wall_ns() + (uint64_t)ctx->cfg.preempt_grace_ms * 1000000ull;
+	uint64_t left = deadline > wall_ns() ? deadline - wall_ns() : 0;
+	if (ctx->daemon) {
+		int r = ckpt__daemon_preempt(ctx, deadline, source, what);
+		if (r == 0) {
+			LOG_W(&ctx->log, CKPT_NO_VERSION, "preemption (%s): told the agent; %.1f s left", what, left / 1e9);
+			return 0;
+		}
+		LOG_W(&ctx->log, CKPT_NO_VERSION, "preemption (%s): the agent could not be told (%s); saving the next "
+		      "step on this node alone", what, ckpt_strerror(r));
+	}
+	pthread_mutex_lock(&ctx->step_mu);
+	if (!ctx->em_active)
+		local_emergency(ctx, deadline);
+	uint64_t step = ctx->em_step;
+	pthread_mutex_unlock(&ctx->step_mu);
+	LOG_W(&ctx->log, CKPT_NO_VERSION, "preemption (%s): saving step %llu to local disk, %.1f s left", what,
+	      (unsigned long long)step, left / 1e9);
+	return 0;
+}
+
+void ckpt__preempt_poll(ckpt_ctx *ctx)
+{
+	int sig = atomic_exchange(&ctx->preempt_sig, 0);
+	if (!sig || ctx->preempt_raised)
+		return;
+	ctx->preempt_raised = 1;
+	char what[32];
+	snprintf(what, sizeof(what), "signal %d", sig);
+	raise_notice(ctx, 0, CKPTD_NOTICE_SRC_SIGNAL, what);
+}
+
+int ckpt_preempt_notice(ckpt_ctx *ctx, uint64_t deadline_ns)
+{
+	if (!ctx)
+		return -EINVAL;
+	return raise_notice(ctx, deadline_ns, CKPTD_NOTICE_SRC_CLI, "ckpt_preempt_notice");
+}
+
+void ckpt__preempt_emergency(ckpt_ctx *ctx, uint64_t step, uint64_t deadline, uint32_t tier)
+{
+	pthread_mutex_lock(&ctx->step_mu);
+	int again = ctx->em_active && !ctx->em_local && ctx->em_step == step;
+	if (!again) {
+		ctx->em_asked = ctx->em_done = 0;
+		ctx->em_local = 0;
+	}
+	ctx->em_active = 1;
+	ctx->em_step = step;
+	ctx->em_deadline = deadline;
+	ctx->em_tier = tier;
+	uint64_t cur = ctx->step_cur;
+	pthread_mutex_unlock(&ctx->step_mu);
+	uint64_t w = wall_ns();
+	LOG_W(&ctx->log, step, "emergency checkpoint: save at step %llu (now at %llu), commit at tier 0x%x, %.1f s "
+	      "left%s", (unsigned long long)step, (unsigned long long)cur, tier, deadline > w ? (deadline - w) / 1e9 : 0.0,
+	      again ? " (deadline updated)" : "");
+	if (cur >= step && !again)
+		LOG_E(&ctx->log, step, "emergency: this rank is at step %llu already, past the step chosen; it will not "
+		      "save it and leaves at the deadline", (unsigned long long)cur);
+}
+
+void ckpt__preempt_committed(ckpt_ctx *ctx, uint64_t version, uint32_t tiers)
+{
+	pthread_mutex_lock(&ctx->step_mu);
+	int done = ctx->em_active && !ctx->em_done && version == ctx->em_step && (tiers & ctx->em_tier);
+	if (done)
+		ctx->em_done = 1;
+	pthread_mutex_unlock(&ctx->step_mu);
+	if (done)
+		LOG_W(&ctx->log, version, "emergency checkpoint committed at tier 0x%x: ckpt_step says EXIT", tiers);
+}
+
+int ckpt__preempt_step(ckpt_ctx *ctx, uint64_t step, int act)
+{
+	if (!ctx->em_active)
+		return act;
+	uint64_t margin = (uint64_t)ctx->cfg.preempt_exit_margin_ms * 1000000ull;
+	if (ctx->em_done || wall_ns() + margin >= ctx->em_deadline) {
+		if (!ctx->em_said_exit)
+			ctx->em_said_exit = ctx->em_done ? 1 : 2; /* ckpt_step logs it, unlocked */
+		return CKPT_STEP_EXIT;
+	}
+	if (step == ctx->em_step && !ctx->em_asked) {
+		ctx->em_asked = 1;
+		return CKPT_STEP_SAVE;
+	}
+	return CKPT_STEP_CONTINUE; /* no interval saves while the emergency runs */
+}
