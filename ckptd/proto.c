@@ -588,6 +588,7 @@ static const ckptd__field f_emergency[] = {
 	F_U64(ckptd_emergency, deadline_ns, CKPTD_TAG_DEADLINE_NS, REQ),
 	F_U32(ckptd_emergency, tier, CKPTD_TAG_TIER, OPT),
 	F_STR(ckptd_emergency, node, CKPTD_TAG_NODE, OPT, CK_NAME),
+	F_U32(ckptd_emergency, final, CKPTD_TAG_FINAL, OPT),
 };
 static const ckptd__field f_peer_commit[] = {
 	F_U64(ckptd_peer_commit, segment_id, CKPTD_TAG_SEGMENT_ID, REQ),

@@ -570,6 +570,8 @@ typedef struct ckptd_emergency {
 	uint64_t deadline_ns; /* CLOCK_REALTIME ns */
 	uint32_t tier;        /* optional: one tier bit off the noticed nodes; 0: none can make it: leave at the deadline */
 	char node[CKPTD_NAME_MAX + 1]; /* optional: a node noticed (logs) */
+	uint32_t final;       /* optional: 1: the version is safe (every rank's shard has a copy off
+	                         the noticed nodes): leave now */
 } ckptd_emergency;
 
 /* PEER_COMMIT (1.2), rank -> partner agent: the image is written; the

@@ -793,6 +793,37 @@ static int em_peer_room(void *arg)
 	return 0;
 }
 
+typedef struct safe_acc {
+	ckptd_coordinator *c;
+	uint8_t *covered;
+	uint32_t world;
+} safe_acc;
+
+static int safe_cb(void *arg, const ckptd_coord_copy_info *ci)
+{
+	safe_acc *a = arg;
+	if (!ci->deleting && ci->rank < a->world && !ckptd_emerg_excluded(a->c->emerg, ci->node))
+		a->covered[ci->rank] = 1;
+	return 0;
+}
+
+static int em_safe(void *arg, const char *job, uint64_t version)
+{
+	ckptd_coordinator *c = arg;
+	ckptd_coord_version v;
+	flush_batch(c);
+	if (ckptd_coord_get(c->db, job, version, &v) < 0 || !v.world_size)
+		return 0;
+	safe_acc a = { c, calloc(v.world_size, 1), v.world_size };
+	if (!a.covered)
+		return 0;
+	int ok = ckptd_coord_copies(c->db, job, version, 0, safe_cb, &a) >= 0;
+	for (uint32_t r = 0; ok && r < v.world_size; r++)
+		ok = a.covered[r];
+	free(a.covered);
+	return ok;
+}
+
 int ckptd_coordinator_preempt(ckptd_coordinator *c, const ckptd_preempt *p)
 {
 	flush_batch(c); /* commits already reported count */
@@ -1015,7 +1046,7 @@ int ckptd_coordinator_new(ckptd_server *srv, const ckptd_config *cfg, const ckpt
 	if ((r = ckptd_server_after_events(srv, after_events, c)) < 0 ||
 	    (r = ckptd_server_every(srv, LIVENESS_MS, liveness, c)) < 0 ||
 	    (r = ckptd_steps_new(cfg, log, c->mx, announce_interval, c, &c->steps)) < 0 ||
-	    (r = ckptd_emerg_new(cfg, log, c->mx, c->steps, &(ckptd_emerg_ops){ em_broadcast, em_exclude, em_peer_room },
+	    (r = ckptd_emerg_new(cfg, log, c->mx, c->steps, &(ckptd_emerg_ops){ em_broadcast, em_exclude, em_peer_room, em_safe },
 	                         c, &c->emerg)) < 0 ||
 	    (r = ckptd_server_every(srv, 1000, judge_steps, c)) < 0 ||
 	    (cfg->retention_interval_ms && (r = ckptd_server_every(srv, cfg->retention_interval_ms, retention, c)) < 0)) {

@@ -17,8 +17,11 @@
  *   - EMERGENCY to every agent, which passes it to the job's ranks.
  * A second notice for a job in an emergency keeps its step (the ranks may be
  * saving it already), takes the earlier deadline and chooses the tier again.
- * The emergency ends when the version commits at its tier, or a few seconds
- * after the deadline. */
+ * The emergency ends when the version is safe: every rank's shard has a live
+ * copy on a node that was not noticed (partner copies of the noticed nodes'
+ * ranks, and the other ranks' own copies); EMERGENCY with FINAL then tells
+ * the ranks to leave. Checked at each commit and once a second; given up a
+ * few seconds after the deadline. */
 #include "roles_int.h"
 
 #include "common.h" /* ckpt__wall_ns */
@@ -252,6 +255,26 @@ int ckptd_emerg_notice(ckptd_emerg *e, const ckptd_preempt *p, uint64_t now_ns)
 	return n.jobs ? 0 : -ENOENT;
 }
 
+/* Ends j's emergency once its version is safe off the noticed nodes. */
+static void check_safe(ckptd_emerg *e, emjob *j)
+{
+	if (!j->tier || !e->ops.safe(e->arg, j->job, j->step))
+		return;
+	uint64_t wall = ckpt__wall_ns();
+	CKPTD_WARN(e->log, NULL, j->job, "emergency version %llu is safe off the noticed nodes, %.1f s before the "
+	           "deadline: the ranks may leave", (unsigned long long)j->step,
+	           j->deadline_ns > wall ? (j->deadline_ns - wall) / 1e9 : -((wall - j->deadline_ns) / 1e9));
+	ckptd_metrics_add(e->mx, CKPTD_M_EMERGENCIES, j->job, "committed", 1);
+	j->active = 0;
+	ckptd_msg m = { .type = CKPTD_MSG_EMERGENCY };
+	snprintf(m.u.emergency.job, sizeof(m.u.emergency.job), "%s", j->job);
+	m.u.emergency.step = j->step;
+	m.u.emergency.deadline_ns = j->deadline_ns;
+	m.u.emergency.tier = j->tier;
+	m.u.emergency.final = 1;
+	e->ops.broadcast(e->arg, &m);
+}
+
 void ckptd_emerg_commit(ckptd_emerg *e, const char *job, uint64_t version, uint32_t tier, uint64_t latency_ns,
                         uint64_t bytes)
 {
@@ -261,25 +284,22 @@ void ckptd_emerg_commit(ckptd_emerg *e, const char *job, uint64_t version, uint3
 		return;
 	if (latency_ns)
 		j->lat_ns[tier_index(tier)] = latency_ns;
-	if (!j->active || version != j->step || tier != j->tier)
-		return;
-	uint64_t wall = ckpt__wall_ns();
-	CKPTD_WARN(e->log, NULL, job, "emergency version %llu COMMITTED at %s, %.1f s before the deadline",
-	           (unsigned long long)version, tier_name(tier),
-	           j->deadline_ns > wall ? (j->deadline_ns - wall) / 1e9 : -((wall - j->deadline_ns) / 1e9));
-	ckptd_metrics_add(e->mx, CKPTD_M_EMERGENCIES, job, "committed", 1);
-	j->active = 0;
+	if (j->active && version == j->step)
+		check_safe(e, j);
 }
 
 void ckptd_emerg_tick(ckptd_emerg *e, uint64_t now_ns)
 {
 	(void)now_ns;
 	uint64_t wall = ckpt__wall_ns();
-	for (emjob *j = e->jobs; j; j = j->next)
+	for (emjob *j = e->jobs; j; j = j->next) {
+		if (j->active)
+			check_safe(e, j);
 		if (j->active && wall > j->deadline_ns + GRACE_NS) {
 			CKPTD_WARN(e->log, NULL, j->job, "emergency at step %llu: not committed at %s by the deadline",
 			           (unsigned long long)j->step, tier_name(j->tier));
 			ckptd_metrics_add(e->mx, CKPTD_M_EMERGENCIES, j->job, "missed", 1);
 			j->active = 0;
 		}
+	}
 }

@@ -119,6 +119,9 @@ typedef struct ckptd_emerg_ops {
 	void (*exclude)(void *arg, const char *node);
 	/* Whether some node other than the noticed ones can hold partner copies. */
 	int (*peer_room)(void *arg);
+	/* 1 when every rank's shard of (job, version) has a live copy on a node
+	 * that was not noticed (at any tier). */
+	int (*safe)(void *arg, const char *job, uint64_t version);
 } ckptd_emerg_ops;
 int ckptd_emerg_new(const ckptd_config *cfg, const ckptd_log *log, ckptd_metrics *mx, ckptd_steps *steps,
                     const ckptd_emerg_ops *ops, void *arg, ckptd_emerg **out);

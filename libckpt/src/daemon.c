@@ -97,7 +97,8 @@ static void on_notice(const ckptd_msg *m, void *arg)
 	}
 	if (m->type == CKPTD_MSG_EMERGENCY) {
 		if (!strcmp(m->u.emergency.job, ctx->job))
-			ckpt__preempt_emergency(ctx, m->u.emergency.step, m->u.emergency.deadline_ns, m->u.emergency.tier);
+			ckpt__preempt_emergency(ctx, m->u.emergency.step, m->u.emergency.deadline_ns, m->u.emergency.tier,
+			                        m->u.emergency.final);
 		return;
 	}
 	if (m->type != CKPTD_MSG_COMMIT_NOTICE || strcmp(m->u.commit_notice.job, ctx->job))

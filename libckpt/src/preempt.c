@@ -204,8 +204,18 @@ int ckpt_preempt_notice(ckpt_ctx *ctx, uint64_t deadline_ns)
 	return raise_notice(ctx, deadline_ns, CKPTD_NOTICE_SRC_CLI, "ckpt_preempt_notice");
 }
 
-void ckpt__preempt_emergency(ckpt_ctx *ctx, uint64_t step, uint64_t deadline, uint32_t tier)
+void ckpt__preempt_emergency(ckpt_ctx *ctx, uint64_t step, uint64_t deadline, uint32_t tier, int final)
 {
+	if (final) {
+		pthread_mutex_lock(&ctx->step_mu);
+		int mine = ctx->em_active && ctx->em_step == step && !ctx->em_done;
+		if (mine)
+			ctx->em_done = 1;
+		pthread_mutex_unlock(&ctx->step_mu);
+		if (mine)
+			LOG_W(&ctx->log, step, "emergency checkpoint safe off the noticed nodes: ckpt_step says EXIT");
+		return;
+	}
 	pthread_mutex_lock(&ctx->step_mu);
 	int again = ctx->em_active && !ctx->em_local && ctx->em_step == step;
 	if (!again) {
@@ -230,7 +240,9 @@ void ckpt__preempt_emergency(ckpt_ctx *ctx, uint64_t step, uint64_t deadline, ui
 void ckpt__preempt_committed(ckpt_ctx *ctx, uint64_t version, uint32_t tiers)
 {
 	pthread_mutex_lock(&ctx->step_mu);
-	int done = ctx->em_active && !ctx->em_done && version == ctx->em_step && (tiers & ctx->em_tier);
+	/* With an agent, the coordinator says when (EMERGENCY FINAL): only it
+	 * knows where every rank's copy is. */
+	int done = ctx->em_active && ctx->em_local && !ctx->em_done && version == ctx->em_step && (tiers & ctx->em_tier);
 	if (done)
 		ctx->em_done = 1;
 	pthread_mutex_unlock(&ctx->step_mu);

@@ -14,7 +14,8 @@ void ckpt__preempt_disarm(struct ckpt_ctx *ctx);
 /* io thread: a signal that marked the context raises its notice. */
 void ckpt__preempt_poll(struct ckpt_ctx *ctx);
 /* EMERGENCY from the coordinator (through the agent). */
-void ckpt__preempt_emergency(struct ckpt_ctx *ctx, uint64_t step, uint64_t deadline_ns, uint32_t tier);
+/* final: the coordinator says the version is safe off the noticed nodes. */
+void ckpt__preempt_emergency(struct ckpt_ctx *ctx, uint64_t step, uint64_t deadline_ns, uint32_t tier, int final);
 /* Version committed at tiers (a COMMIT_NOTICE, or the local index). */
 void ckpt__preempt_committed(struct ckpt_ctx *ctx, uint64_t version, uint32_t tiers);
 /* ckpt_step, with step_mu held: the action during an emergency (act: what

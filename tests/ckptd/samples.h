@@ -386,6 +386,7 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 		m->u.emergency.deadline_ns = full ? 1800000000000000000ull : 0;
 		if (full) {
 			m->u.emergency.tier = CKPT_TIER_PEER_MEM;
+			m->u.emergency.final = 1;
 			snprintf(m->u.emergency.node, sizeof(m->u.emergency.node), "gpu-node-0042");
 		}
 		break;

@@ -1,0 +1,507 @@
+/* Preemption notices end to end: a coordinator, three node agents n1..n3 on
+ * 127.0.0.1..3 (node and peer pools), and six libckpt ranks (two per node)
+ * running a training loop that calls ckpt_step every step, saves when it
+ * says SAVE (every 20 steps, and the emergency step) and leaves when it
+ * says EXIT. One scenario per run (argv[1]), each a CTest test:
+ *
+ *   aws | gcp | azure  n2's agent polls a fake metadata service (started by
+ *       the test on loopback) for that cloud; the test arms the notice.
+ *   sigterm  SIGTERM to rank 3 (on n2): its signal handler raises the notice.
+ *   short    `ckpt preempt --node n2 --deadline 1500ms`: no tier can hold a
+ *       version in time; the ranks leave at the deadline without one.
+ *   during   the notice comes while an interval save is still copying to its
+ *       partners (slowed by a fault point).
+ *   two      n2 and n3 noticed at once (two `ckpt preempt`).
+ *
+ * Checked each time: every rank leaves through EXIT; every rank that saved
+ * an emergency version saved the same step S; S is COMMITTED at peer_mem
+ * before the deadline, and no noticed node holds a partner copy of it; the
+ * last version committed before the notice is still committed; and six new
+ * rank processes restore the newest committed version bit-exact. In
+ * `short`, no rank saved, and the newest committed version is from before
+ * the notice. Exit 0 / 1 / 77 (no python3 or no tcp;ofi_rxm provider). */
+#include "roles_test.h"
+
+#include <ckpt.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#define JOB "pre"
+#define WORLD 6
+#define NODES 3
+#define STEP_MS 50
+#define READY_STEP 45 /* interval saves 20 and 40 are in by then */
+#define REGION (256u << 10)
+
+static rt_env env;
+static daemon_t coord, agent[NODES];
+static char ckroot[NODES][600], scen[16];
+static int failures;
+static pid_t driver, fake_pid;
+static int fake_port;
+
+#define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); failures++; } } while (0)
+
+static void fill(uint8_t *b, int rank, uint64_t step)
+{
+	t_fill(b, REGION, (uint64_t)rank * 1000003u + step * 7919u + 1);
+}
+
+static uint64_t wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------- fake metadata */
+
+static void fake_start(void)
+{
+	char path[700];
+	int fds[2];
+	snprintf(path, sizeof(path), "%s/../tests/notice/fake_metadata.py", getenv("CKPT_BIN"));
+	if (access(path, R_OK) != 0)
+		snprintf(path, sizeof(path), "%s", CKPT_SOURCE_DIR "/tests/notice/fake_metadata.py");
+	T_ASSERT(pipe(fds) == 0);
+	fake_pid = fork();
+	T_ASSERT(fake_pid >= 0);
+	if (fake_pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(fds[1], 1);
+		close(fds[0]);
+		execlp("python3", "python3", path, "--host", "127.0.0.1", "--port", "0", (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	char line[32] = "";
+	size_t n = 0;
+	while (n + 1 < sizeof(line) && read(fds[0], line + n, 1) == 1 && line[n] != '\n')
+		n++;
+	close(fds[0]);
+	fake_port = atoi(line);
+	T_ASSERT(fake_port > 0);
+}
+
+/* POST /_control with a JSON body; returns the HTTP status. */
+static int fake_ctl(const char *json)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)fake_port) };
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	T_ASSERT(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	char req[1024];
+	int len = snprintf(req, sizeof(req),
+	                   "POST /_control HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+	                   "Content-Length: %zu\r\n\r\n%s", strlen(json), json);
+	T_ASSERT(write(fd, req, (size_t)len) == len);
+	char rep[64] = "";
+	ssize_t r = read(fd, rep, sizeof(rep) - 1);
+	close(fd);
+	return r > 12 ? atoi(rep + 9) : -1;
+}
+
+/* ---------------------------------------------------------------- ranks */
+
+/* A rank's report pipe: 'R' once at READY_STEP, 'S' before each save,
+ * then one line "E <emergency step saved or 0> <last step>" at EXIT. */
+static void rank_env(const char *tag, int rank, int node)
+{
+	char log[700], v[32];
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != driver)
+		_exit(T_EXIT_FAIL);
+	/* A trainer's own dispositions, not the test driver's (inherited). */
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGUSR1, SIG_DFL);
+	alarm(150);
+	snprintf(log, sizeof(log), "%s/%s.rank%d.log", env.dir, tag, rank);
+	int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		_exit(T_EXIT_FAIL);
+	dup2(fd, 1);
+	dup2(fd, 2);
+	close(fd);
+	setenv("CKPT_JOB", JOB, 1);
+	snprintf(v, sizeof(v), "%d", rank);
+	setenv("CKPT_RANK", v, 1);
+	snprintf(v, sizeof(v), "%d", WORLD);
+	setenv("CKPT_WORLD_SIZE", v, 1);
+	setenv("CKPT_ROOT", ckroot[node], 1);
+	setenv("CKPT_DAEMON", agent[node].unixa, 1);
+	setenv("CKPT_TIERS", "local_mem,peer_mem,local_disk", 1);
+	setenv("CKPT_TOKEN_FILE", env.tokpath, 1);
+	setenv("CKPT_CHUNK_BYTES", "64K", 1);
+	setenv("CKPT_STAGING_BYTES", "4M", 1);
+	setenv("CKPT_WORKERS", "1", 1);
+	setenv("CKPT_INTERVAL", "20", 1);
+	setenv("CKPT_PEER_TIMEOUT_MS", "5000", 1);
+	setenv("CKPT_PREEMPT_EXIT_MARGIN_MS", "500", 1);
+	setenv("CKPT_DEBUG", "INFO", 1);
+	unsetenv("CKPT_TOKEN");
+	if (!strcmp(scen, "during") && rank == 0)
+		setenv("CKPT_FAULT", "peer.mid_write=delay:1500", 1);
+	else
+		unsetenv("CKPT_FAULT");
+}
+
+static void rank_train(int rank, int rep)
+{
+	uint8_t *b = malloc(REGION);
+	T_ASSERT(b);
+	ckpt_config cfg;
+	ckpt_ctx *ctx;
+	T_OK(ckpt_config_init(&cfg));
+	T_OK(ckpt_ctx_open(&cfg, &ctx));
+	ckpt_region_desc d;
+	ckpt_region_desc_init(&d, "w", b, REGION);
+	T_OK(ckpt_region_add(ctx, &d));
+	T_OK(ckpt_preempt_install(ctx, NULL, 0));
+	uint64_t emergency = 0, interval_saves = 0;
+	for (uint64_t step = 1; step < 3000; step++) {
+		fill(b, rank, step);
+		usleep(STEP_MS * 1000);
+		int a = ckpt_step(ctx, step);
+		if (step == READY_STEP)
+			T_ASSERT(write(rep, "R", 1) == 1);
+		if (a == CKPT_STEP_SAVE) {
+			ckpt_handle *h;
+			T_ASSERT(write(rep, "S", 1) == 1);
+			T_OK(ckpt_save(ctx, step, 0, &h));
+			ckpt_handle_free(h);
+			if (step % 20)
+				emergency = step;
+			else
+				interval_saves++;
+		} else if (a == CKPT_STEP_EXIT) {
+			char line[64];
+			int n = snprintf(line, sizeof(line), "E %llu %llu\n", (unsigned long long)emergency,
+			                 (unsigned long long)step);
+			fprintf(stderr, "rank %d: EXIT at step %llu (emergency step %llu, %llu interval saves)\n", rank,
+			        (unsigned long long)step, (unsigned long long)emergency, (unsigned long long)interval_saves);
+			T_OK(ckpt_ctx_close(ctx));
+			T_ASSERT(write(rep, line, (size_t)n) == n);
+			free(b);
+			return;
+		}
+	}
+	T_FAIL("rank %d: no EXIT after 3000 steps", rank);
+}
+
+/* Restores CKPT_LATEST; it must be version want, bit-exact. */
+static void rank_restore(int rank, uint64_t want)
+{
+	uint8_t *b = malloc(REGION), *w = malloc(REGION);
+	T_ASSERT(b && w);
+	ckpt_config cfg;
+	ckpt_ctx *ctx;
+	T_OK(ckpt_config_init(&cfg));
+	T_OK(ckpt_ctx_open(&cfg, &ctx));
+	ckpt_region_desc d;
+	ckpt_region_desc_init(&d, "w", b, REGION);
+	T_OK(ckpt_region_add(ctx, &d));
+	uint64_t got = 0;
+	T_OK(ckpt_restore(ctx, CKPT_LATEST, 0, &got));
+	fill(w, rank, got);
+	if (got != want || memcmp(b, w, REGION))
+		T_FAIL("rank %d restored version %llu (want %llu)%s", rank, (unsigned long long)got, (unsigned long long)want,
+		       got == want ? ", not bit-exact" : "");
+	T_OK(ckpt_ctx_close(ctx));
+	free(b);
+	free(w);
+}
+
+typedef struct proc {
+	pid_t pid;
+	int rep;
+} proc;
+
+static proc spawn(const char *tag, int rank, uint64_t restore_want)
+{
+	int fds[2];
+	T_ASSERT(pipe2(fds, O_CLOEXEC) == 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	T_ASSERT(pid >= 0);
+	if (pid == 0) {
+		close(fds[0]);
+		rank_env(tag, rank, rank / 2);
+		if (restore_want)
+			rank_restore(rank, restore_want);
+		else
+			rank_train(rank, fds[1]);
+		exit(T_EXIT_PASS);
+	}
+	close(fds[1]);
+	return (proc){ pid, fds[0] };
+}
+
+static char next_byte(int fd, int timeout_ms)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	char c;
+	if (poll(&pf, 1, timeout_ms) != 1 || read(fd, &c, 1) != 1)
+		return 0;
+	return c;
+}
+
+/* Reads report bytes until `want` (returns 1), or timeout / end (0). The
+ * 'S' bytes seen are counted into *saves. */
+static int wait_for(proc *p, char want, int timeout_ms, int *saves)
+{
+	uint64_t end = td_ms() + (uint64_t)timeout_ms;
+	while (td_ms() < end) {
+		char c = next_byte(p->rep, (int)(end - td_ms()));
+		if (!c)
+			return 0;
+		if (c == 'S' && saves)
+			(*saves)++;
+		if (c == want)
+			return 1;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- the coordinator */
+
+static ckptd_client *coord_cli(void)
+{
+	ckptd_secret *js = rt_job_secret(&env, JOB);
+	ckptd_client *c = rt_connect(coord.tcp, JOB, CKPTD_ROLE_CLI, js);
+	ckptd_secret_free(js);
+	return c;
+}
+
+/* The newest version COMMITTED at some tier before `below` (0: any), and
+ * its tiers. */
+static uint64_t newest_committed(uint64_t below, uint32_t *tiers)
+{
+	ckptd_client *c = coord_cli();
+	ckptd_msg m = { .type = CKPTD_MSG_LIST_VERSIONS }, rep;
+	snprintf(m.u.list_versions.job, sizeof(m.u.list_versions.job), "%s", JOB);
+	uint64_t best = 0;
+	if (ckptd_client_call(c, &m, &rep) == 0 && rep.type == CKPTD_MSG_VERSIONS) {
+		for (uint32_t i = 0; i < rep.u.versions.count; i++) {
+			const ckptd_version_info *v = &rep.u.versions.entries[i];
+			if (v->state == CKPT_STATE_COMMITTED && (!below || v->version < below) && v->version > best) {
+				best = v->version;
+				if (tiers)
+					*tiers = v->tiers;
+			}
+		}
+	}
+	ckptd_msg_free(&rep);
+	ckptd_client_close(c);
+	return best;
+}
+
+/* The nodes holding partner copies of version v: a mask over agent[]. */
+static int peer_nodes(uint64_t v)
+{
+	ckptd_client *c = coord_cli();
+	ckptd_msg m = { .type = CKPTD_MSG_SHOW_VERSION }, rep;
+	snprintf(m.u.show_version.job, sizeof(m.u.show_version.job), "%s", JOB);
+	m.u.show_version.version = v;
+	int mask = 0;
+	if (ckptd_client_call(c, &m, &rep) == 0 && rep.type == CKPTD_MSG_VERSION_DETAIL)
+		for (uint32_t i = 0; i < rep.u.version_detail.count; i++) {
+			const ckptd_copy_info *e = &rep.u.version_detail.entries[i];
+			for (int k = 0; k < NODES; k++)
+				if (e->tier == CKPT_TIER_PEER_MEM && !strcmp(e->node, agent[k].name))
+					mask |= 1 << k;
+		}
+	ckptd_msg_free(&rep);
+	ckptd_client_close(c);
+	return mask;
+}
+
+static void cli_preempt(const char *node, const char *deadline)
+{
+	char cmd[2000];
+	snprintf(cmd, sizeof(cmd), "'%s/ckpt' preempt --daemon %s --token-file '%s' --job %s --node %s --deadline %s "
+	         ">>'%s/preempt-cli.log' 2>&1", getenv("CKPT_BIN"), coord.tcp, env.tokpath, JOB, node, deadline, env.dir);
+	CHECK(system(cmd) == 0, "ckpt preempt --node %s failed (see preempt-cli.log)", node);
+}
+
+/* ---------------------------------------------------------------- the run */
+
+static void start_daemons(void)
+{
+	static const char *const cargs[] = { "--role", "coordinator", "--agent-grace", "300s", NULL };
+	rt_daemon_on(&env, &coord, "coord", "127.0.0.1", cargs);
+	rt_start(&env, &coord);
+	char url[64];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", fake_port);
+	for (int k = 0; k < NODES; k++) {
+		char name[16], host[32];
+		snprintf(name, sizeof(name), "n%d", k + 1);
+		snprintf(host, sizeof(host), "127.0.0.%d", k + 1);
+		const char *aargs[16] = { "--role", "agent", "--coordinator", coord.tcp, "--pool-size", "32M",
+		                          "--peer-pool-size", "32M", NULL };
+		if (k == 1 && fake_port) {
+			aargs[8] = !strcmp(scen, "aws") ? "--notice-aws" : !strcmp(scen, "gcp") ? "--notice-gcp" : "--notice-azure";
+			aargs[9] = url;
+			aargs[10] = "--notice-interval";
+			aargs[11] = "200ms";
+			aargs[12] = NULL;
+		}
+		rt_daemon_on(&env, &agent[k], name, host, aargs);
+		rt_start(&env, &agent[k]);
+		snprintf(ckroot[k], sizeof(ckroot[k]), "%s/%s.ckpt", env.dir, name);
+	}
+	rt_wait_agents(&env, coord.tcp, NODES, 10000);
+}
+
+/* Raises the scenario's notice; returns its deadline (wall ns) and the
+ * noticed nodes (mask over agent[]). */
+static uint64_t raise_notice(proc *p, int *noticed)
+{
+	*noticed = 1 << 1;
+	uint64_t now = wall_ns();
+	if (!strcmp(scen, "aws")) {
+		CHECK(fake_ctl("{\"aws\": \"terminate\", \"aws_in\": 30}") == 200, "fake metadata: arming AWS");
+		return now + 30000000000ull;
+	}
+	if (!strcmp(scen, "gcp")) {
+		CHECK(fake_ctl("{\"gcp\": \"preempted\"}") == 200, "fake metadata: arming GCP");
+		return now + 30000000000ull; /* GCP gives 30 s */
+	}
+	if (!strcmp(scen, "azure")) {
+		CHECK(fake_ctl("{\"azure\": \"preempt\", \"azure_in\": 30}") == 200, "fake metadata: arming Azure");
+		return now + 30000000000ull;
+	}
+	if (!strcmp(scen, "sigterm")) {
+		kill(p[3].pid, SIGTERM);
+		return now + 30000000000ull; /* the ranks' default grace */
+	}
+	if (!strcmp(scen, "short")) {
+		cli_preempt("n2", "1500ms");
+		return now + 1500000000ull;
+	}
+	if (!strcmp(scen, "two")) {
+		*noticed |= 1 << 2;
+		cli_preempt("n2", "40s");
+		cli_preempt("n3", "30s");
+		return now + 30000000000ull;
+	}
+	cli_preempt("n2", "30s"); /* during */
+	return now + 30000000000ull;
+}
+
+static void run(void)
+{
+	proc p[WORLD];
+	for (int r = 0; r < WORLD; r++)
+		p[r] = spawn("train", r, 0);
+	for (int r = 0; r < WORLD; r++)
+		if (!wait_for(&p[r], 'R', 60000, NULL))
+			T_FAIL("rank %d did not reach step %d", r, READY_STEP);
+	if (!strcmp(scen, "during")) /* the next interval save is on its way to the partners */
+		CHECK(wait_for(&p[0], 'S', 10000, NULL), "rank 0 did not start an interval save");
+	uint64_t before = newest_committed(0, NULL);
+	CHECK(before >= 40, "version %llu is the newest committed before the notice; want 40 or later",
+	      (unsigned long long)before);
+	int noticed;
+	uint64_t deadline = raise_notice(p, &noticed);
+	uint64_t emergency[WORLD], last[WORLD], exit_ns[WORLD];
+	for (int r = 0; r < WORLD; r++) {
+		char line[64] = "";
+		size_t n = 0;
+		char c;
+		while (n + 1 < sizeof(line) && (c = next_byte(p[r].rep, 60000)) && c != '\n')
+			if (c != 'S' && c != 'R')
+				line[n++] = c;
+		exit_ns[r] = wall_ns();
+		unsigned long long e = 0, l = 0;
+		CHECK(sscanf(line, "E %llu %llu", &e, &l) == 2, "rank %d did not leave through EXIT (got '%s')", r, line);
+		emergency[r] = e;
+		last[r] = l;
+		int st;
+		CHECK(td_wait_pid(p[r].pid, 30000, &st) == 0 && td_status_code(st) == 0, "rank %d exited %d", r,
+		      td_status_code(st));
+		close(p[r].rep);
+	}
+	uint64_t S = emergency[0];
+	int same = 1;
+	for (int r = 0; r < WORLD; r++)
+		same &= emergency[r] == S;
+	if (!strcmp(scen, "short")) {
+		CHECK(S == 0 && same, "a deadline too short for any tier: no rank should save (rank 0 saved %llu)",
+		      (unsigned long long)S);
+		for (int r = 0; r < WORLD; r++)
+			CHECK(exit_ns[r] <= deadline + 3000000000ull, "rank %d left %.1f s after the deadline", r,
+			      (exit_ns[r] - deadline) / 1e9);
+	} else {
+		CHECK(S && same, "the ranks saved different emergency steps (rank 0: %llu)", (unsigned long long)S);
+		for (int r = 0; r < WORLD; r++)
+			CHECK(exit_ns[r] < deadline, "rank %d left %.1f s after the deadline", r, (exit_ns[r] - deadline) / 1e9);
+		uint32_t tiers = 0;
+		uint64_t newest = newest_committed(0, &tiers);
+		/* With one node noticed every rank has a partner; with two, n1's
+		 * ranks keep their own copies and the others' go to n1. */
+		CHECK(newest == S && (!strcmp(scen, "two") || (tiers & CKPT_TIER_PEER_MEM)), "the newest committed version "
+		      "is %llu at tiers 0x%x; want the emergency step %llu%s", (unsigned long long)newest, tiers,
+		      (unsigned long long)S, strcmp(scen, "two") ? " at peer_mem" : "");
+		int where = peer_nodes(S);
+		CHECK(where && !(where & noticed), "partner copies of version %llu are on nodes 0x%x; none may be on a "
+		      "noticed node (0x%x)", (unsigned long long)S, where, noticed);
+		if (!failures)
+			fprintf(stderr, "ok: %s: every rank saved step %llu and left; committed at peer_mem off the noticed "
+			        "node(s), %.1f s before the deadline\n", scen, (unsigned long long)S,
+			        (deadline - exit_ns[WORLD - 1]) / 1e9);
+	}
+	/* The version committed before the notice is still committed. */
+	CHECK(newest_committed(before + 1, NULL) == before, "version %llu is no longer committed",
+	      (unsigned long long)before);
+	/* New ranks restore the newest committed version bit-exact. */
+	uint64_t want = newest_committed(0, NULL);
+	proc q[WORLD];
+	for (int r = 0; r < WORLD; r++)
+		q[r] = spawn("restore", r, want);
+	int ok = 0;
+	for (int r = 0; r < WORLD; r++) {
+		int st;
+		close(q[r].rep);
+		ok += td_wait_pid(q[r].pid, 60000, &st) == 0 && td_status_code(st) == 0;
+	}
+	CHECK(ok == WORLD, "%d of %d new ranks restored version %llu bit-exact", ok, WORLD, (unsigned long long)want);
+	if (ok == WORLD)
+		fprintf(stderr, "ok: %s: 6 new ranks restored version %llu bit-exact\n", scen, (unsigned long long)want);
+	(void)last;
+}
+
+int main(int argc, char **argv)
+{
+	driver = getpid();
+	snprintf(scen, sizeof(scen), "%s", argc > 1 ? argv[1] : "cli");
+	setenv("FI_TCP_IFACE", "lo", 1);
+	setenv("CKPT_FABRIC_PROVIDER", "tcp;ofi_rxm", 1);
+	if (system("fi_info -p 'tcp;ofi_rxm' >/dev/null 2>&1") != 0 || system("python3 -c 1 >/dev/null 2>&1") != 0) {
+		fprintf(stderr, "skip: needs libfabric's tcp;ofi_rxm provider and python3\n");
+		return T_EXIT_SKIP;
+	}
+	char tag[32];
+	snprintf(tag, sizeof(tag), "preempt-%s", scen);
+	rt_init(&env, tag);
+	if (!strcmp(scen, "aws") || !strcmp(scen, "gcp") || !strcmp(scen, "azure"))
+		fake_start();
+	start_daemons();
+	run();
+	for (int k = 0; k < NODES; k++)
+		CHECK(rt_stop(&agent[k]) == 0, "agent %s did not stop cleanly on SIGTERM", agent[k].name);
+	CHECK(rt_stop(&coord) == 0, "the coordinator did not stop cleanly on SIGTERM");
+	if (fake_pid > 0) {
+		kill(fake_pid, SIGTERM);
+		waitpid(fake_pid, NULL, 0);
+	}
+	ckptd_secret_free(env.cluster);
+	if (failures) {
+		fprintf(stderr, "%d check(s) failed; logs kept in %s\n", failures, env.dir);
+		return T_EXIT_FAIL;
+	}
+	t_rmrf(env.dir);
+	return T_EXIT_PASS;
+}
