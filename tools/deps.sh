@@ -5,6 +5,7 @@ ckpt_install_deps() {
 	local want=(build-essential cmake pkg-config liburing-dev liblmdb-dev libzstd-dev
 	            libxxhash-dev libzmq3-dev libsodium-dev libmicrohttpd-dev prometheus python3 "$@")
 	want+=(libjansson-dev python3-matplotlib) # ckpt-sim: reads ckpt-bench's JSON; --plot
+	want+=(libfabric-dev) # the peer-DRAM tier's transport (storage/fabric.c)
 	local missing=()
 	for p in "${want[@]}"; do
 		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
