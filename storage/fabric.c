@@ -32,7 +32,7 @@
 #define FAB_DEPTH_DEFAULT 8u
 #define FAB_TIMEOUT_DEFAULT 30000
 #define FAB_CQ_BATCH 16
-#define FAB_IDLE_NS 50000L /* a passive fab's poll interval without a wait object */
+#define FAB_IDLE_NS 50000L /* poll interval where there is nothing to wait on */
 
 /* One operation in flight; its context is what the provider hands back. */
 struct fab_slot {
@@ -53,6 +53,7 @@ struct ckpt_fab_mr {
 	uint8_t *buf;
 	size_t len;
 	uint64_t key;
+	unsigned access;      /* CKPT_FAB_* */
 	ckpt_fab_mr *prev, *next;
 };
 
@@ -183,7 +184,8 @@ static int fab_check_mr_mode(ckpt_fab *f, char *err, size_t cap)
 }
 
 /* A CQ with a wait object lets waits sleep; a provider without one (efa)
- * gets a CQ that we poll. */
+ * gets a CQ that we poll. A "yield" wait object is a spin anyway, and
+ * libfabric 1.17's ignores fi_cq_sread's timeout (shm): we poll that too. */
 static int fab_open_cq(ckpt_fab *f)
 {
 	struct fi_cq_attr a = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_UNSPEC };
@@ -192,7 +194,7 @@ static int fab_open_cq(ckpt_fab *f)
 		a.wait_obj = FI_WAIT_NONE;
 		rc = fi_cq_open(f->domain, &a, &f->cq, NULL);
 	}
-	f->cq_wait = a.wait_obj != FI_WAIT_NONE;
+	f->cq_wait = a.wait_obj != FI_WAIT_NONE && a.wait_obj != FI_WAIT_YIELD;
 	return rc;
 }
 
@@ -238,9 +240,10 @@ static void *fab_progress_main(void *arg)
 		if (n == -FI_EAVAIL) {
 			struct fi_cq_err_entry e = { 0 };
 			fi_cq_readerr(f->cq, &e, 0);
-		} else if (n == -FI_EAGAIN && !f->cq_wait) {
-			nanosleep(&idle, NULL);
-		} else if (n < 0 && n != -FI_EAGAIN) {
+		} else if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT) {
+			if (!f->cq_wait)
+				nanosleep(&idle, NULL);
+		} else if (n < 0) {
 			nanosleep(&(struct timespec){ 0, 1000000L }, NULL); /* no spin on odd errors */
 		}
 	}
@@ -399,6 +402,7 @@ int ckpt_fab_mr_reg(ckpt_fab *f, void *buf, size_t len, unsigned access, ckpt_fa
 	m->f = f;
 	m->buf = buf;
 	m->len = len;
+	m->access = access;
 	pthread_mutex_lock(&f->lock);
 	uint64_t want_key = f->next_key++; /* ignored under FI_MR_PROV_KEY */
 	pthread_mutex_unlock(&f->lock);
@@ -433,6 +437,10 @@ void ckpt_fab_mr_close(ckpt_fab_mr *m)
 	if (!m)
 		return;
 	ckpt_fab *f = m->f;
+	/* Under FI_MR_ENDPOINT a region may refuse (-FI_EBUSY) while its
+	 * endpoint is open: it then stays listed and ckpt_fab_close closes it. */
+	if (fi_close(&m->mr->fid))
+		return;
 	pthread_mutex_lock(&f->lock);
 	if (m->prev)
 		m->prev->next = m->next;
@@ -441,7 +449,6 @@ void ckpt_fab_mr_close(ckpt_fab_mr *m)
 	if (m->next)
 		m->next->prev = m->prev;
 	pthread_mutex_unlock(&f->lock);
-	fi_close(&m->mr->fid);
 	free(m);
 }
 
@@ -492,6 +499,8 @@ static int fab_peer(ckpt_fab *f, const ckpt_fab_remote *r, fi_addr_t *fa, char *
 /* One ckpt_fab_xfer in progress. */
 struct fab_run {
 	ckpt_fab *f;
+	const ckpt_fab_remote *r;
+	uint64_t roff;
 	int op;
 	uint8_t *buf;
 	void *desc;
@@ -501,9 +510,16 @@ struct fab_run {
 	unsigned depth, inflight;
 };
 
-static const char *fab_opname(int op)
+/* "WRITE of N bytes at offset O of <peer> (<provider>)", for errors. */
+static const char *fab_what(const struct fab_run *x, char *buf, size_t cap)
 {
-	return op == CKPT_FAB_WRITE ? "WRITE" : "READ";
+	char peer[96] = "?";
+	size_t len = sizeof(peer);
+	fi_av_straddr(x->f->av, x->r->addr, peer, &len);
+	snprintf(buf, cap, "%s of %zu bytes at offset %llu of a region at %s (%s)",
+	         x->op == CKPT_FAB_WRITE ? "WRITE" : "READ", x->len, (unsigned long long)x->roff,
+	         peer, x->f->info->fabric_attr->prov_name);
+	return buf;
 }
 
 /* Posts the next piece; -FI_EAGAIN when the provider wants progress first. */
@@ -531,14 +547,13 @@ static ssize_t fab_post(struct fab_run *x)
 static int fab_cq_error(struct fab_run *x, char *err, size_t cap)
 {
 	struct fi_cq_err_entry e = { 0 };
-	char prov[160];
+	char prov[160], what[256];
 	ssize_t rc = fi_cq_readerr(x->f->cq, &e, 0);
 	if (rc < 0)
 		return fab_fi_fail(err, cap, rc, "fi_cq_readerr");
 	const char *ptxt = fi_cq_strerror(x->f->cq, e.prov_errno, e.err_data, prov, sizeof(prov));
-	return fab_fail(err, cap, fab_errno(e.err), "%s of %zu bytes to %s: completion error: %s "
-	                "(provider: %s)", fab_opname(x->op), x->len,
-	                x->f->info->fabric_attr->prov_name, fi_strerror(e.err),
+	return fab_fail(err, cap, fab_errno(e.err), "%s: completion error: %s (provider: %s)",
+	                fab_what(x, what, sizeof(what)), fi_strerror(e.err),
 	                ptxt ? ptxt : "no detail");
 }
 
@@ -550,7 +565,7 @@ static int fab_reap(struct fab_run *x, int wait_ms, char *err, size_t cap)
 	struct fi_cq_entry ev[FAB_CQ_BATCH];
 	ssize_t n = f->cq_wait && wait_ms > 0 ? fi_cq_sread(f->cq, ev, FAB_CQ_BATCH, NULL, wait_ms)
 	                                      : fi_cq_read(f->cq, ev, FAB_CQ_BATCH);
-	if (n == -FI_EAGAIN)
+	if (n == -FI_EAGAIN || n == -FI_ETIMEDOUT) /* how sread says "nothing yet" */
 		return 0;
 	if (n == -FI_EAVAIL)
 		return fab_cq_error(x, err, cap);
@@ -570,26 +585,29 @@ static int fab_reap(struct fab_run *x, int wait_ms, char *err, size_t cap)
  * post (rxm sets up connections on demand) means: progress, then retry. */
 static int fab_run(struct fab_run *x, int timeout_ms, char *err, size_t cap)
 {
+	char what[256];
 	int64_t last = fab_now_ms();
 	while (x->done < x->len) {
 		ssize_t rc = 0;
 		while (x->posted < x->len && x->inflight < x->depth && !(rc = fab_post(x)))
 			last = fab_now_ms();
 		if (rc && rc != -FI_EAGAIN)
-			return fab_fi_fail(err, cap, rc, x->op == CKPT_FAB_WRITE ? "fi_writemsg"
-			                                                         : "fi_readmsg");
+			return fab_fail(err, cap, fab_errno(rc), "%s: %s: %s", fab_what(x, what,
+			                sizeof(what)), x->op == CKPT_FAB_WRITE ? "fi_writemsg"
+			                : "fi_readmsg", fi_strerror((int)-rc));
 		int64_t left = timeout_ms - (fab_now_ms() - last);
 		if (left <= 0)
-			return fab_fail(err, cap, -ETIMEDOUT, "%s of %zu bytes to %s: no progress "
-			                "for %d ms (%u operations in flight, %zu bytes done)",
-			                fab_opname(x->op), x->len, x->f->info->fabric_attr->prov_name,
+			return fab_fail(err, cap, -ETIMEDOUT, "%s: no progress for %d ms (%u operations "
+			                "in flight, %zu bytes done)", fab_what(x, what, sizeof(what)),
 			                timeout_ms, x->inflight, x->done);
 		int n = fab_reap(x, x->inflight ? (int)left : 0, err, cap);
 		if (n < 0)
 			return n;
 		if (n > 0)
 			last = fab_now_ms();
-		else if (!x->inflight || !x->f->cq_wait)
+		else if (!x->inflight)
+			nanosleep(&(struct timespec){ 0, FAB_IDLE_NS }, NULL); /* connecting */
+		else if (!x->f->cq_wait)
 			sched_yield();
 	}
 	return 0;
@@ -605,8 +623,8 @@ static int fab_xfer_check(ckpt_fab *f, int op, ckpt_fab_mr *local, const void *b
 		return fab_fail(err, cap, -EINVAL, "ckpt_fab_xfer: a passive fab does not initiate");
 	if (r->addr_len == 0 || r->addr_len > CKPT_FAB_ADDR_MAX || roff + len < roff)
 		return fab_fail(err, cap, -EINVAL, "ckpt_fab_xfer: bad remote region");
-	if (local && (local->f != f || b < local->buf || len > local->len ||
-	              (size_t)(b - local->buf) > local->len - len))
+	if (local && (local->f != f || !(local->access & CKPT_FAB_LOCAL) || b < local->buf ||
+	              len > local->len || (size_t)(b - local->buf) > local->len - len))
 		return fab_fail(err, cap, -EINVAL, "ckpt_fab_xfer: buffer outside its region");
 	if (!local && len && (f->mr_mode & FI_MR_LOCAL))
 		return fab_fail(err, cap, -EINVAL, "ckpt_fab_xfer: provider %s needs registered "
@@ -625,8 +643,8 @@ int ckpt_fab_xfer(ckpt_fab *f, int op, ckpt_fab_mr *local, void *buf, size_t len
 		return fab_fail(err, errcap, -EPIPE, "ckpt_fab_xfer: fab broken by an earlier error");
 	if (len == 0)
 		return 0;
-	struct fab_run x = { .f = f, .op = op, .buf = buf, .len = len, .key = r->key,
-	                     .raddr = r->base + roff };
+	struct fab_run x = { .f = f, .r = r, .roff = roff, .op = op, .buf = buf, .len = len,
+	                     .key = r->key, .raddr = r->base + roff };
 	if (local && (f->mr_mode & FI_MR_LOCAL))
 		x.desc = fi_mr_desc(local->mr);
 	if ((rc = fab_peer(f, r, &x.dest, err, errcap)))
@@ -643,5 +661,6 @@ int ckpt_fab_xfer(ckpt_fab *f, int op, ckpt_fab_mr *local, void *buf, size_t len
 	rc = fab_run(&x, timeout_ms > 0 ? timeout_ms : FAB_TIMEOUT_DEFAULT, err, errcap);
 	if (rc)
 		f->broken = 1;
-	return rc;
+	/* -EINVAL is kept for arguments refused before anything was posted. */
+	return rc == -EINVAL ? -EIO : rc;
 }

@@ -92,7 +92,10 @@ int ckpt_fab_mr_reg(ckpt_fab *f, void *buf, size_t len, unsigned access, ckpt_fa
                     char *err, size_t errcap);
 
 /* Deregisters and frees mr; NULL is a no-op. The caller makes sure no
- * transfer uses it any more (remote peers that still try get an error). */
+ * transfer uses it any more (remote peers that still try get an error).
+ * A provider that ties regions to the endpoint (FI_MR_ENDPOINT) may refuse
+ * while the endpoint is open: the handle is gone all the same, and the
+ * region is deregistered by ckpt_fab_close. */
 void ckpt_fab_mr_close(ckpt_fab_mr *mr);
 
 /* Fills r with what a peer needs to reach mr: our address, the key and the
@@ -115,6 +118,8 @@ int ckpt_fab_mr_remote(ckpt_fab *f, const ckpt_fab_mr *mr, ckpt_fab_remote *r);
  *     <= 0 means 30 s.
  * A WRITE's completion means the provider delivered the data to the peer
  * (FI_DELIVERY_COMPLETE where the provider offers it, see fabric.c).
+ * Waits sleep in fi_cq_sread where the provider's CQ has a wait object
+ * (tcp;ofi_rxm); otherwise (efa, shm) the calling thread polls the CQ.
  * len 0 is a no-op returning 0 (the peer is not contacted).
  * Returns 0; -EINVAL for bad arguments or a passive fab (the fab stays
  * usable); -EPIPE on a fab broken earlier; -ETIMEDOUT when nothing

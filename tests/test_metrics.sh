@@ -86,7 +86,7 @@ case "$st" in "200 text/plain; version=0.0.4"*) ;; *) fail "GET /metrics: $st" ;
 [ "$(sample "$tmp/m.txt" ckpt_time_to_durable_seconds_count 'ckpt_job="jm",tier="local_mem"')" = "$nsaves" ] ||
 	fail "time-to-durable count"
 [ "$(sample "$tmp/m.txt" ckpt_commit_latency_seconds_count 'ckpt_job="jm",tier="local_disk"')" = "$nsaves" ] ||
-	fail "commit latency count"
+	fail "commit latency count: $(grep ckpt_commit_latency_seconds_count "$tmp/m.txt")"
 [ "$(sample "$tmp/m.txt" ckpt_agent_shard_reports_total 'ckpt_job="jm",tier="local_disk"')" = "$nsaves" ] ||
 	fail "agent reports"
 python3 - "$tmp/m.txt" <<'PY' || fail "values: $(grep -v '^#' "$tmp/m.txt" | grep -v _bucket)"

@@ -6,6 +6,7 @@ ckpt_install_deps() {
 	            libxxhash-dev libzmq3-dev libsodium-dev libmicrohttpd-dev prometheus python3 "$@")
 	want+=(libjansson-dev python3-matplotlib) # ckpt-sim: reads ckpt-bench's JSON; --plot
 	want+=(libcurl4-openssl-dev) # ckptd's preemption-notice pollers (ckptd/notice)
+	want+=(libfabric-dev libfabric-bin) # the peer-DRAM tier's transport (storage/fabric.c; fi_info in tests)
 	local missing=()
 	for p in "${want[@]}"; do
 		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

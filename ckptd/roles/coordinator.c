@@ -181,7 +181,7 @@ static int created_cb(void *arg, const ckptd_coord_version *v)
 static void observe_commit(ckptd_coordinator *c, const char *job, uint64_t version, uint32_t mask)
 {
 	uint64_t created = 0, now = ckpt__wall_ns();
-	int known = ckptd_coord_list(c->db, job, version, created_cb, &created) == 0 && created && created <= now;
+	int known = ckptd_coord_list(c->db, job, version, created_cb, &created) >= 0 && created && created <= now;
 	for (uint32_t t = 1; t <= CKPT_TIER_SHARED; t <<= 1) {
 		if (!(mask & t))
 			continue;
