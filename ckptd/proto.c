@@ -368,6 +368,7 @@ static const ckptd__field f_step[] = {
 	F_U32(ckptd_step_report, restore_tier, CKPTD_TAG_RESTORE_TIER, OPT),
 	F_U32(ckptd_step_report, errors, CKPTD_TAG_ERRORS, OPT),
 	F_U32(ckptd_step_report, peer_skips, CKPTD_TAG_PEER_SKIPS, OPT),
+	F_U32(ckptd_step_report, fabric_errors, CKPTD_TAG_FABRIC_ERRORS, OPT),
 };
 static const ckptd__field f_interval[] = {
 	F_STR(ckptd_interval_notice, job, CKPTD_TAG_JOB, REQ, CK_JOB),

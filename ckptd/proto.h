@@ -142,7 +142,7 @@ enum {
 	CKPTD_TAG_PEER_BYTES, CKPTD_TAG_REPLICAS, CKPTD_TAG_FABRIC_ADDR, CKPTD_TAG_FABRIC_ADDR_LEN,
 	CKPTD_TAG_KEY, CKPTD_TAG_BASE, CKPTD_TAG_PROVIDER, CKPTD_TAG_PEER_SKIPS,
 	/* 1.2: preemption */
-	CKPTD_TAG_SOURCE, CKPTD_TAG_DEADLINE_NS,
+	CKPTD_TAG_SOURCE, CKPTD_TAG_DEADLINE_NS, CKPTD_TAG_FABRIC_ERRORS,
 };
 
 /* GC.keep_dram / keep_disk: no limit. */
@@ -282,6 +282,7 @@ typedef struct ckptd_step_report {
 	uint32_t restore_tier; /* optional (1.1): the tier the restore read (one bit) */
 	uint32_t errors;     /* optional (1.1): saves that failed since the last report */
 	uint32_t peer_skips; /* optional (1.2): PEER_MEM copies skipped (partner slow or gone) */
+	uint32_t fabric_errors; /* optional (1.2): libfabric transfers that failed (fi_strerror in the rank's log) */
 } ckptd_step_report;
 
 /* INTERVAL_NOTICE (1.1): coordinator -> agents -> ranks: save every

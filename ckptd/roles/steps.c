@@ -216,6 +216,8 @@ int ckptd_steps_report(ckptd_steps *s, const ckptd_step_report *r, uint64_t now_
 		ckptd_metrics_add(s->mx, CKPTD_M_SAVE_ERRORS, r->job, NULL, r->errors);
 	if (r->peer_skips)
 		ckptd_metrics_add(s->mx, CKPTD_M_PEER_SKIPS, r->job, NULL, r->peer_skips);
+	if (r->fabric_errors)
+		ckptd_metrics_add(s->mx, CKPTD_M_FABRIC_ERRORS, r->job, NULL, r->fabric_errors);
 	if (r->rank < j->a.pace)
 		j->a.pace = r->rank; /* the lowest rank sets the pace from now on */
 	if (r->rank == j->a.pace)

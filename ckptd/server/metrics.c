@@ -97,6 +97,8 @@ static const family families[CKPTD_M__COUNT] = {
 	                          "coordinator: emergency checkpoints committed off the noticed nodes before the deadline, or missed" },
 	[CKPTD_M_AGENT_NOTICES] = { "ckpt_agent_preempt_notices_total", M_COUNTER, { "source" },
 	                            "agent: preemption notices its pollers (cloud metadata, trigger file) raised" },
+	[CKPTD_M_FABRIC_ERRORS] = { "ckpt_fabric_errors_total", M_COUNTER, { "ckpt_job" },
+	                            "coordinator: libfabric transfers that failed in the ranks (fi_strerror's text is in their logs)" },
 	[CKPTD_M_PEER_SKIPS] = { "ckpt_peer_skips_total", M_COUNTER, { "ckpt_job" },
 	                         "coordinator: PEER_MEM copies the ranks skipped: partner slow or gone, or a fabric error (the ranks' logs give fi_strerror's text)" },
 };

@@ -79,6 +79,7 @@ enum ckptd_metric {
 	CKPTD_M_PREEMPT_NOTICES,     /* counter {source}: preemption notices the coordinator acted on */
 	CKPTD_M_EMERGENCIES,         /* counter {job, result: committed, missed} */
 	CKPTD_M_AGENT_NOTICES,       /* counter {source}: notices this agent's pollers raised */
+	CKPTD_M_FABRIC_ERRORS,       /* counter {job}: ranks' failed libfabric transfers */
 	CKPTD_M__COUNT
 };
 

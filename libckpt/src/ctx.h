@@ -161,6 +161,7 @@ struct ckpt_ctx {
 	uint64_t step_saves;      /* ckpt_save calls since the last report */
 	uint64_t step_errors;     /* saves that failed since the last report */
 	uint64_t step_peer_skips; /* PEER_MEM copies skipped since the last report */
+	uint64_t step_fabric_errors; /* libfabric transfers failed since the last report */
 	uint32_t step_restore_tier; /* the tier the last restore read */
 	int interval_mode;        /* 0 off, 1 every interval_steps, 2 auto (the advice below) */
 	uint64_t interval_steps;

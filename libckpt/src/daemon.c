@@ -705,7 +705,7 @@ void ckpt__daemon_steps(ckpt_ctx *ctx, int force)
 	pthread_mutex_lock(&ctx->step_mu);
 	uint64_t count = ctx->step_count, sum = ctx->step_sum_ns, step = ctx->step_cur;
 	uint64_t stall = ctx->step_stall_ns, restore = ctx->step_restore_ns, saves = ctx->step_saves;
-	uint64_t errors = ctx->step_errors, skips = ctx->step_peer_skips;
+	uint64_t errors = ctx->step_errors, skips = ctx->step_peer_skips, ferrs = ctx->step_fabric_errors;
 	uint32_t rtier = ctx->step_restore_tier;
 	if (count) { /* stalls and restores wait for steps to go with */
 		ctx->step_count = 0;
@@ -715,6 +715,7 @@ void ckpt__daemon_steps(ckpt_ctx *ctx, int force)
 		ctx->step_saves = 0;
 		ctx->step_errors = 0;
 		ctx->step_peer_skips = 0;
+		ctx->step_fabric_errors = 0;
 		ctx->step_restore_tier = 0;
 	}
 	pthread_mutex_unlock(&ctx->step_mu);
@@ -733,6 +734,7 @@ void ckpt__daemon_steps(ckpt_ctx *ctx, int force)
 	m.u.step_report.errors = errors > UINT32_MAX ? UINT32_MAX : (uint32_t)errors;
 	m.u.step_report.restore_tier = restore ? rtier : 0;
 	m.u.step_report.peer_skips = skips > UINT32_MAX ? UINT32_MAX : (uint32_t)skips;
+	m.u.step_report.fabric_errors = ferrs > UINT32_MAX ? UINT32_MAX : (uint32_t)ferrs;
 	pthread_mutex_lock(&d->mu);
 	int err = call_expect(ctx, &m, CKPTD_MSG_OK, &rep, NULL);
 	pthread_mutex_unlock(&d->mu);

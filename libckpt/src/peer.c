@@ -162,6 +162,9 @@ static int xfer(struct ckpt_peer *p, int op, void *buf, size_t len, const ckpt_f
 		set_why(why, cap, "fi_%s: %s", op == CKPT_FAB_WRITE ? "write" : "read", fw[0] ? fw : strerror(-err));
 		if (err != -EINVAL)
 			fab_drop(p);
+		pthread_mutex_lock(&p->ctx->step_mu);
+		p->ctx->step_fabric_errors++;
+		pthread_mutex_unlock(&p->ctx->step_mu);
 	}
 	return err;
 }

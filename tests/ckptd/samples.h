@@ -135,6 +135,8 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 			m->u.step_report.saves = 3;
 			m->u.step_report.restore_tier = CKPT_TIER_LOCAL_MEM;
 			m->u.step_report.errors = 1;
+			m->u.step_report.peer_skips = 2;
+			m->u.step_report.fabric_errors = 5;
 		}
 		break;
 	case CKPTD_MSG_LIST_VERSIONS:
