@@ -496,6 +496,8 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 			return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "agent index write failed");
 	}
 	CKPTD_DEBUG(a->log, ckptd_session_peer(s), rs->job, "rank %u/%u registered", rs->rank, rs->world_size);
+	if (rs->pool_ref)
+		ckptd__prefetch_register(a, rs->job, rs->rank);
 	ckptd_msg ok = { .type = CKPTD_MSG_OK };
 	int r = ckptd_session_send(s, &ok, -1);
 	/* A rank that joins (or comes back) saves at the steps the others do. */
@@ -729,6 +731,7 @@ void ckptd_agent_pool_stats(ckptd_agent *a, uint64_t *bytes, uint64_t *used)
 static void on_pool_ready(void *arg, const char *job, int err)
 {
 	ckptd_agent *a = arg;
+	ckptd__prefetch_pool_ready(a);
 	for (rank_sess *rs = a->ranks; rs; rs = rs->next) {
 		if (!rs->waiting || strcmp(rs->job, job))
 			continue;
@@ -823,6 +826,10 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 	}
 	if ((r = ckptd__peer_open(a, err, errcap)) < 0 || (r = ckptd__agent_notices_start(a, err, errcap)) < 0)
 		goto fail;
+	if ((r = ckptd__prefetch_start(a)) < 0) {
+		snprintf(err, errcap, "cannot set up prefetching: %s", strerror(-r));
+		goto fail;
+	}
 	/* Before anyone hears of this node: what a crash left half deleted. */
 	ckptd__agent_finish_deletes(a);
 	if ((r = ckptd_server_after_events(srv, after_events, a)) < 0) {
@@ -852,6 +859,7 @@ void ckptd_agent_free(ckptd_agent *a)
 		return;
 	/* Sessions are gone (the server is freed first); their records too. */
 	ckptd__agent_notices_stop(a);
+	ckptd__prefetch_stop(a);
 	ckptd_client_close(a->link);
 	/* Verifications still reading pinned segments end before the pools go. */
 	ckptd__agent_verify_join(a);

@@ -75,6 +75,7 @@ struct ckptd_agent {
 	struct ckptd_peerpool *peer; /* partners' copies (PEER_MEM); NULL: --peer-pool-size 0 */
 	ckptd_partners partners;     /* where this node's ranks replicate, from the coordinator */
 	struct agent_notices *notices; /* preemption-notice pollers; NULL: none configured */
+	struct agent_prefetch *prefetch; /* copies fetched from partners for ranks that register here */
 };
 
 /* agent.c */
@@ -119,6 +120,14 @@ void ckptd__agent_notices_stop(ckptd_agent *a);
 int ckptd__agent_preempt(ckptd_agent *a, ckptd_session *s, const ckptd_preempt *m);
 /* EMERGENCY from the coordinator: to the job's ranks here. */
 void ckptd__agent_emergency(ckptd_agent *a, const ckptd_emergency *e);
+
+/* agent_prefetch.c: a rank registering here whose newest committed shard
+ * this node does not hold gets it copied from a partner's DRAM. */
+int ckptd__prefetch_start(ckptd_agent *a);
+void ckptd__prefetch_stop(ckptd_agent *a);
+void ckptd__prefetch_register(ckptd_agent *a, const char *job, uint32_t rank);
+/* A job's pool became ready: tasks waiting for a segment get one. */
+void ckptd__prefetch_pool_ready(ckptd_agent *a);
 
 /* agent_delete.c */
 /* DELETE_VERSION from the coordinator: marked, then deleted, then unmarked. */
