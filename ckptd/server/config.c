@@ -58,6 +58,8 @@ static const cfg_entry table[] = {
 	{ "peer-pool-size", T_SIZE0, F(peer_pool_size), "0", "CKPT_PEER_POOL_SIZE", "agent: DRAM for partner nodes' copies (PEER_MEM), registered with libfabric at the --listen host; needs --listen (0: this node keeps none). The provider is CKPT_FABRIC_PROVIDER's, else libfabric's choice" },
 	{ "peer-replicas", T_UINT, F(peer_replicas), "1", "CKPT_PEER_REPLICAS", "coordinator: copies of each shard kept in other nodes' DRAM, on nodes of other failure domains first (0: none)" },
 	{ "peer-lease", T_DURATION, F(peer_lease_ms), "60s", "CKPT_PEER_LEASE", "agent: a partner's slot not committed within this is reclaimed (its writer died or hangs)" },
+	{ "shared-dir", T_PATH, F(shared_dir), NULL, "CKPT_SHARED_DIR", "agent: a shared filesystem directory that committed versions are copied to in the background (the SHARED tier, which survives losing every node; ranks read it with the same CKPT_SHARED_DIR). Unset: no SHARED tier" },
+	{ "shared-rate", T_SIZE0, F(shared_rate), "200M", "CKPT_SHARED_RATE", "agent: bytes per second the flush to --shared-dir may read and write together, so that it leaves training its bandwidth (K, M, G suffixes; 0: unthrottled)" },
 	{ "metrics-listen", T_TCP_ADDR, F(metrics_listen), NULL, "CKPT_METRICS_LISTEN", "host:port serving Prometheus metrics on GET /metrics; only this address is bound (unset: no endpoint)" },
 };
 

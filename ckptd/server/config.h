@@ -55,6 +55,8 @@ typedef struct ckptd_config {
 	uint64_t peer_pool_size; /* agent: DRAM for partners' copies (PEER_MEM), bytes; 0: none */
 	uint32_t peer_replicas;  /* coordinator: partner copies of each shard */
 	uint64_t peer_lease_ms;  /* agent: a leased slot not committed within this is reclaimed */
+	char *shared_dir;        /* agent: the SHARED tier's directory (a shared filesystem); NULL: none */
+	uint64_t shared_rate;    /* agent: bytes/s the flush to shared_dir may move; 0: unthrottled */
 	uint8_t source[48];      /* per table entry: where its value came from */
 } ckptd_config;
 

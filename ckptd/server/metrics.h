@@ -76,6 +76,9 @@ enum ckptd_metric {
 	CKPTD_M_PEER_EVICTED,        /* counter {job} */
 	CKPTD_M_PEER_REFUSED,        /* counter {job, reason}: leases refused, images failing their check */
 	CKPTD_M_PEER_SKIPS,          /* counter {job}: PEER_MEM copies ranks skipped (partner slow, gone, fabric error) */
+	CKPTD_M_SHARED_BYTES,        /* counter {job}: bytes the agent copied to --shared-dir */
+	CKPTD_M_SHARED_SECONDS,      /* histogram {job}: one shard's flush to SHARED */
+	CKPTD_M_SHARED_BACKLOG,      /* gauge {job}: versions waiting for their flush */
 	CKPTD_M__COUNT
 };
 
