@@ -52,7 +52,8 @@ PY
 stop_ckptd
 
 mport=$(free_port)
-start_ckptd on --metrics-listen "127.0.0.1:$mport"
+mkdir "$tmp/shared"
+start_ckptd on --metrics-listen "127.0.0.1:$mport" --shared-dir "$tmp/shared" --shared-rate 0
 # The port is ours: a second daemon cannot take it, and says which setting.
 set +e
 env -u CKPT_TOKEN "$BIN/ckptd" --role both --socket "$tmp/x.sock" --token-file "$tmp/token" --root "$tmp/on.root2" \
@@ -69,6 +70,7 @@ for _ in $(seq 50); do # commits are announced, and pool gauges set, asynchronou
 	st=$(fetch "$url/metrics" "$tmp/m.txt")
 	if [ "$(sample "$tmp/m.txt" ckpt_versions_committed_total 'ckpt_job="jm",tier="local_mem"')" = "$nsaves" ] &&
 		[ "$(sample "$tmp/m.txt" ckpt_versions_committed_total 'ckpt_job="jm",tier="local_disk"')" = "$nsaves" ] &&
+		[ "$(sample "$tmp/m.txt" ckpt_versions_committed_total 'ckpt_job="jm",tier="shared"')" = "$nsaves" ] &&
 		[ -n "$(sample "$tmp/m.txt" ckpt_job_pool_used_bytes 'ckpt_job="jm"')" ]; then
 		ok=1
 		break
@@ -100,6 +102,10 @@ assert v['ckpt_job_pool_used_bytes{ckpt_job="jm"}'] > 0
 assert v["ckpt_pool_used_bytes"] > 0
 assert v['ckpt_shard_bytes_total{ckpt_job="jm",tier="local_disk"}'] >= 3 * 200000
 assert v['ckpt_save_stall_seconds_sum{ckpt_job="jm",tier="local_disk"}'] > 0
+# the flush to --shared-dir: every shard file once, nothing left behind
+assert v['ckpt_shared_flush_bytes_total{ckpt_job="jm"}'] >= 3 * 200000
+assert v['ckpt_shared_flush_seconds_count{ckpt_job="jm"}'] == 3
+assert v.get('ckpt_shared_backlog_versions{ckpt_job="jm"}', 0) == 0
 assert v['ckpt_agents{state="up"}'] == 1
 assert v["ckpt_uptime_seconds"] > 0
 assert any(k.startswith("ckpt_build_info{") and x == 1 for k, x in v.items())

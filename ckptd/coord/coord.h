@@ -181,7 +181,8 @@ int ckptd_coord_agent_hello(ckptd_coord *c, const char *node, const char *addres
                             const char *domain, uint64_t now_ns);
 
 /* The agent on node is gone: every copy it held (DRAM and its local disk) is
- * dropped and commit state recomputed. fn (may be NULL) hears each version
+ * dropped and commit state recomputed; its SHARED copies stay (they are on
+ * shared storage, which outlives the node). fn (may be NULL) hears each version
  * that changed. Returns the number of copies dropped, or an error. */
 int ckptd_coord_agent_lost(ckptd_coord *c, const char *node, ckptd_coord_change_fn fn, void *arg);
 

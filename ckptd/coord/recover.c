@@ -125,8 +125,14 @@ int ckptd_coord_agent_lost(ckptd_coord *c, const char *node, ckptd_coord_change_
 	ckptd_tx t;
 	CKPT_TRY(ckptd__begin(c, 0, &t));
 	held_copy *h = NULL;
-	size_t n = 0;
+	size_t n = 0, k = 0;
 	int err = node_copies(&t, node, 0, &h, &n);
+	/* SHARED copies are on the shared filesystem, not on the node: they
+	 * stay (the node's agent, back or not, still answers for deleting them). */
+	for (size_t i = 0; i < n; i++)
+		if (h[i].tier != CKPT_TIER_SHARED)
+			h[k++] = h[i];
+	n = k;
 	if (err == 0)
 		err = drop_all(&t, node, h, n);
 	ckptd_arec a;

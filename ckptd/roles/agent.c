@@ -281,6 +281,7 @@ static void on_notice(ckptd_agent *a, const ckptd_commit_notice *n)
 	if (r < 0)
 		CKPTD_WARN(a->log, NULL, n->job, "index: marking version %llu committed failed: %s",
 		           (unsigned long long)n->version, strerror(-r));
+	ckptd__shared_notice(a, n); /* SHARED: queues the flush (or the commit marker) */
 	ckptd_pool *pool = ckptd_jpools_get(a->pools, n->job, NULL);
 	if (pool)
 		ckptd_pool_version_set(pool, n->job, n->version, CKPTD_VER_COMMITTED);
@@ -832,6 +833,8 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 	}
 	/* Before anyone hears of this node: what a crash left half deleted. */
 	ckptd__agent_finish_deletes(a);
+	if ((r = ckptd__shared_open(a, err, errcap)) < 0)
+		goto fail;
 	if ((r = ckptd_server_after_events(srv, after_events, a)) < 0) {
 		snprintf(err, errcap, "cannot install the agent's hooks: %s", strerror(-r));
 		goto fail;
@@ -863,6 +866,7 @@ void ckptd_agent_free(ckptd_agent *a)
 	ckptd_client_close(a->link);
 	/* Verifications still reading pinned segments end before the pools go. */
 	ckptd__agent_verify_join(a);
+	ckptd__shared_close(a);
 	ckptd__peer_close(a);
 	free(a->partners.entries);
 	ckptd_jpools_free(a->pools);

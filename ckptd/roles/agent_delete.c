@@ -57,7 +57,7 @@ static int disk_del_cb(void *arg, const char *root)
  * runs this again (finish_deletes): every step is idempotent. */
 static int delete_copies(ckptd_agent *a, const char *job, uint64_t version, uint32_t tiers)
 {
-	int segs = 0, recs = 0;
+	int segs = 0, recs = 0, r;
 	ckptd_pool *pool = ckptd_jpools_get(a->pools, job, NULL);
 	if (tiers & CKPT_TIER_LOCAL_MEM) {
 		segs = pool ? ckptd_pool_version_drop(pool, job, version) : 0;
@@ -67,6 +67,12 @@ static int delete_copies(ckptd_agent *a, const char *job, uint64_t version, uint
 		segs += ckptd__peer_delete(a, job, version);
 		recs += ckptd_aidx_del_version(a->idx, job, version, CKPT_TIER_PEER_MEM);
 	}
+	/* SHARED (agent_shared.c): cancels a flush of the version, deletes the
+	 * files this agent flushed, before the disk copies they came from. */
+	if ((r = ckptd__shared_delete(a, job, version, tiers)) < 0)
+		return r;
+	if (tiers & CKPT_TIER_SHARED)
+		recs += ckptd_aidx_del_version(a->idx, job, version, CKPT_TIER_SHARED);
 	if (tiers & CKPT_TIER_LOCAL_DISK) {
 		disk_del dd = { a, job, version, 0 };
 		ckptd_aidx_roots(a->idx, job, disk_del_cb, &dd);
@@ -75,8 +81,7 @@ static int delete_copies(ckptd_agent *a, const char *job, uint64_t version, uint
 		ckpt__fault(&a->faults, "agent.after_disk_delete");
 		recs += ckptd_aidx_del_version(a->idx, job, version, CKPT_TIER_LOCAL_DISK);
 	}
-	int r = ckptd_aidx_unmark(a->idx, job, version);
-	if (r < 0)
+	if ((r = ckptd_aidx_unmark(a->idx, job, version)) < 0)
 		return r;
 	ckptd_metrics_add(a->mx, CKPTD_M_AGENT_DELETIONS, job, NULL, 1);
 	CKPTD_INFO(a->log, NULL, job, "version %llu: copies deleted at tiers 0x%x (%d segments, %d records)",
@@ -93,7 +98,7 @@ static int delete_copies(ckptd_agent *a, const char *job, uint64_t version, uint
 
 void ckptd__agent_delete(ckptd_agent *a, const ckptd_delete_version *d)
 {
-	const uint32_t held = CKPT_TIER_LOCAL_MEM | CKPT_TIER_PEER_MEM | CKPT_TIER_LOCAL_DISK;
+	const uint32_t held = CKPT_TIER_LOCAL_MEM | CKPT_TIER_PEER_MEM | CKPT_TIER_LOCAL_DISK | CKPT_TIER_SHARED;
 	uint32_t tiers = (d->tiers ? d->tiers : held) & held; /* what an agent holds today */
 	if (!tiers)
 		return;

@@ -308,6 +308,37 @@ int ckptd_aidx_each(ckptd_aidx *x, int (*fn)(void *arg, const ckptd_aidx_rec *r)
 	return rc == MDB_NOTFOUND ? 0 : lmdb_err(rc);
 }
 
+int ckptd_aidx_each_of(ckptd_aidx *x, const char *job, uint64_t version,
+                       int (*fn)(void *arg, const ckptd_aidx_rec *r), void *arg)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	uint8_t kb[AIDX_KEY_MAX];
+	size_t plen = key_make(kb, job, version, 0, 0, 1);
+	MDB_val k = { plen, kb }, v;
+	int rc = mdb_txn_begin(x->env, NULL, MDB_RDONLY, &txn), r = 0;
+	if (rc)
+		return lmdb_err(rc);
+	if ((rc = mdb_cursor_open(txn, x->dbi, &cur))) {
+		mdb_txn_abort(txn);
+		return lmdb_err(rc);
+	}
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		ckptd_aidx_rec rec;
+		if (k.mv_size < plen || memcmp(k.mv_data, kb, plen) != 0)
+			break;
+		if (rec_decode(&k, &v, &rec) < 0)
+			continue;
+		if ((r = fn(arg, &rec)) != 0)
+			break;
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	if (r)
+		return r;
+	return rc == MDB_NOTFOUND || rc == 0 ? 0 : lmdb_err(rc);
+}
+
 /* ---------------------------------------------------------------- roots, marks */
 
 static size_t aux_key(uint8_t *k, uint8_t kind, const char *job)

@@ -76,6 +76,7 @@ struct ckptd_agent {
 	ckptd_partners partners;     /* where this node's ranks replicate, from the coordinator */
 	struct agent_notices *notices; /* preemption-notice pollers; NULL: none configured */
 	struct agent_prefetch *prefetch; /* copies fetched from partners for ranks that register here */
+	struct ckptd_shared *shared; /* the flush to --shared-dir (agent_shared.c); NULL: none */
 };
 
 /* agent.c */
@@ -134,6 +135,21 @@ void ckptd__prefetch_pool_ready(ckptd_agent *a);
 void ckptd__agent_delete(ckptd_agent *a, const ckptd_delete_version *d);
 /* At start: finishes the deletions a previous run left marked. */
 void ckptd__agent_finish_deletes(ckptd_agent *a);
+
+/* agent_shared.c: the SHARED tier, flushed to --shared-dir (see there) */
+typedef struct ckptd_shared ckptd_shared;
+/* Starts the flush thread when --shared-dir is set, and queues what the
+ * index says is still to flush. */
+int ckptd__shared_open(ckptd_agent *a, char *err, size_t errcap);
+/* Stops the thread promptly (its temp file removed); frees. */
+void ckptd__shared_close(ckptd_agent *a);
+/* COMMIT_NOTICE: at LOCAL_DISK, queues this node's shard files of the
+ * version; at SHARED, its commit marker in the tree. */
+void ckptd__shared_notice(ckptd_agent *a, const ckptd_commit_notice *n);
+/* Deletion of (job, version) at tiers: cancels its flush (LOCAL_DISK or
+ * SHARED), removes the SHARED files this agent flushed (the marker first).
+ * Returns 0 or -errno (the deletion is then retried). */
+int ckptd__shared_delete(ckptd_agent *a, const char *job, uint64_t version, uint32_t tiers);
 
 /* agent_cli.c */
 int ckptd__agent_cli(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m);

@@ -193,6 +193,9 @@ int ckptd_aidx_del_version(ckptd_aidx *x, const char *job, uint64_t version, uin
 int ckptd_aidx_set_committed(ckptd_aidx *x, const char *job, uint64_t version, uint32_t tier);
 /* Calls fn for every record, in key order (a shard's tiers are adjacent). */
 int ckptd_aidx_each(ckptd_aidx *x, int (*fn)(void *arg, const ckptd_aidx_rec *r), void *arg);
+/* The same for the records of one version of job, in key order. */
+int ckptd_aidx_each_of(ckptd_aidx *x, const char *job, uint64_t version,
+                       int (*fn)(void *arg, const ckptd_aidx_rec *r), void *arg);
 /* Remembers that job's ranks on this node keep disk copies under root (an
  * absolute path). Idempotent, and cheap when known already. */
 int ckptd_aidx_root_add(ckptd_aidx *x, const char *job, const char *root);

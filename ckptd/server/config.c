@@ -65,6 +65,8 @@ static const cfg_entry table[] = {
 	{ "notice-azure-vm", T_NAME, F(notice_azure_vm), NULL, "CKPT_NOTICE_AZURE_VM", "agent: this VM's name among an Azure event's resources (unset: any event)" },
 	{ "notice-file", T_PATH, F(notice_file), NULL, "CKPT_NOTICE_FILE", "agent: a trigger file; when it appears the node is noticed (content: empty, deadline=SECONDS, or an RFC 3339 time)" },
 	{ "notice-interval", T_DURATION, F(notice_interval_ms), "1s", "CKPT_NOTICE_INTERVAL", "agent: how often the notice sources are polled" },
+	{ "shared-dir", T_PATH, F(shared_dir), NULL, "CKPT_SHARED_DIR", "agent: a shared filesystem directory that committed versions are copied to in the background (the SHARED tier, which survives losing every node; ranks read it with the same CKPT_SHARED_DIR). Unset: no SHARED tier" },
+	{ "shared-rate", T_SIZE0, F(shared_rate), "200M", "CKPT_SHARED_RATE", "agent: bytes per second the flush to --shared-dir may read and write together, so that it leaves training its bandwidth (K, M, G suffixes; 0: unthrottled)" },
 	{ "metrics-listen", T_TCP_ADDR, F(metrics_listen), NULL, "CKPT_METRICS_LISTEN", "host:port serving Prometheus metrics on GET /metrics; only this address is bound (unset: no endpoint)" },
 };
 

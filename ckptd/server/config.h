@@ -60,6 +60,8 @@ typedef struct ckptd_config {
 	char *notice_azure_vm;   /* agent: this VM's name in Azure's scheduled events */
 	char *notice_file;       /* agent: a trigger file */
 	uint64_t notice_interval_ms; /* agent: poll period */
+	char *shared_dir;        /* agent: the SHARED tier's directory (a shared filesystem); NULL: none */
+	uint64_t shared_rate;    /* agent: bytes/s the flush to shared_dir may move; 0: unthrottled */
 	uint8_t source[48];      /* per table entry: where its value came from */
 } ckptd_config;
 

@@ -101,6 +101,12 @@ static const family families[CKPTD_M__COUNT] = {
 	                            "coordinator: libfabric transfers that failed in the ranks (fi_strerror's text is in their logs)" },
 	[CKPTD_M_PEER_SKIPS] = { "ckpt_peer_skips_total", M_COUNTER, { "ckpt_job" },
 	                         "coordinator: PEER_MEM copies the ranks skipped: partner slow or gone, or a fabric error (the ranks' logs give fi_strerror's text)" },
+	[CKPTD_M_SHARED_BYTES] = { "ckpt_shared_flush_bytes_total", M_COUNTER, { "ckpt_job" },
+	                           "agent: bytes of shard files copied to --shared-dir (the SHARED tier)" },
+	[CKPTD_M_SHARED_SECONDS] = { "ckpt_shared_flush_seconds", M_HISTOGRAM, { "ckpt_job" },
+	                             "agent: time to flush one shard to --shared-dir: copy, verify, rename, throttle waits included" },
+	[CKPTD_M_SHARED_BACKLOG] = { "ckpt_shared_backlog_versions", M_GAUGE, { "ckpt_job" },
+	                             "agent: committed versions waiting for (or in) their flush to --shared-dir" },
 };
 
 /* Seconds: a fast DRAM snapshot to a slow shared-storage flush. */

@@ -80,6 +80,9 @@ enum ckptd_metric {
 	CKPTD_M_EMERGENCIES,         /* counter {job, result: committed, missed} */
 	CKPTD_M_AGENT_NOTICES,       /* counter {source}: notices this agent's pollers raised */
 	CKPTD_M_FABRIC_ERRORS,       /* counter {job}: ranks' failed libfabric transfers */
+	CKPTD_M_SHARED_BYTES,        /* counter {job}: bytes the agent copied to --shared-dir */
+	CKPTD_M_SHARED_SECONDS,      /* histogram {job}: one shard's flush to SHARED */
+	CKPTD_M_SHARED_BACKLOG,      /* gauge {job}: versions waiting for their flush */
 	CKPTD_M__COUNT
 };
 

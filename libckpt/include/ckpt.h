@@ -208,9 +208,9 @@ typedef struct ckpt_config {
 	                           every rank; before the first advice, every 100 steps.
 	                           CKPT_INTERVAL */
 	const char *restore_order; /* where ckpt_restore looks for this rank's shard, in order:
-	                           a comma list of local_mem, local_disk, peer_mem (NULL:
-	                           that order). Put peer_mem before local_disk when the root
-	                           is a network filesystem slower than the fabric.
+	                           a comma list of local_mem, local_disk, peer_mem, shared
+	                           (NULL: that order). Put peer_mem before local_disk when
+	                           the root is a network filesystem slower than the fabric.
 	                           CKPT_RESTORE_ORDER */
 	const char *preempt_signals; /* signals ckpt_preempt_install(ctx, NULL, 0) arms: a comma
 	                           list of names ("TERM,USR1", the default). CKPT_PREEMPT_SIGNALS */
@@ -222,6 +222,14 @@ typedef struct ckpt_config {
 	uint32_t peer_timeout_ms; /* PEER_MEM: the longest wait on a partner (its answer, a
 	                           fabric completion) before it is passed over for the
 	                           next one. CKPT_PEER_TIMEOUT_MS */
+	const char *shared_dir;  /* the shared filesystem directory the ckptd agents flush
+	                           committed versions to (their --shared-dir), as this
+	                           process sees it. ckpt_restore reads this rank's shard
+	                           there when "shared" is in restore_order: a version the
+	                           coordinator lists, or one the tree itself marks
+	                           committed (so a job restores with every node, and the
+	                           coordinator's knowledge of the copies, lost). NULL: the
+	                           SHARED tier is not read. CKPT_SHARED_DIR */
 } ckpt_config;
 
 /* Fills cfg with defaults, then applies CKPT_* environment variables.

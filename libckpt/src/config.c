@@ -55,8 +55,8 @@ static const cfg_entry table[] = {
 	  "1: opening fails when the agent is unreachable; 0: warn and run embedded (local_disk)" },
 	{ "token_file", T_STR, F(token_file), NULL, "CKPT_TOKEN_FILE",
 	  "0600 file with the cluster token (unset: the CKPT_TOKEN variable)" },
-	{ "restore_order", T_ORDER, F(restore_order), "local_mem,local_disk,peer_mem", "CKPT_RESTORE_ORDER",
-	  "where ckpt_restore looks, in order: local_mem, local_disk, peer_mem (peer_mem before local_disk when the root is a slow network filesystem)" },
+	{ "restore_order", T_ORDER, F(restore_order), "local_mem,local_disk,peer_mem,shared", "CKPT_RESTORE_ORDER",
+	  "where ckpt_restore looks, in order: local_mem, local_disk, peer_mem, shared (peer_mem before local_disk when the root is a slow network filesystem)" },
 	{ "preempt_signals", T_STR, F(preempt_signals), "TERM,USR1", "CKPT_PREEMPT_SIGNALS",
 	  "signals ckpt_preempt_install arms when given none: comma list of names (TERM, USR1, USR2, INT, HUP)" },
 	{ "preempt_grace_ms", T_U32, F(preempt_grace_ms), "30000", "CKPT_PREEMPT_GRACE_MS",
@@ -67,6 +67,8 @@ static const cfg_entry table[] = {
 	  "PEER_MEM: ms to wait on a partner (an answer, a fabric completion) before trying the next one" },
 	{ "interval", T_STR, F(interval), NULL, "CKPT_INTERVAL",
 	  "when ckpt_step asks for a save: off, N (every N steps), or auto (the coordinator's Young/Daly advice)" },
+	{ "shared_dir", T_STR, F(shared_dir), NULL, "CKPT_SHARED_DIR",
+	  "the ckptd agents' --shared-dir as this rank sees it: ckpt_restore reads the SHARED tier there (unset: not read)" },
 };
 
 int ckpt__parse_size(const char *s, uint64_t *out)
@@ -106,7 +108,7 @@ int ckpt__parse_order(const char *s, uint32_t order[4])
 {
 	static const struct { const char *n; uint32_t bit; } names[] = {
 		{ "local_mem", CKPT_TIER_LOCAL_MEM }, { "peer_mem", CKPT_TIER_PEER_MEM },
-		{ "local_disk", CKPT_TIER_LOCAL_DISK },
+		{ "local_disk", CKPT_TIER_LOCAL_DISK }, { "shared", CKPT_TIER_SHARED },
 	};
 	char buf[128];
 	int n = 0;

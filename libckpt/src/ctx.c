@@ -237,9 +237,10 @@ int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 	ctx->cfg.faults = NULL;
 	parse_interval(cfg, &ctx->interval_mode, &ctx->interval_steps);
 	ctx->cfg.interval = NULL; /* not ours to keep: parsed above */
-	if (ckpt__parse_order(ctx->cfg.restore_order ? ctx->cfg.restore_order : "local_mem,local_disk,peer_mem",
+	if (ckpt__parse_order(ctx->cfg.restore_order ? ctx->cfg.restore_order : "local_mem,local_disk,peer_mem,shared",
 	                      ctx->restore_order) < 0) {
-		LOG_E(&lg, CKPT_NO_VERSION, "restore_order '%s': want a comma list of local_mem, local_disk, peer_mem",
+		LOG_E(&lg, CKPT_NO_VERSION,
+		      "restore_order '%s': want a comma list of local_mem, local_disk, peer_mem, shared",
 		      ctx->cfg.restore_order);
 		err = -CKPT_ECONFIG;
 		goto fail;
@@ -256,6 +257,13 @@ int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 	ctx->cfg.preempt_signals = NULL;
 	if (!ctx->cfg.preempt_grace_ms)
 		ctx->cfg.preempt_grace_ms = 30000;
+	/* Older callers' structs end before shared_dir. */
+	if (cfg->size >= offsetof(ckpt_config, shared_dir) + sizeof(cfg->shared_dir) && cfg->shared_dir &&
+	    *cfg->shared_dir && !(ctx->shared_dir = strdup(cfg->shared_dir))) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	ctx->cfg.shared_dir = ctx->shared_dir;
 	if (!ctx->cfg.peer_timeout_ms)
 		ctx->cfg.peer_timeout_ms = 30000;
 	ctx->log = lg;
@@ -385,6 +393,7 @@ int ckpt_ctx_close(ckpt_ctx *ctx)
 	free(ctx->backend_name);
 	free(ctx->daemon_addr);
 	free(ctx->token_file);
+	free(ctx->shared_dir);
 	pthread_mutex_destroy(&ctx->lock);
 	pthread_mutex_destroy(&ctx->step_mu);
 	pthread_cond_destroy(&ctx->notice_cv);

@@ -203,6 +203,7 @@ struct ckpt_ctx {
 	tagged_io wake_io;
 	int wake_pending;        /* with lock: a wake-up for mem_ready is on its way */
 	uint32_t nlive;
+	char *shared_dir;        /* the SHARED tree (cfg.shared_dir, owned); NULL: not read */
 };
 
 /* ctx.c: the lineage of a run that started fresh (restored 0) or resumed

@@ -5,6 +5,7 @@
 #include "daemon.h"
 #include "peer.h"
 #include "reader.h"
+#include "shared.h"
 #include "../../kernels/ckpt_kernels.h"
 
 #include <errno.h>
@@ -34,13 +35,15 @@ static int restore_sink(void *arg, uint32_t ri, uint64_t off, const void *data, 
 	return 0;
 }
 
+static int restore_file(ckpt_ctx *ctx, uint64_t version, const char *path, const uint64_t *sum, uint64_t lineage);
+
 /* listed: the coordinator lists the version as committed. A version whose
  * other ranks' shards live in other nodes' roots stays PENDING in this
  * root's index; it is restorable here when the coordinator lists it, or
  * announced its commit earlier (the index noted it). */
 static int restore_one(ckpt_ctx *ctx, uint64_t version, int listed)
 {
-	char path[4096], why[512] = "";
+	char path[4096];
 	ckpt_idx_version v;
 	ckpt_idx_shard rec;
 	uint32_t g;
@@ -64,15 +67,28 @@ static int restore_one(ckpt_ctx *ctx, uint64_t version, int listed)
 		return err == -ENOENT ? -CKPT_ECORRUPT : err;
 	}
 	CKPT_TRY(ckpt__shard_path(path, sizeof(path), ctx->root, ctx->job, version, ctx->cfg.rank));
+	err = restore_file(ctx, version, path, &rec.footer_checksum, 0);
+	return err == -ENOENT ? -CKPT_ECORRUPT : err;
+}
+
+/* Reads this rank's shard of version from the file at path into the
+ * regions, every chunk checked. sum: the footer checksum the local index
+ * recorded (NULL: none; the header's job, version, rank and world size are
+ * checked either way); lineage: the run that must have written it (0: any). */
+static int restore_file(ckpt_ctx *ctx, uint64_t version, const char *path, const uint64_t *sum, uint64_t lineage)
+{
+	char why[512] = "";
+	int err;
 	ckpt_shard s;
 	if ((err = ckpt__shard_open(path, &s, why, sizeof(why))) < 0) {
 		LOG_E(&ctx->log, version, "restore: %s: %s", path, why);
-		return err == -ENOENT ? -CKPT_ECORRUPT : err;
+		return err;
 	}
 	if (s.header.version != version || s.header.rank != ctx->cfg.rank ||
 	    s.header.world_size != ctx->cfg.world_size || strcmp(s.header.job, ctx->job) ||
-	    s.tail.footer_checksum != rec.footer_checksum) {
-		LOG_E(&ctx->log, version, "restore: %s is not the shard the index recorded", path);
+	    (sum && s.tail.footer_checksum != *sum) || (lineage && s.header.lineage && s.header.lineage != lineage)) {
+		LOG_E(&ctx->log, version, "restore: %s is not %s", path,
+		      sum ? "the shard the index recorded" : "this rank's shard of the version committed");
 		ckpt__shard_close(&s);
 		return -CKPT_ECORRUPT;
 	}
@@ -399,9 +415,40 @@ static int restore_peer(ckpt_ctx *ctx, uint64_t version)
 	return err;
 }
 
+/* SHARED: this rank's file in the tree the agents flush to (shared.h), read
+ * like the local disk's. The version must be committed by the coordinator's
+ * word (listed, or a notice this root noted) or by the tree's marker, which
+ * the agents write once the coordinator committed it at SHARED. */
+static int restore_shared(ckpt_ctx *ctx, uint64_t version, int listed)
+{
+	char path[4096];
+	ckpt_shared_mark mk = { 0 };
+	uint32_t g;
+	if (!ctx->shared_dir)
+		return -CKPT_EUNAVAIL;
+	int err = ckpt__shared_marker_read(ctx->shared_dir, ctx->job, version, &mk);
+	if (err < 0 && err != -ENOENT)
+		LOG_W(&ctx->log, version, "restore: the SHARED tree's commit marker: %s", ckpt_strerror(err));
+	if (err == 0 && mk.world_size != ctx->cfg.world_size) {
+		LOG_E(&ctx->log, version, "restore: saved with %u ranks, this job has %u", mk.world_size,
+		      ctx->cfg.world_size);
+		return -CKPT_EMISMATCH;
+	}
+	if (err < 0 && !listed && ckpt__index_global(ctx->index, ctx->job, version, &g) != 0)
+		return -CKPT_ENOVERSION; /* not known to be committed */
+	CKPT_TRY(ckpt__shard_path(path, sizeof(path), ctx->shared_dir, ctx->job, version, ctx->cfg.rank));
+	return restore_file(ctx, version, path, NULL, err == 0 ? mk.lineage : 0);
+}
+
+static const char *tier_name(uint32_t tier)
+{
+	return tier == CKPT_TIER_LOCAL_MEM ? "LOCAL_MEM" : tier == CKPT_TIER_PEER_MEM ? "PEER_MEM"
+	     : tier == CKPT_TIER_SHARED ? "SHARED" : "LOCAL_DISK";
+}
+
 /* The tiers in the context's restore order (default: this node's DRAM,
- * the local disk, partners' DRAM), each tried when the one before has no
- * usable copy. A mismatch of the regions, or no memory, ends it. */
+ * the local disk, partners' DRAM, shared storage), each tried when the one
+ * before has no usable copy. A mismatch of the regions, or no memory, ends it. */
 static int restore_any(ckpt_ctx *ctx, uint64_t version, int listed)
 {
 	int err = -CKPT_ENOVERSION, first = 0;
@@ -412,19 +459,20 @@ static int restore_any(ckpt_ctx *ctx, uint64_t version, int listed)
 			r = ckpt__daemon_segments(ctx) ? restore_mem(ctx, version) : -CKPT_EUNAVAIL;
 		else if (tier == CKPT_TIER_PEER_MEM)
 			r = ctx->peer ? restore_peer(ctx, version) : -CKPT_EUNAVAIL;
+		else if (tier == CKPT_TIER_SHARED)
+			r = restore_shared(ctx, version, listed);
 		else
 			r = restore_one(ctx, version, listed);
 		if (r == 0) {
 			if (tier != CKPT_TIER_PEER_MEM) /* which partner: said by restore_peer */
-				LOG_I(&ctx->log, version, "restored from %s", tier == CKPT_TIER_LOCAL_MEM ? "LOCAL_MEM" : "LOCAL_DISK");
+				LOG_I(&ctx->log, version, "restored from %s", tier_name(tier));
 			ctx->step_restore_tier = tier;
 			return 0;
 		}
 		if (r == -CKPT_EMISMATCH || r == -ENOMEM)
 			return r;
 		if (r != -CKPT_EUNAVAIL) {
-			LOG_I(&ctx->log, version, "no usable %s copy (%s)%s", tier == CKPT_TIER_LOCAL_MEM ? "LOCAL_MEM"
-			      : tier == CKPT_TIER_PEER_MEM ? "PEER_MEM" : "LOCAL_DISK", ckpt_strerror(r),
+			LOG_I(&ctx->log, version, "no usable %s copy (%s)%s", tier_name(tier), ckpt_strerror(r),
 			      i + 1 < 4 && ctx->restore_order[i + 1] ? "; trying the next tier" : "");
 			/* The error to report: the first real one (a missing copy
 			 * says less than a corrupt one found earlier). */
@@ -501,6 +549,22 @@ static int local_candidates(ckpt_ctx *ctx, uint64_t **out, size_t *n)
 
 static int restore_timed(ckpt_ctx *ctx, uint64_t version, uint64_t *restored);
 
+/* 1 if the SHARED tree marks version committed with this job's world size. */
+static int shared_marked(ckpt_ctx *ctx, uint64_t version)
+{
+	ckpt_shared_mark mk;
+	return ckpt__shared_marker_read(ctx->shared_dir, ctx->job, version, &mk) == 0 &&
+	       mk.world_size == ctx->cfg.world_size;
+}
+
+static int order_has(const ckpt_ctx *ctx, uint32_t tier)
+{
+	for (int i = 0; i < 4; i++)
+		if (ctx->restore_order[i] == tier)
+			return 1;
+	return 0;
+}
+
 /* Timed for the goodput accounting: the next step report carries it. */
 int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *restored)
 {
@@ -542,11 +606,27 @@ static int restore_timed(ckpt_ctx *ctx, uint64_t version, uint64_t *restored)
 		if ((err = local_candidates(ctx, &a.v, &a.n)) < 0)
 			return err;
 	}
+	/* The versions the SHARED tree marks committed count too: with every
+	 * node lost, neither this root nor the coordinator knows them. */
+	uint8_t *tree = NULL;
+	if (ctx->shared_dir && order_has(ctx, CKPT_TIER_SHARED)) {
+		int k = ckpt__shared_merge(ctx->shared_dir, ctx->job, &a.v, &a.n, &tree);
+		if (k < 0) {
+			free(a.v);
+			return k;
+		}
+		LOG_T(&ctx->log, CKPT_NO_VERSION, "restore: %d versions in the SHARED tree %s", k, ctx->shared_dir);
+	}
 	int first_err = -CKPT_ENOVERSION;
+	size_t offered = 0;
 	for (size_t i = a.n; i-- > 0;) {
-		err = restore_any(ctx, a.v[i], listed);
+		/* Named by the tree alone: offered only with its commit marker. */
+		if (tree && tree[i] && !shared_marked(ctx, a.v[i]))
+			continue;
+		offered++;
+		err = restore_any(ctx, a.v[i], listed || (tree && tree[i]));
 		if (err == 0) {
-			if (i + 1 < a.n)
+			if (offered > 1)
 				LOG_W(&ctx->log, a.v[i], "restored an older version: newer ones did not verify");
 			else
 				LOG_I(&ctx->log, a.v[i], "restored");
@@ -555,10 +635,12 @@ static int restore_timed(ckpt_ctx *ctx, uint64_t version, uint64_t *restored)
 			if (restored)
 				*restored = a.v[i];
 			free(a.v);
+			free(tree);
 			return 0;
 		}
 		if (err == -ENOMEM || err == -CKPT_EINDEX) {
 			free(a.v);
+			free(tree);
 			return err;
 		}
 		if (first_err == -CKPT_ENOVERSION)
@@ -566,7 +648,8 @@ static int restore_timed(ckpt_ctx *ctx, uint64_t version, uint64_t *restored)
 		LOG_W(&ctx->log, a.v[i], "not restorable (%s); trying the previous version", ckpt_strerror(err));
 	}
 	free(a.v);
-	if (a.n == 0) {
+	free(tree);
+	if (offered == 0) {
 		LOG_I(&ctx->log, CKPT_NO_VERSION, "restore: no committed version");
 		drop_stale(ctx, 0); /* starting from scratch */
 	}

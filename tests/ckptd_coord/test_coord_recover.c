@@ -268,10 +268,57 @@ static void retention(const char *dir)
 	free(s.c);
 }
 
+/* SHARED copies are on shared storage: losing the node that flushed them
+ * keeps them, so its versions stay restorable, and retention (keeping every
+ * version) does not take the other ranks' SHARED copies as a broken
+ * version's leftovers. World 2: rank 0 on n0, rank 1 on n1. */
+static void shared_outlives_node(const char *dir)
+{
+	ckptd_coord *co;
+	T_OK(ckptd_coord_open(dir, 0, &co));
+	sim s = { 0 };
+	for (uint64_t ver = 1; ver <= 3; ver++)
+		for (uint32_t r = 0; r < 2; r++) {
+			sim_done(&s, co, r ? "n1" : "n0", "sh", ver, r, 2, DISK, 5);
+			sim_done(&s, co, r ? "n1" : "n0", "sh", ver, r, 2, SHARED, 5);
+		}
+	/* Version 4: rank 0's only copy off its node is in n1's DRAM. */
+	sim_done(&s, co, "n1", "sh", 4, 0, 2, PEER, 5);
+	sim_done(&s, co, "n0", "sh", 4, 0, 2, DISK, 5);
+	sim_done(&s, co, "n1", "sh", 4, 1, 2, DISK, 5);
+	T_ASSERT(ckptd_coord_agent_lost(co, "n0", NULL, NULL) == 4); /* 3 disk copies and version 4's */
+	ckptd_coord_version v;
+	for (uint64_t ver = 1; ver <= 3; ver++) {
+		T_OK(ckptd_coord_get(co, "sh", ver, &v));
+		T_ASSERT(v.restorable && v.committed == SHARED);
+	}
+	T_OK(ckptd_coord_get(co, "sh", 4, &v));
+	T_ASSERT(v.restorable);
+	ckptd_coord_policy all = { UINT32_MAX, UINT32_MAX, 0 };
+	ckptd_coord_delete *d;
+	size_t n;
+	T_OK(ckptd_coord_retention(co, "sh", &all, &d, &n));
+	T_ASSERT(n == 0);
+	free(d);
+	/* Per policy (disk copies of the newest version only), SHARED copies go
+	 * with the LOCAL_DISK ones, the lost node's included. */
+	ckptd_coord_policy one = { UINT32_MAX, 1, 0 };
+	T_OK(ckptd_coord_retention(co, "sh", &one, &d, &n));
+	size_t shared = 0;
+	for (size_t i = 0; i < n; i++) {
+		T_ASSERT(d[i].version < 4);
+		shared += d[i].tier == SHARED;
+	}
+	T_ASSERT(shared == 6);
+	free(d);
+	ckptd_coord_close(co);
+	free(s.c);
+}
+
 int main(void)
 {
 	char *base = t_tmpdir("coord-recover");
-	char d1[600], d2[600], d3[600], d4[600];
+	char d1[600], d2[600], d3[600], d4[600], d5[600];
 	snprintf(d1, sizeof(d1), "%s/loss", base);
 	snprintf(d2, sizeof(d2), "%s/orig", base);
 	snprintf(d3, sizeof(d3), "%s/fresh", base);
@@ -279,6 +326,8 @@ int main(void)
 	agent_loss(d1);
 	rebuild(d2, d3);
 	retention(d4);
+	snprintf(d5, sizeof(d5), "%s/shared", base);
+	shared_outlives_node(d5);
 	t_rmrf(base);
 	printf("PASS\n");
 	return T_EXIT_PASS;

@@ -298,8 +298,9 @@ static uint64_t newest_committed(uint64_t below, uint32_t *tiers)
 	return best;
 }
 
-/* The nodes holding partner copies of version v: a mask over agent[]. */
-static int peer_nodes(uint64_t v)
+/* The nodes holding partner copies of version v of `rank` (-1: any rank):
+ * a mask over agent[]. */
+static int peer_nodes(uint64_t v, int rank)
 {
 	ckptd_client *c = coord_cli();
 	ckptd_msg m = { .type = CKPTD_MSG_SHOW_VERSION }, rep;
@@ -310,7 +311,8 @@ static int peer_nodes(uint64_t v)
 		for (uint32_t i = 0; i < rep.u.version_detail.count; i++) {
 			const ckptd_copy_info *e = &rep.u.version_detail.entries[i];
 			for (int k = 0; k < NODES; k++)
-				if (e->tier == CKPT_TIER_PEER_MEM && !strcmp(e->node, agent[k].name))
+				if (e->tier == CKPT_TIER_PEER_MEM && (rank < 0 || e->rank == (uint32_t)rank) &&
+				    !strcmp(e->node, agent[k].name))
 					mask |= 1 << k;
 		}
 	ckptd_msg_free(&rep);
@@ -440,17 +442,20 @@ static void run(void)
 			CHECK(exit_ns[r] < deadline, "rank %d left %.1f s after the deadline", r, (exit_ns[r] - deadline) / 1e9);
 		uint32_t tiers = 0;
 		uint64_t newest = newest_committed(0, &tiers);
-		/* With one node noticed every rank has a partner; with two, n1's
-		 * ranks keep their own copies and the others' go to n1. */
-		CHECK(newest == S && (!strcmp(scen, "two") || (tiers & CKPT_TIER_PEER_MEM)), "the newest committed version "
-		      "is %llu at tiers 0x%x; want the emergency step %llu%s", (unsigned long long)newest, tiers,
-		      (unsigned long long)S, strcmp(scen, "two") ? " at peer_mem" : "");
-		int where = peer_nodes(S);
-		CHECK(where && !(where & noticed), "partner copies of version %llu are on nodes 0x%x; none may be on a "
-		      "noticed node (0x%x)", (unsigned long long)S, where, noticed);
+		CHECK(newest == S, "the newest committed version is %llu at tiers 0x%x; want the emergency step %llu",
+		      (unsigned long long)newest, tiers, (unsigned long long)S);
+		/* The noticed nodes' ranks have partner copies, none on a noticed
+		 * node; the other ranks keep their own copies (they need none). */
+		int where = peer_nodes(S, -1);
+		CHECK(!(where & noticed), "partner copies of version %llu are on nodes 0x%x; none may be on a noticed node "
+		      "(0x%x)", (unsigned long long)S, where, noticed);
+		for (int r = 0; r < WORLD; r++)
+			if (noticed & (1 << (r / 2)))
+				CHECK(peer_nodes(S, r) != 0, "rank %d, on a noticed node, has no partner copy of version %llu", r,
+				      (unsigned long long)S);
 		if (!failures)
-			fprintf(stderr, "ok: %s: every rank saved step %llu and left; committed at peer_mem off the noticed "
-			        "node(s), %.1f s before the deadline\n", scen, (unsigned long long)S,
+			fprintf(stderr, "ok: %s: every rank saved step %llu and left; safe off the noticed node(s) (their "
+			        "ranks' copies in partner DRAM) %.1f s before the deadline\n", scen, (unsigned long long)S,
 			        (deadline - exit_ns[WORLD - 1]) / 1e9);
 	}
 	/* The version committed before the notice is still committed. */
