@@ -802,7 +802,9 @@ typedef struct safe_acc {
 static int safe_cb(void *arg, const ckptd_coord_copy_info *ci)
 {
 	safe_acc *a = arg;
-	if (!ci->deleting && ci->rank < a->world && !ckptd_emerg_excluded(a->c->emerg, ci->node))
+	/* Shared storage outlives the node that flushed the copy. */
+	if (!ci->deleting && ci->rank < a->world &&
+	    (ci->tier == CKPT_TIER_SHARED || !ckptd_emerg_excluded(a->c->emerg, ci->node)))
 		a->covered[ci->rank] = 1;
 	return 0;
 }
