@@ -172,7 +172,9 @@ static void count_commits(ckptd_coordinator *c, const char *job, uint32_t mask)
 
 static int created_cb(void *arg, const ckptd_coord_version *v)
 {
-	*(uint64_t *)arg = v->created_ns;
+	uint64_t *out = arg;
+	out[0] = v->created_ns;
+	out[1] = v->bytes;
 	return 1;
 }
 
@@ -180,15 +182,16 @@ static int created_cb(void *arg, const ckptd_coord_version *v)
  * (wall clock, like the commit engine's). */
 static void observe_commit(ckptd_coordinator *c, const char *job, uint64_t version, uint32_t mask)
 {
-	uint64_t created = 0, now = ckpt__wall_ns();
-	int known = ckptd_coord_list(c->db, job, version, created_cb, &created) >= 0 && created && created <= now;
+	uint64_t cv[2] = { 0, 0 }, now = ckpt__wall_ns();
+	int known = ckptd_coord_list(c->db, job, version, created_cb, cv) >= 0 && cv[0] && cv[0] <= now;
+	uint64_t created = cv[0];
 	for (uint32_t t = 1; t <= CKPT_TIER_SHARED; t <<= 1) {
 		if (!(mask & t))
 			continue;
 		if (known)
 			ckptd_metrics_observe(c->mx, CKPTD_M_COMMIT_LATENCY, job, ckptd_metrics_tier(t),
 			                      (double)(now - created) / 1e9);
-		ckptd_emerg_commit(c->emerg, job, version, t, known ? now - created : 0, 0);
+		ckptd_emerg_commit(c->emerg, job, version, t, known ? now - created : 0, cv[1]);
 	}
 }
 

@@ -10,8 +10,8 @@
  *   - the tier: the noticed node's DRAM and disk go with it, so the version
  *     must land elsewhere: partner DRAM (placement leaves noticed nodes out
  *     from now on), else shared storage. A tier is chosen when the time to
- *     reach the step plus what a commit at that tier took lately (its
- *     latency, 1.5 times, plus a second) fits before the deadline; none:
+ *     reach the step plus the version's bytes over the bandwidth the tier's
+ *     last commit showed (1.5 times, plus a second) fits before the deadline; none:
  *     tier 0, and the ranks leave at the deadline, the previous version
  *     untouched;
  *   - EMERGENCY to every agent, which passes it to the job's ranks.
@@ -43,6 +43,8 @@ typedef struct emjob {
 	struct emjob *next;
 	char job[CKPTD_JOB_MAX + 1];
 	uint64_t lat_ns[4];      /* the last commit latency per tier (index: tier bit) */
+	double bw[4];            /* bytes per second that commit moved (its version's bytes / latency) */
+	uint64_t bytes;          /* the last committed version's bytes (all ranks) */
 	int active;
 	uint64_t step, deadline_ns, noticed_ns;
 	uint32_t tier;
@@ -141,12 +143,17 @@ void ckptd_emerg_node_back(ckptd_emerg *e, const char *node)
 		}
 }
 
-/* The time a commit at tier is expected to take for the job. */
+/* The time a commit at tier is expected to take for the job: its bytes
+ * over the bandwidth the tier's last commit measured, with half again as
+ * margin (the latency itself when the bytes are unknown). */
 static uint64_t tier_cost(const emjob *j, uint32_t tier)
 {
-	uint64_t lat = j->lat_ns[tier_index(tier)];
+	int k = tier_index(tier);
+	uint64_t lat = j->lat_ns[k];
 	if (!lat)
 		return tier == CKPT_TIER_PEER_MEM ? PEER_GUESS_NS : SHARED_GUESS_NS;
+	if (j->bw[k] > 0 && j->bytes)
+		lat = (uint64_t)((double)j->bytes / j->bw[k] * 1e9);
 	return lat + lat / 2;
 }
 
@@ -278,12 +285,16 @@ static void check_safe(ckptd_emerg *e, emjob *j)
 void ckptd_emerg_commit(ckptd_emerg *e, const char *job, uint64_t version, uint32_t tier, uint64_t latency_ns,
                         uint64_t bytes)
 {
-	(void)bytes;
 	emjob *j = job_get(e, job);
 	if (!j)
 		return;
-	if (latency_ns)
+	if (latency_ns) {
 		j->lat_ns[tier_index(tier)] = latency_ns;
+		if (bytes) {
+			j->bw[tier_index(tier)] = (double)bytes / ((double)latency_ns / 1e9);
+			j->bytes = bytes;
+		}
+	}
 	if (j->active && version == j->step)
 		check_safe(e, j);
 }
