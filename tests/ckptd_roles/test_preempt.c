@@ -21,6 +21,7 @@
  * `short`, no rank saved, and the newest committed version is from before
  * the notice. Exit 0 / 1 / 77 (no python3 or no tcp;ofi_rxm provider). */
 #include "roles_test.h"
+#include "rank_proc.h"
 
 #include <ckpt.h>
 
@@ -106,48 +107,24 @@ static int fake_ctl(const char *json)
 
 /* ---------------------------------------------------------------- ranks */
 
-/* A rank's report pipe: 'R' once at READY_STEP, 'S' before each save,
- * then one line "E <emergency step saved or 0> <last step>" at EXIT. */
 static void rank_env(const char *tag, int rank, int node)
 {
-	char log[700], v[32];
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != driver)
-		_exit(T_EXIT_FAIL);
-	/* A trainer's own dispositions, not the test driver's (inherited). */
-	signal(SIGTERM, SIG_DFL);
-	signal(SIGUSR1, SIG_DFL);
-	alarm(150);
-	snprintf(log, sizeof(log), "%s/%s.rank%d.log", env.dir, tag, rank);
-	int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (fd < 0)
-		_exit(T_EXIT_FAIL);
-	dup2(fd, 1);
-	dup2(fd, 2);
-	close(fd);
-	setenv("CKPT_JOB", JOB, 1);
-	snprintf(v, sizeof(v), "%d", rank);
-	setenv("CKPT_RANK", v, 1);
-	snprintf(v, sizeof(v), "%d", WORLD);
-	setenv("CKPT_WORLD_SIZE", v, 1);
-	setenv("CKPT_ROOT", ckroot[node], 1);
-	setenv("CKPT_DAEMON", agent[node].unixa, 1);
-	setenv("CKPT_TIERS", "local_mem,peer_mem,local_disk", 1);
-	setenv("CKPT_TOKEN_FILE", env.tokpath, 1);
+	rp_rank r = { env.dir, tag, JOB, rank, WORLD, 0, ckroot[node], agent[node].unixa, "local_mem,peer_mem,local_disk",
+	              env.tokpath, 150 };
+	rp_child_setup(driver, &r);
 	setenv("CKPT_CHUNK_BYTES", "64K", 1);
 	setenv("CKPT_STAGING_BYTES", "4M", 1);
 	setenv("CKPT_WORKERS", "1", 1);
 	setenv("CKPT_INTERVAL", "20", 1);
 	setenv("CKPT_PEER_TIMEOUT_MS", "5000", 1);
 	setenv("CKPT_PREEMPT_EXIT_MARGIN_MS", "500", 1);
-	setenv("CKPT_DEBUG", "INFO", 1);
-	unsetenv("CKPT_TOKEN");
 	if (!strcmp(scen, "during") && rank == 0)
 		setenv("CKPT_FAULT", "peer.mid_write=delay:1500", 1);
-	else
-		unsetenv("CKPT_FAULT");
 }
 
+/* A training loop. Its report pipe: 'R' once at READY_STEP, 'S' before
+ * each save, then one line "E <emergency step saved or 0> <last step>" at
+ * EXIT. */
 static void rank_train(int rank, int rep)
 {
 	uint8_t *b = malloc(REGION);
@@ -239,22 +216,13 @@ static proc spawn(const char *tag, int rank, uint64_t restore_want)
 	return (proc){ pid, fds[0] };
 }
 
-static char next_byte(int fd, int timeout_ms)
-{
-	struct pollfd pf = { .fd = fd, .events = POLLIN };
-	char c;
-	if (poll(&pf, 1, timeout_ms) != 1 || read(fd, &c, 1) != 1)
-		return 0;
-	return c;
-}
-
 /* Reads report bytes until `want` (returns 1), or timeout / end (0). The
  * 'S' bytes seen are counted into *saves. */
 static int wait_for(proc *p, char want, int timeout_ms, int *saves)
 {
 	uint64_t end = td_ms() + (uint64_t)timeout_ms;
 	while (td_ms() < end) {
-		char c = next_byte(p->rep, (int)(end - td_ms()));
+		char c = rp_get(p->rep, (int)(end - td_ms()));
 		if (!c)
 			return 0;
 		if (c == 'S' && saves)
@@ -413,7 +381,7 @@ static void run(void)
 		char line[64] = "";
 		size_t n = 0;
 		char c;
-		while (n + 1 < sizeof(line) && (c = next_byte(p[r].rep, 60000)) && c != '\n')
+		while (n + 1 < sizeof(line) && (c = rp_get(p[r].rep, 60000)) && c != '\n')
 			if (c != 'S' && c != 'R')
 				line[n++] = c;
 		exit_ns[r] = wall_ns();

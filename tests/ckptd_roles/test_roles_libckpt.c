@@ -26,6 +26,7 @@
  * hide the next steps; the test fails if any failed. CKPT_TEST_SMALL=1
  * shrinks the regions. Exit 0 / 1 / 77. */
 #include "roles_test.h"
+#include "rank_proc.h"
 
 #include <ckpt.h>
 
@@ -91,50 +92,21 @@ typedef struct launch {
 
 static void rank_log(char *buf, size_t cap, const char *tag, int rank)
 {
-	snprintf(buf, cap, "%s/%s.rank%d.log", env.dir, tag, rank);
+	rp_log_path(buf, cap, env.dir, tag, rank);
 }
 
 /* In the child: dies with the test, logs to its own file, and gets its
  * settings from the environment only. */
 static void rank_setup(const launch *l, int rank)
 {
-	char log[700], v[32];
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != driver)
-		_exit(T_EXIT_FAIL); /* the test is gone already */
-	alarm(120); /* no rank outlives a stuck test */
-	rank_log(log, sizeof(log), l->tag, rank);
-	int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (fd < 0)
-		_exit(T_EXIT_FAIL);
-	dup2(fd, 1);
-	dup2(fd, 2);
-	close(fd);
-	setenv("CKPT_JOB", JOB, 1);
-	snprintf(v, sizeof(v), "%d", rank);
-	setenv("CKPT_RANK", v, 1);
-	snprintf(v, sizeof(v), "%d", WORLD);
-	setenv("CKPT_WORLD_SIZE", v, 1);
-	snprintf(v, sizeof(v), "%d", l->incarnation);
-	setenv("CKPT_INCARNATION", v, 1);
-	setenv("CKPT_ROOT", l->root, 1);
-	setenv("CKPT_TIERS", l->tiers, 1);
-	setenv("CKPT_TOKEN_FILE", env.tokpath, 1);
+	rp_rank r = { env.dir, l->tag, JOB, rank, WORLD, l->incarnation, l->root, l->daemon, l->tiers, env.tokpath, 120 };
+	rp_child_setup(driver, &r);
 	setenv("CKPT_CHUNK_BYTES", "64K", 1);
 	setenv("CKPT_STAGING_BYTES", "16M", 1);
 	setenv("CKPT_COMPRESS", "1", 1);
 	setenv("CKPT_WORKERS", "1", 1);
-	setenv("CKPT_DEBUG", "INFO", 1);
-	unsetenv("CKPT_TOKEN");
-	unsetenv("CKPT_CONFIG");
-	if (l->daemon)
-		setenv("CKPT_DAEMON", l->daemon, 1);
-	else
-		unsetenv("CKPT_DAEMON");
 	if (l->required)
 		setenv("CKPT_DAEMON_REQUIRED", l->required, 1);
-	else
-		unsetenv("CKPT_DAEMON_REQUIRED");
 }
 
 static ckpt_ctx *rank_open(int rank, uint8_t **b)
@@ -152,21 +124,6 @@ static ckpt_ctx *rank_open(int rank, uint8_t **b)
 	return ctx;
 }
 
-static void put_byte(int fd, char c)
-{
-	T_ASSERT(write(fd, &c, 1) == 1);
-}
-
-/* Reads one byte within timeout_ms; 0 on timeout or end of file. */
-static char get_byte(int fd, int timeout_ms)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	char c;
-	if (poll(&p, 1, timeout_ms) != 1 || read(fd, &c, 1) != 1)
-		return 0;
-	return c;
-}
-
 /* Saves versions 1..NV, each waited for at both tiers; rank HOLD saves the
  * last one only when told to ('G'), and the others first show it is not
  * committed without HOLD's shard ('P' each). 'D' when done; then waits to
@@ -181,7 +138,7 @@ static void rank_save(int rank, int cmd, int rep)
 		total += regsize[i];
 	for (uint64_t v = 1; v <= NV; v++) {
 		fill(b, rank, v);
-		if (v == NV && rank == HOLD && get_byte(cmd, 60000) != 'G')
+		if (v == NV && rank == HOLD && rp_get(cmd, 60000) != 'G')
 			T_FAIL("rank %d: no go for version %llu", rank, (unsigned long long)v);
 		ckpt_handle *h;
 		ckpt_status st = { .size = sizeof(st) };
@@ -193,15 +150,15 @@ static void rank_save(int rank, int cmd, int rep)
 			 * rank HOLD, on another agent, has not saved. */
 			T_ERR(ckpt_handle_test(h, CKPT_TIER_LOCAL_MEM, NULL), -EAGAIN);
 			T_ERR(ckpt_handle_wait(h, CKPT_TIER_LOCAL_MEM, 300, NULL), -ETIMEDOUT);
-			put_byte(rep, 'P');
+			rp_put(rep, 'P');
 		}
 		st.size = sizeof(st);
 		T_OK(ckpt_handle_wait(h, CKPT_TIER_LOCAL_MEM, WAIT_MS, &st));
 		T_ASSERT(st.version == v && st.error == 0);
 		ckpt_handle_free(h);
 	}
-	put_byte(rep, 'D');
-	get_byte(cmd, 120000);
+	rp_put(rep, 'D');
+	rp_get(cmd, 120000);
 	T_FAIL("rank %d: still alive", rank);
 }
 
@@ -433,7 +390,7 @@ static void run_ranks_save(ckptd_client *cli, launch *per_node)
 	for (int r = 0; r < WORLD; r++) {
 		if (r == HOLD)
 			continue;
-		char c = get_byte(rep[r][0], 90000);
+		char c = rp_get(rep[r][0], 90000);
 		if (c != 'P') {
 			for (int k = 0; k < WORLD; k++)
 				kill(pid[k], SIGKILL);
@@ -455,9 +412,9 @@ static void run_ranks_save(ckptd_client *cli, launch *per_node)
 		T_ASSERT(vi.state == CKPT_STATE_COMMITTED && vi.shards_done == WORLD &&
 		         vi.tiers == (CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK));
 	}
-	put_byte(cmd[HOLD][1], 'G');
+	rp_put(cmd[HOLD][1], 'G');
 	for (int r = 0; r < WORLD; r++) {
-		if (get_byte(rep[r][0], 90000) != 'D') {
+		if (rp_get(rep[r][0], 90000) != 'D') {
 			for (int k = 0; k < WORLD; k++)
 				kill(pid[k], SIGKILL);
 			char log[700];

@@ -30,6 +30,7 @@
  * Skips (77) when libfabric offers no tcp;ofi_rxm provider here. Checks are
  * counted, so that one failure does not hide the next phases. */
 #include "roles_test.h"
+#include "rank_proc.h"
 
 #include <ckpt.h>
 
@@ -76,54 +77,22 @@ typedef struct plan {
 
 static void rank_log(char *buf, size_t cap, const char *tag, int rank)
 {
-	snprintf(buf, cap, "%s/%s.rank%d.log", env.dir, tag, rank);
+	rp_log_path(buf, cap, env.dir, tag, rank);
 }
 
 static void rank_env(const plan *p, int rank)
 {
-	char log[700], v[32];
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != driver)
-		_exit(T_EXIT_FAIL);
-	alarm(150);
-	rank_log(log, sizeof(log), p->tag, rank);
-	int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (fd < 0)
-		_exit(T_EXIT_FAIL);
-	dup2(fd, 1);
-	dup2(fd, 2);
-	close(fd);
-	setenv("CKPT_JOB", JOB, 1);
-	snprintf(v, sizeof(v), "%d", rank);
-	setenv("CKPT_RANK", v, 1);
-	snprintf(v, sizeof(v), "%d", WORLD);
-	setenv("CKPT_WORLD_SIZE", v, 1);
-	snprintf(v, sizeof(v), "%d", p->incarnation);
-	setenv("CKPT_INCARNATION", v, 1);
-	setenv("CKPT_ROOT", ckroot[p->node], 1);
-	setenv("CKPT_DAEMON", agent[p->node].unixa, 1);
-	setenv("CKPT_TIERS", TIERS, 1);
-	setenv("CKPT_TOKEN_FILE", env.tokpath, 1);
+	rp_rank r = { env.dir, p->tag, JOB, rank, WORLD, p->incarnation, ckroot[p->node], agent[p->node].unixa, TIERS,
+	              env.tokpath, 150 };
+	rp_child_setup(driver, &r);
 	setenv("CKPT_CHUNK_BYTES", "64K", 1);
 	setenv("CKPT_STAGING_BYTES", "8M", 1);
 	setenv("CKPT_WORKERS", "1", 1);
 	setenv("CKPT_PEER_TIMEOUT_MS", "5000", 1);
-	setenv("CKPT_DEBUG", "INFO", 1);
-	unsetenv("CKPT_TOKEN");
-	unsetenv("CKPT_CONFIG");
 	if (p->order)
 		setenv("CKPT_RESTORE_ORDER", p->order, 1);
-	else
-		unsetenv("CKPT_RESTORE_ORDER");
 	if (p->fault)
 		setenv("CKPT_FAULT", p->fault, 1);
-	else
-		unsetenv("CKPT_FAULT");
-}
-
-static void put_byte(int fd, char c)
-{
-	T_ASSERT(write(fd, &c, 1) == 1);
 }
 
 static void rank_main(const plan *p, int rank, int rep)
@@ -158,7 +127,7 @@ static void rank_main(const plan *p, int rank, int rep)
 	}
 	for (uint64_t v = p->save_from; v && v <= p->save_to; v++) {
 		fill(b, rank, v);
-		put_byte(rep, 'S');
+		rp_put(rep, 'S');
 		ckpt_handle *h;
 		ckpt_status st = { .size = sizeof(st) };
 		T_OK(ckpt_save(ctx, v, 0, &h));
@@ -173,7 +142,7 @@ static void rank_main(const plan *p, int rank, int rep)
 		}
 		ckpt_handle_free(h);
 	}
-	put_byte(rep, 'D');
+	rp_put(rep, 'D');
 	if (p->hold) {
 		pause();
 		T_FAIL("rank %d: still alive", rank);
@@ -208,15 +177,6 @@ static void spawn(proc *pr, const plan *p, int rank)
 	*pr = (proc){ pid, fds[0], p };
 }
 
-static char get_byte(int fd, int timeout_ms)
-{
-	struct pollfd pf = { .fd = fd, .events = POLLIN };
-	char c;
-	if (poll(&pf, 1, timeout_ms) != 1 || read(fd, &c, 1) != 1)
-		return 0;
-	return c;
-}
-
 /* Waits for a rank's 'D' (done) and, unless it holds, its exit 0.
  * Returns 1 if it got there; a failure is counted with its log. */
 static int finish(proc *pr, int rank)
@@ -224,7 +184,7 @@ static int finish(proc *pr, int rank)
 	char log[700], c;
 	int st = 0;
 	rank_log(log, sizeof(log), pr->p->tag, rank);
-	while ((c = get_byte(pr->rep, 90000)) == 'S')
+	while ((c = rp_get(pr->rep, 90000)) == 'S')
 		;
 	if (c != 'D') {
 		CHECK(0, "%s: rank %d did not finish", pr->p->tag, rank);
@@ -448,7 +408,7 @@ static void phase_de(void)
 		spawn(&pr[r], &p[r], r);
 	/* Rank 0 announces its save of version 4, writes half its image to its
 	 * first partner and pauses: that partner dies now. */
-	CHECK(get_byte(pr[0].rep, 60000) == 'S', "rank 0 did not start saving version 4");
+	CHECK(rp_get(pr[0].rep, 60000) == 'S', "rank 0 did not start saving version 4");
 	usleep(2500 * 1000);
 	rt_kill9(&agent[first]);
 	int ok = 0;

@@ -31,6 +31,7 @@
  * Checks are counted, so that one failure does not hide the next phases.
  * CKPT_TEST_SMALL=1 shrinks the shards (and the rate with them). */
 #include "roles_test.h"
+#include "rank_proc.h"
 
 #include <ckpt.h>
 
@@ -77,49 +78,20 @@ typedef struct plan {
 
 static void rank_log(char *buf, size_t cap, const char *tag, int rank)
 {
-	snprintf(buf, cap, "%s/%s.rank%d.log", env.dir, tag, rank);
+	rp_log_path(buf, cap, env.dir, tag, rank);
 }
 
 static void rank_env(const plan *p, int rank)
 {
-	char log[700], v[32];
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != driver)
-		_exit(T_EXIT_FAIL);
-	alarm(120);
-	rank_log(log, sizeof(log), p->tag, rank);
-	int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (fd < 0)
-		_exit(T_EXIT_FAIL);
-	dup2(fd, 1);
-	dup2(fd, 2);
-	close(fd);
-	setenv("CKPT_JOB", JOB, 1);
-	snprintf(v, sizeof(v), "%d", rank);
-	setenv("CKPT_RANK", v, 1);
-	snprintf(v, sizeof(v), "%d", WORLD);
-	setenv("CKPT_WORLD_SIZE", v, 1);
-	snprintf(v, sizeof(v), "%d", p->incarnation);
-	setenv("CKPT_INCARNATION", v, 1);
-	setenv("CKPT_ROOT", ckroot[node_of(rank)], 1);
-	if (p->embedded)
-		unsetenv("CKPT_DAEMON");
-	else
-		setenv("CKPT_DAEMON", agent[node_of(rank)].unixa, 1);
-	setenv("CKPT_TIERS", p->embedded ? "local_disk" : TIERS, 1);
-	setenv("CKPT_TOKEN_FILE", env.tokpath, 1);
+	rp_rank r = { env.dir, p->tag, JOB, rank, WORLD, p->incarnation, ckroot[node_of(rank)],
+	              p->embedded ? NULL : agent[node_of(rank)].unixa, p->embedded ? "local_disk" : TIERS, env.tokpath,
+	              120 };
+	rp_child_setup(driver, &r);
 	setenv("CKPT_CHUNK_BYTES", "256K", 1);
 	setenv("CKPT_STAGING_BYTES", "8M", 1);
 	setenv("CKPT_WORKERS", "1", 1);
-	setenv("CKPT_DEBUG", "INFO", 1);
-	unsetenv("CKPT_TOKEN");
-	unsetenv("CKPT_CONFIG");
-	unsetenv("CKPT_RESTORE_ORDER"); /* the default: shared last */
-	unsetenv("CKPT_FAULT");
-	if (p->shared)
+	if (p->shared) /* the restore order stays the default: shared last */
 		setenv("CKPT_SHARED_DIR", shdir, 1);
-	else
-		unsetenv("CKPT_SHARED_DIR");
 }
 
 static void rank_main(const plan *p, int rank)
