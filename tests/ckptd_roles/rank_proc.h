@@ -7,6 +7,8 @@
 
 #include "ckptd_helper.h"
 
+#include <ckpt.h>
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -67,6 +69,21 @@ static inline void rp_child_setup(pid_t driver, const rp_rank *r)
 	                                     "CKPT_SHARED_DIR", "CKPT_DAEMON_REQUIRED", "CKPT_INTERVAL" };
 	for (size_t i = 0; i < sizeof(clear) / sizeof(clear[0]); i++)
 		unsetenv(clear[i]);
+}
+
+/* A context from the environment (ckpt_config_init) with n host regions. */
+static inline ckpt_ctx *rp_open(const char *const *names, uint8_t *const *bufs, const size_t *sizes, int n)
+{
+	ckpt_config cfg;
+	ckpt_ctx *ctx;
+	T_OK(ckpt_config_init(&cfg));
+	T_OK(ckpt_ctx_open(&cfg, &ctx));
+	for (int i = 0; i < n; i++) {
+		ckpt_region_desc d;
+		ckpt_region_desc_init(&d, names[i], bufs[i], sizes[i]);
+		T_OK(ckpt_region_add(ctx, &d));
+	}
+	return ctx;
 }
 
 static inline void rp_put(int fd, char c)

@@ -129,13 +129,7 @@ static void rank_train(int rank, int rep)
 {
 	uint8_t *b = malloc(REGION);
 	T_ASSERT(b);
-	ckpt_config cfg;
-	ckpt_ctx *ctx;
-	T_OK(ckpt_config_init(&cfg));
-	T_OK(ckpt_ctx_open(&cfg, &ctx));
-	ckpt_region_desc d;
-	ckpt_region_desc_init(&d, "w", b, REGION);
-	T_OK(ckpt_region_add(ctx, &d));
+	ckpt_ctx *ctx = rp_open((const char *[]){ "w" }, &b, (size_t[]){ REGION }, 1);
 	T_OK(ckpt_preempt_install(ctx, NULL, 0));
 	uint64_t emergency = 0, interval_saves = 0;
 	for (uint64_t step = 1; step < 3000; step++) {
@@ -173,13 +167,7 @@ static void rank_restore(int rank, uint64_t want)
 {
 	uint8_t *b = malloc(REGION), *w = malloc(REGION);
 	T_ASSERT(b && w);
-	ckpt_config cfg;
-	ckpt_ctx *ctx;
-	T_OK(ckpt_config_init(&cfg));
-	T_OK(ckpt_ctx_open(&cfg, &ctx));
-	ckpt_region_desc d;
-	ckpt_region_desc_init(&d, "w", b, REGION);
-	T_OK(ckpt_region_add(ctx, &d));
+	ckpt_ctx *ctx = rp_open((const char *[]){ "w" }, &b, (size_t[]){ REGION }, 1);
 	uint64_t got = 0;
 	T_OK(ckpt_restore(ctx, CKPT_LATEST, 0, &got));
 	fill(w, rank, got);

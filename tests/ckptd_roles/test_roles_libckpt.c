@@ -112,16 +112,9 @@ static void rank_setup(const launch *l, int rank)
 static ckpt_ctx *rank_open(int rank, uint8_t **b)
 {
 	ckpt_config cfg;
-	ckpt_ctx *ctx;
 	T_OK(ckpt_config_init(&cfg));
 	T_ASSERT(cfg.rank == (uint32_t)rank && cfg.world_size == WORLD);
-	T_OK(ckpt_ctx_open(&cfg, &ctx));
-	for (int i = 0; i < NREG; i++) {
-		ckpt_region_desc d;
-		ckpt_region_desc_init(&d, regname[i], b[i], regsize[i]);
-		T_OK(ckpt_region_add(ctx, &d));
-	}
-	return ctx;
+	return rp_open(regname, b, regsize, NREG);
 }
 
 /* Saves versions 1..NV, each waited for at both tiers; rank HOLD saves the

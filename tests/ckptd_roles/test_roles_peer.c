@@ -102,15 +102,7 @@ static void rank_main(const plan *p, int rank, int rep)
 		T_ASSERT((b[i] = malloc(regsize[i])) && (want[i] = malloc(regsize[i])));
 		memset(b[i], 0xa5, regsize[i]);
 	}
-	ckpt_config cfg;
-	ckpt_ctx *ctx;
-	T_OK(ckpt_config_init(&cfg));
-	T_OK(ckpt_ctx_open(&cfg, &ctx));
-	for (int i = 0; i < NREG; i++) {
-		ckpt_region_desc d;
-		ckpt_region_desc_init(&d, regname[i], b[i], regsize[i]);
-		T_OK(ckpt_region_add(ctx, &d));
-	}
+	ckpt_ctx *ctx = rp_open(regname, b, regsize, NREG);
 	if (p->restore) {
 		uint64_t got = 0;
 		usleep((useconds_t)p->restore_delay_ms * 1000);
