@@ -3,7 +3,7 @@
  * each batch of events, in one transaction: a loop turn drains every report
  * waiting on every agent's connection, which is what keeps a 16,384-rank
  * commit to a handful of fsyncs. */
-#include "roles_int.h"
+#include "coordinator_int.h"
 
 #include "common.h" /* ckpt__wall_ns: the commit engine's clock */
 
@@ -16,55 +16,6 @@
 
 #define LIST_PAGE 1024
 #define LIVENESS_MS 200
-
-/* An agent this coordinator has heard from. */
-typedef struct peer {
-	struct peer *next;
-	char node[CKPTD_NAME_MAX + 1];
-	char address[CKPTD_ADDR_MAX + 1];
-	char domain[CKPTD_NAME_MAX + 1];
-	uint64_t pool_bytes;
-	uint64_t peer_bytes;        /* its pool for partners' copies; 0: holds none */
-	ckptd_session *s;           /* NULL while disconnected, or when local */
-	ckptd_local_agent_fn local; /* the in-process agent (--role both) */
-	void *local_arg;
-	int up;
-	uint64_t lost_at_ns;        /* disconnected: agent_lost after this; 0: none due */
-	char (*jobs)[CKPTD_JOB_MAX + 1]; /* jobs it holds shards of: who hears notices */
-	size_t njobs, capjobs;
-} peer;
-
-/* What a session of an agent points at: the peer, once AGENT_HELLO named it. */
-typedef struct agent_sess {
-	ckptd_coordinator *c;
-	peer *p;
-	ckptd_session *s;
-} agent_sess;
-
-typedef struct pending {
-	ckptd_session *s; /* who to answer; NULL for the in-process agent */
-	peer *p;
-	char job[CKPTD_JOB_MAX + 1];
-	ckptd_coord_shard sh;
-} pending;
-
-struct ckptd_coordinator {
-	ckptd_server *srv;
-	const ckptd_config *cfg;
-	const ckptd_log *log;
-	ckptd_coord *db;
-	peer *peers;
-	pending *q;
-	size_t nq, capq;
-	ckptd_coord_shard *batch;
-	ckptd_coord_result *res;
-	size_t capbatch;
-	char (*jobs)[CKPTD_JOB_MAX + 1]; /* every job seen: what retention walks */
-	size_t njobs, capjobs;
-	ckptd_metrics *mx;
-	ckptd_steps *steps;
-	ckptd_emerg *emerg;
-};
 
 uint64_t ckptd__now_ns(void)
 {
@@ -106,7 +57,7 @@ static int note_job(ckptd_coordinator *c, peer *p, const char *job)
 	return r < 0 ? r : 0;
 }
 
-static peer *peer_find(ckptd_coordinator *c, const char *node)
+peer *ckptd__coord_peer_find(ckptd_coordinator *c, const char *node)
 {
 	for (peer *p = c->peers; p; p = p->next)
 		if (!strcmp(p->node, node))
@@ -116,7 +67,7 @@ static peer *peer_find(ckptd_coordinator *c, const char *node)
 
 static peer *peer_get(ckptd_coordinator *c, const char *node)
 {
-	peer *p = peer_find(c, node);
+	peer *p = ckptd__coord_peer_find(c, node);
 	if (p)
 		return p;
 	if (!(p = calloc(1, sizeof(*p))))
@@ -127,7 +78,7 @@ static peer *peer_get(ckptd_coordinator *c, const char *node)
 	return p;
 }
 
-static void peer_send(ckptd_coordinator *c, peer *p, const ckptd_msg *m)
+void ckptd__coord_peer_send(ckptd_coordinator *c, peer *p, const ckptd_msg *m)
 {
 	if (p->local) {
 		p->local(p->local_arg, m);
@@ -153,12 +104,12 @@ static void notify(ckptd_coordinator *c, peer *only, const char *job, uint64_t v
 		m.u.commit_notice.version = version;
 		m.u.commit_notice.tier = t;
 		if (only) {
-			peer_send(c, only, &m);
+			ckptd__coord_peer_send(c, only, &m);
 			continue;
 		}
 		for (peer *p = c->peers; p; p = p->next)
 			if (peer_has_job(p, job))
-				peer_send(c, p, &m);
+				ckptd__coord_peer_send(c, p, &m);
 	}
 }
 
@@ -216,7 +167,7 @@ static void on_change(void *arg, const ckptd_coord_change *ch)
 
 /* Commits every SHARD_DONE queued this loop turn in one transaction, then
  * answers each report and announces what committed. */
-static void flush_batch(ckptd_coordinator *c)
+void ckptd__coord_flush_batch(ckptd_coordinator *c)
 {
 	if (!c->nq)
 		return;
@@ -281,7 +232,7 @@ oom:
 static void after_events(ckptd_server *srv, void *arg)
 {
 	(void)srv;
-	flush_batch(arg);
+	ckptd__coord_flush_batch(arg);
 }
 
 static int enqueue(ckptd_coordinator *c, ckptd_session *s, peer *p, const ckptd_shard_done *d)
@@ -308,96 +259,6 @@ static int enqueue(ckptd_coordinator *c, ckptd_session *s, peer *p, const ckptd_
 	return 0;
 }
 
-/* ---------------------------------------------------------------- placement */
-
-/* Tells every agent that is up where its ranks replicate (PEER_MEM): run
- * whenever an agent comes or goes. */
-static void place_partners(ckptd_coordinator *c)
-{
-	size_t n = 0, k = 0;
-	for (peer *p = c->peers; p; p = p->next)
-		n++;
-	/* Two spares after the copies wanted: a rank whose partner fails
-	 * mid-write moves on to the next. */
-	uint32_t want = c->cfg->peer_replicas, rep = want ? want + 2 : 0;
-	ckptd_place_node *nodes = calloc(n ? n : 1, sizeof(*nodes));
-	peer **ps = calloc(n ? n : 1, sizeof(*ps));
-	size_t *out = calloc(n * (rep ? rep : 1) + 1, sizeof(*out)), *cnt = calloc(n ? n : 1, sizeof(*cnt));
-	ckptd_partner *ent = calloc(rep ? rep : 1, sizeof(*ent));
-	if (!nodes || !ps || !out || !cnt || !ent)
-		goto done;
-	for (peer *p = c->peers; p; p = p->next, k++) {
-		ps[k] = p;
-		nodes[k] = (ckptd_place_node){ p->node, p->domain,
-		                               p->up && p->peer_bytes > 0 && !ckptd_emerg_excluded(c->emerg, p->node) };
-	}
-	if (ckptd_coord_place(nodes, n, rep, out, cnt) < 0)
-		goto done;
-	for (size_t i = 0; i < n; i++) {
-		if (!ps[i]->up)
-			continue;
-		ckptd_msg m = { .type = CKPTD_MSG_PARTNERS };
-		m.u.partners.replicas = want;
-		m.u.partners.count = (uint32_t)cnt[i];
-		m.u.partners.entries = ent;
-		for (size_t j = 0; j < cnt[i]; j++) {
-			const peer *q = ps[out[i * rep + j]];
-			memset(&ent[j], 0, sizeof(ent[j]));
-			snprintf(ent[j].node, sizeof(ent[j].node), "%s", q->node);
-			snprintf(ent[j].address, sizeof(ent[j].address), "%s", q->address);
-			snprintf(ent[j].domain, sizeof(ent[j].domain), "%s", q->domain);
-		}
-		peer_send(c, ps[i], &m);
-	}
-done:
-	free(nodes);
-	free(ps);
-	free(out);
-	free(cnt);
-	free(ent);
-}
-
-typedef struct where_acc {
-	ckptd_coordinator *c;
-	uint32_t rank;
-	ckptd_partners *out;
-} where_acc;
-
-static int where_cb(void *arg, const ckptd_coord_copy_info *ci)
-{
-	where_acc *w = arg;
-	if (ci->rank != w->rank)
-		return 1;
-	peer *p = ci->tier == CKPT_TIER_PEER_MEM && !ci->deleting ? peer_find(w->c, ci->node) : NULL;
-	if (!p || !p->up || w->out->count == CKPTD_MAX_LIST)
-		return 0;
-	ckptd_partner *e = &w->out->entries[w->out->count++];
-	memset(e, 0, sizeof(*e));
-	snprintf(e->node, sizeof(e->node), "%s", p->node);
-	snprintf(e->address, sizeof(e->address), "%s", p->address);
-	snprintf(e->domain, sizeof(e->domain), "%s", p->domain);
-	return 0;
-}
-
-int ckptd_coordinator_where(ckptd_coordinator *c, const ckptd_segment_request *m, ckptd_partners *out)
-{
-	flush_batch(c);
-	memset(out, 0, sizeof(*out));
-	snprintf(out->job, sizeof(out->job), "%s", m->job);
-	out->version = m->version;
-	out->rank = m->rank;
-	out->replicas = c->cfg->peer_replicas;
-	if (!(out->entries = calloc(64, sizeof(*out->entries))))
-		return -ENOMEM;
-	where_acc w = { c, m->rank, out };
-	int r = ckptd_coord_copies(c->db, m->job, m->version, m->rank, where_cb, &w);
-	if (r == -CKPT_ENOVERSION)
-		r = 0;
-	if (out->count > 64) /* never: each node holds one copy of a shard */
-		out->count = 64;
-	return r < 0 ? r : 0;
-}
-
 static void hello(ckptd_coordinator *c, peer *p, const ckptd_agent_hello *h)
 {
 	snprintf(p->address, sizeof(p->address), "%s", h->address);
@@ -412,7 +273,7 @@ static void hello(ckptd_coordinator *c, peer *p, const ckptd_agent_hello *h)
 		CKPTD_WARN(c->log, p->node, NULL, "recording agent failed: %s", ckpt_strerror(r));
 	CKPTD_INFO(c->log, p->node, NULL, "agent %s up at %s%s%s", p->node, h->address, h->domain[0] ? " domain " : "",
 	           h->domain);
-	place_partners(c);
+	ckptd__coord_place_partners(c);
 }
 
 /* After an agent's last inventory batch: announce again what is committed
@@ -455,7 +316,7 @@ static void agent_sess_free(void *arg)
 		as->p->lost_at_ns = ckptd__now_ns() + as->c->cfg->agent_grace_ms * 1000000ull;
 		CKPTD_WARN(as->c->log, as->p->node, NULL, "agent %s disconnected; lost in %llu ms unless it returns",
 		           as->p->node, (unsigned long long)as->c->cfg->agent_grace_ms);
-		place_partners(as->c);
+		ckptd__coord_place_partners(as->c);
 	}
 	free(as);
 }
@@ -474,7 +335,7 @@ static void liveness(ckptd_server *srv, void *arg)
 		if (p->up || !p->lost_at_ns || p->lost_at_ns > t)
 			continue;
 		p->lost_at_ns = 0;
-		flush_batch(c);
+		ckptd__coord_flush_batch(c);
 		int r = ckptd_coord_agent_lost(c->db, p->node, on_change, c);
 		CKPTD_WARN(c->log, p->node, NULL, "agent %s lost after the grace period: %d copies dropped", p->node, r);
 	}
@@ -502,13 +363,13 @@ static void dispatch_deletes(ckptd_coordinator *c, const char *job, ckptd_coord_
 		uint32_t tiers = 0;
 		for (j = i; j < n && d[j].version == d[i].version && !strcmp(d[j].node, d[i].node); j++)
 			tiers |= d[j].tier;
-		peer *p = peer_find(c, d[i].node);
+		peer *p = ckptd__coord_peer_find(c, d[i].node);
 		if (p && (p->local || (p->up && p->s))) {
 			ckptd_msg m = { .type = CKPTD_MSG_DELETE_VERSION };
 			snprintf(m.u.delete_version.job, sizeof(m.u.delete_version.job), "%s", job);
 			m.u.delete_version.version = d[i].version;
 			m.u.delete_version.tiers = tiers;
-			peer_send(c, p, &m);
+			ckptd__coord_peer_send(c, p, &m);
 		} else if (!(tiers & (CKPT_TIER_LOCAL_DISK | CKPT_TIER_SHARED))) {
 			ckptd_coord_copies_gone(c->db, job, d[i].version, tiers, d[i].node, on_change, c);
 		}
@@ -549,7 +410,7 @@ static void retention(ckptd_server *srv, void *arg)
 {
 	(void)srv;
 	ckptd_coordinator *c = arg;
-	flush_batch(c);
+	ckptd__coord_flush_batch(c);
 	ckptd_metrics_add(c->mx, CKPTD_M_RETENTION_RUNS, NULL, NULL, 1);
 	for (size_t j = 0; j < c->njobs; j++)
 		retain_job(c, c->jobs[j]);
@@ -581,7 +442,7 @@ static int list_cb(void *arg, const ckptd_coord_version *v)
 
 int ckptd_coordinator_list(ckptd_coordinator *c, const ckptd_list_versions *req, ckptd_versions *out)
 {
-	flush_batch(c); /* a listing sees every report before it */
+	ckptd__coord_flush_batch(c); /* a listing sees every report before it */
 	memset(out, 0, sizeof(*out));
 	snprintf(out->job, sizeof(out->job), "%s", req->job);
 	list_acc a = { out, req->limit && req->limit <= CKPTD_MAX_LIST ? req->limit : LIST_PAGE };
@@ -633,7 +494,7 @@ int ckptd_coordinator_status(ckptd_coordinator *c, const char *job, ckptd_status
 	}
 	out->jobs = (uint32_t)c->njobs;
 	/* Versions per tier, over the job asked about or every job known. */
-	flush_batch(c);
+	ckptd__coord_flush_batch(c);
 	tier_acc t = { 0 };
 	for (size_t j = 0; j < c->njobs; j++)
 		if (!job || !job[0] || !strcmp(c->jobs[j], job))
@@ -650,7 +511,7 @@ int ckptd_coordinator_status(ckptd_coordinator *c, const char *job, ckptd_status
 
 static int copies_gone(ckptd_coordinator *c, peer *p, const ckptd_copies_gone *g)
 {
-	flush_batch(c);
+	ckptd__coord_flush_batch(c);
 	int r = ckptd_coord_copies_gone(c->db, g->job, g->version, g->tiers, p->node, on_change, c);
 	if (r < 0)
 		CKPTD_WARN(c->log, p->node, g->job, "COPIES_GONE for version %llu not applied: %s",
@@ -665,7 +526,7 @@ static int copies_gone(ckptd_coordinator *c, peer *p, const ckptd_copies_gone *g
 
 static int delete_version(ckptd_coordinator *c, ckptd_session *s, const ckptd_delete_version *m)
 {
-	flush_batch(c);
+	ckptd__coord_flush_batch(c);
 	ckptd_coord_delete *d = NULL;
 	size_t n = 0;
 	int r = ckptd_coord_delete_version(c->db, m->job, m->version, m->tiers, &d, &n);
@@ -683,7 +544,7 @@ static int delete_version(ckptd_coordinator *c, ckptd_session *s, const ckptd_de
 
 static int gc(ckptd_coordinator *c, ckptd_session *s, const ckptd_gc *m)
 {
-	flush_batch(c);
+	ckptd__coord_flush_batch(c);
 	if (m->policy) {
 		ckptd_coord_policy pol = { m->keep_dram, m->keep_disk, m->keep_every };
 		int r = ckptd_coord_job_set(c->db, m->job, 0, &pol);
@@ -728,7 +589,7 @@ static int show_cb(void *arg, const ckptd_coord_copy_info *ci)
 
 static int show_version(ckptd_coordinator *c, ckptd_session *s, const ckptd_show_version *m)
 {
-	flush_batch(c);
+	ckptd__coord_flush_batch(c);
 	if (m->start > UINT32_MAX)
 		return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "START is a rank");
 	ckptd_coord_version v;
@@ -765,74 +626,7 @@ static void announce_interval(void *arg, const ckptd_interval_notice *n)
 	ckptd_msg m = { .type = CKPTD_MSG_INTERVAL_NOTICE, .u.interval_notice = *n };
 	for (peer *p = c->peers; p; p = p->next)
 		if (p->local || (p->up && p->s))
-			peer_send(c, p, &m);
-}
-
-/* ---------------------------------------------------------------- emergencies */
-
-static void em_broadcast(void *arg, const ckptd_msg *m)
-{
-	ckptd_coordinator *c = arg;
-	for (peer *p = c->peers; p; p = p->next)
-		if (p->local || (p->up && p->s))
-			peer_send(c, p, m);
-}
-
-static void em_exclude(void *arg, const char *node)
-{
-	ckptd_coordinator *c = arg;
-	CKPTD_INFO(c->log, node, NULL, "node %s noticed: partner copies are placed elsewhere", node);
-	place_partners(c);
-}
-
-static int em_peer_room(void *arg)
-{
-	ckptd_coordinator *c = arg;
-	if (!c->cfg->peer_replicas)
-		return 0;
-	for (peer *p = c->peers; p; p = p->next)
-		if (p->up && p->peer_bytes && !ckptd_emerg_excluded(c->emerg, p->node))
-			return 1;
-	return 0;
-}
-
-typedef struct safe_acc {
-	ckptd_coordinator *c;
-	uint8_t *covered;
-	uint32_t world;
-} safe_acc;
-
-static int safe_cb(void *arg, const ckptd_coord_copy_info *ci)
-{
-	safe_acc *a = arg;
-	/* Shared storage outlives the node that flushed the copy. */
-	if (!ci->deleting && ci->rank < a->world &&
-	    (ci->tier == CKPT_TIER_SHARED || !ckptd_emerg_excluded(a->c->emerg, ci->node)))
-		a->covered[ci->rank] = 1;
-	return 0;
-}
-
-static int em_safe(void *arg, const char *job, uint64_t version)
-{
-	ckptd_coordinator *c = arg;
-	ckptd_coord_version v;
-	flush_batch(c);
-	if (ckptd_coord_get(c->db, job, version, &v) < 0 || !v.world_size)
-		return 0;
-	safe_acc a = { c, calloc(v.world_size, 1), v.world_size };
-	if (!a.covered)
-		return 0;
-	int ok = ckptd_coord_copies(c->db, job, version, 0, safe_cb, &a) >= 0;
-	for (uint32_t r = 0; ok && r < v.world_size; r++)
-		ok = a.covered[r];
-	free(a.covered);
-	return ok;
-}
-
-int ckptd_coordinator_preempt(ckptd_coordinator *c, const ckptd_preempt *p)
-{
-	flush_batch(c); /* commits already reported count */
-	return ckptd_emerg_notice(c->emerg, p, ckptd__now_ns());
+			ckptd__coord_peer_send(c, p, &m);
 }
 
 static void judge_steps(ckptd_server *srv, void *arg)
@@ -854,7 +648,7 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 	case CKPTD_MSG_AGENT_HELLO: {
 		if (role != CKPTD_ROLE_AGENT)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "AGENT_HELLO needs an agent session");
-		flush_batch(c);
+		ckptd__coord_flush_batch(c);
 		peer *p = peer_get(c, m->u.agent_hello.node);
 		if (!p)
 			return -ENOMEM;
@@ -883,7 +677,7 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 			return ckptd_session_send_error(s, CKPTD_ERR_STATE, "AGENT_HELLO first");
 		if (m->type == CKPTD_MSG_SHARD_DONE)
 			return enqueue(c, s, as->p, &m->u.shard_done);
-		flush_batch(c); /* the round's stamps must see the reports before it */
+		ckptd__coord_flush_batch(c); /* the round's stamps must see the reports before it */
 		if (strcmp(m->u.agent_inventory.node, as->p->node) != 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "inventory names another node");
 		{
@@ -998,7 +792,7 @@ int ckptd_coordinator_local_attach(ckptd_coordinator *c, const char *node, ckptd
 
 int ckptd_coordinator_local_msg(ckptd_coordinator *c, const char *node, const ckptd_msg *m)
 {
-	peer *p = peer_find(c, node);
+	peer *p = ckptd__coord_peer_find(c, node);
 	if (!p || !p->local)
 		return -ENOENT;
 	switch (m->type) {
@@ -1006,7 +800,7 @@ int ckptd_coordinator_local_msg(ckptd_coordinator *c, const char *node, const ck
 		hello(c, p, &m->u.agent_hello);
 		return 0;
 	case CKPTD_MSG_AGENT_INVENTORY:
-		flush_batch(c);
+		ckptd__coord_flush_batch(c);
 		return inventory(c, p, &m->u.agent_inventory);
 	case CKPTD_MSG_SHARD_DONE:
 		return enqueue(c, NULL, p, &m->u.shard_done);
@@ -1051,7 +845,7 @@ int ckptd_coordinator_new(ckptd_server *srv, const ckptd_config *cfg, const ckpt
 	if ((r = ckptd_server_after_events(srv, after_events, c)) < 0 ||
 	    (r = ckptd_server_every(srv, LIVENESS_MS, liveness, c)) < 0 ||
 	    (r = ckptd_steps_new(cfg, log, c->mx, announce_interval, c, &c->steps)) < 0 ||
-	    (r = ckptd_emerg_new(cfg, log, c->mx, c->steps, &(ckptd_emerg_ops){ em_broadcast, em_exclude, em_peer_room, em_safe },
+	    (r = ckptd_emerg_new(cfg, log, c->mx, c->steps, &ckptd__coord_emerg_ops,
 	                         c, &c->emerg)) < 0 ||
 	    (r = ckptd_server_every(srv, 1000, judge_steps, c)) < 0 ||
 	    (cfg->retention_interval_ms && (r = ckptd_server_every(srv, cfg->retention_interval_ms, retention, c)) < 0)) {

@@ -1,0 +1,98 @@
+/* Partner placement for the peer-DRAM tier, on the coordinator: which nodes
+ * each node's ranks replicate to (PARTNERS, pushed to every agent when one
+ * comes or goes), and where a shard's partner copies are (SEG_WHERE). */
+#include "coordinator_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Tells every agent that is up where its ranks replicate (PEER_MEM): run
+ * whenever an agent comes or goes. */
+void ckptd__coord_place_partners(ckptd_coordinator *c)
+{
+	size_t n = 0, k = 0;
+	for (peer *p = c->peers; p; p = p->next)
+		n++;
+	/* Two spares after the copies wanted: a rank whose partner fails
+	 * mid-write moves on to the next. */
+	uint32_t want = c->cfg->peer_replicas, rep = want ? want + 2 : 0;
+	ckptd_place_node *nodes = calloc(n ? n : 1, sizeof(*nodes));
+	peer **ps = calloc(n ? n : 1, sizeof(*ps));
+	size_t *out = calloc(n * (rep ? rep : 1) + 1, sizeof(*out)), *cnt = calloc(n ? n : 1, sizeof(*cnt));
+	ckptd_partner *ent = calloc(rep ? rep : 1, sizeof(*ent));
+	if (!nodes || !ps || !out || !cnt || !ent)
+		goto done;
+	for (peer *p = c->peers; p; p = p->next, k++) {
+		ps[k] = p;
+		nodes[k] = (ckptd_place_node){ p->node, p->domain,
+		                               p->up && p->peer_bytes > 0 && !ckptd_emerg_excluded(c->emerg, p->node) };
+	}
+	if (ckptd_coord_place(nodes, n, rep, out, cnt) < 0)
+		goto done;
+	for (size_t i = 0; i < n; i++) {
+		if (!ps[i]->up)
+			continue;
+		ckptd_msg m = { .type = CKPTD_MSG_PARTNERS };
+		m.u.partners.replicas = want;
+		m.u.partners.count = (uint32_t)cnt[i];
+		m.u.partners.entries = ent;
+		for (size_t j = 0; j < cnt[i]; j++) {
+			const peer *q = ps[out[i * rep + j]];
+			memset(&ent[j], 0, sizeof(ent[j]));
+			snprintf(ent[j].node, sizeof(ent[j].node), "%s", q->node);
+			snprintf(ent[j].address, sizeof(ent[j].address), "%s", q->address);
+			snprintf(ent[j].domain, sizeof(ent[j].domain), "%s", q->domain);
+		}
+		ckptd__coord_peer_send(c, ps[i], &m);
+	}
+done:
+	free(nodes);
+	free(ps);
+	free(out);
+	free(cnt);
+	free(ent);
+}
+
+typedef struct where_acc {
+	ckptd_coordinator *c;
+	uint32_t rank;
+	ckptd_partners *out;
+} where_acc;
+
+static int where_cb(void *arg, const ckptd_coord_copy_info *ci)
+{
+	where_acc *w = arg;
+	if (ci->rank != w->rank)
+		return 1;
+	peer *p = ci->tier == CKPT_TIER_PEER_MEM && !ci->deleting ? ckptd__coord_peer_find(w->c, ci->node) : NULL;
+	if (!p || !p->up || w->out->count == CKPTD_MAX_LIST)
+		return 0;
+	ckptd_partner *e = &w->out->entries[w->out->count++];
+	memset(e, 0, sizeof(*e));
+	snprintf(e->node, sizeof(e->node), "%s", p->node);
+	snprintf(e->address, sizeof(e->address), "%s", p->address);
+	snprintf(e->domain, sizeof(e->domain), "%s", p->domain);
+	return 0;
+}
+
+int ckptd_coordinator_where(ckptd_coordinator *c, const ckptd_segment_request *m, ckptd_partners *out)
+{
+	ckptd__coord_flush_batch(c);
+	memset(out, 0, sizeof(*out));
+	snprintf(out->job, sizeof(out->job), "%s", m->job);
+	out->version = m->version;
+	out->rank = m->rank;
+	out->replicas = c->cfg->peer_replicas;
+	if (!(out->entries = calloc(64, sizeof(*out->entries))))
+		return -ENOMEM;
+	where_acc w = { c, m->rank, out };
+	int r = ckptd_coord_copies(c->db, m->job, m->version, m->rank, where_cb, &w);
+	if (r == -CKPT_ENOVERSION)
+		r = 0;
+	if (out->count > 64) /* never: each node holds one copy of a shard */
+		out->count = 64;
+	return r < 0 ? r : 0;
+}
+

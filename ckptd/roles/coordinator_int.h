@@ -1,0 +1,73 @@
+/* The coordinator role's shared state, for its files: coordinator.c (the
+ * commit engine behind the server core, agents, queries, deletion),
+ * coord_partners.c (partner placement, where the copies are),
+ * coord_emerg.c (what emergencies need of the coordinator). Internal to
+ * ckptd/roles. */
+#ifndef CKPTD_COORDINATOR_INT_H
+#define CKPTD_COORDINATOR_INT_H
+
+#include "roles_int.h"
+
+/* An agent this coordinator has heard from. */
+typedef struct peer {
+	struct peer *next;
+	char node[CKPTD_NAME_MAX + 1];
+	char address[CKPTD_ADDR_MAX + 1];
+	char domain[CKPTD_NAME_MAX + 1];
+	uint64_t pool_bytes;
+	uint64_t peer_bytes;        /* its pool for partners' copies; 0: holds none */
+	ckptd_session *s;           /* NULL while disconnected, or when local */
+	ckptd_local_agent_fn local; /* the in-process agent (--role both) */
+	void *local_arg;
+	int up;
+	uint64_t lost_at_ns;        /* disconnected: agent_lost after this; 0: none due */
+	char (*jobs)[CKPTD_JOB_MAX + 1]; /* jobs it holds shards of: who hears notices */
+	size_t njobs, capjobs;
+} peer;
+
+/* What a session of an agent points at: the peer, once AGENT_HELLO named it. */
+typedef struct agent_sess {
+	ckptd_coordinator *c;
+	peer *p;
+	ckptd_session *s;
+} agent_sess;
+
+typedef struct pending {
+	ckptd_session *s; /* who to answer; NULL for the in-process agent */
+	peer *p;
+	char job[CKPTD_JOB_MAX + 1];
+	ckptd_coord_shard sh;
+} pending;
+
+struct ckptd_coordinator {
+	ckptd_server *srv;
+	const ckptd_config *cfg;
+	const ckptd_log *log;
+	ckptd_coord *db;
+	peer *peers;
+	pending *q;
+	size_t nq, capq;
+	ckptd_coord_shard *batch;
+	ckptd_coord_result *res;
+	size_t capbatch;
+	char (*jobs)[CKPTD_JOB_MAX + 1]; /* every job seen: what retention walks */
+	size_t njobs, capjobs;
+	ckptd_metrics *mx;
+	ckptd_steps *steps;
+	ckptd_emerg *emerg;
+};
+
+/* coordinator.c */
+peer *ckptd__coord_peer_find(ckptd_coordinator *c, const char *node);
+void ckptd__coord_peer_send(ckptd_coordinator *c, peer *p, const ckptd_msg *m);
+/* Commits the SHARD_DONEs queued this loop turn. */
+void ckptd__coord_flush_batch(ckptd_coordinator *c);
+
+/* coord_partners.c */
+/* Tells every agent that is up where its ranks replicate (PARTNERS). */
+void ckptd__coord_place_partners(ckptd_coordinator *c);
+
+/* coord_emerg.c */
+extern const ckptd_emerg_ops ckptd__coord_emerg_ops;
+
+#endif
