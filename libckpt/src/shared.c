@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define MARKER_MAGIC "ckpt-shared-commit 1"
@@ -47,29 +48,38 @@ int ckpt__shared_marker_write(const char *dir, const char *job, uint64_t version
 	return ckpt__fsync_parent(path);
 }
 
-int ckpt__shared_marker_read(const char *dir, const char *job, uint64_t version, ckpt_shared_mark *m)
+int ckpt__shared_marker_parse(const char *buf, size_t len, const char *job, uint64_t version, ckpt_shared_mark *m)
 {
-	char path[4200], text[MARKER_MAX + 1], mjob[72];
-	CKPT_TRY(ckpt__shared_marker_path(path, sizeof(path), dir, job, version));
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t got = read(fd, text, MARKER_MAX);
-	int e = errno;
-	close(fd);
-	if (got < 0)
-		return -e;
-	text[got] = '\0';
+	char text[MARKER_MAX + 1], mjob[72];
+	if (len > MARKER_MAX || memchr(buf, '\0', len))
+		return -CKPT_ECORRUPT;
+	memcpy(text, buf, len);
+	text[len] = '\0';
 	unsigned long long v, lin;
 	unsigned ws;
 	int used = 0;
 	if (sscanf(text, MARKER_MAGIC "\njob %64s\nversion %llu\nworld_size %u\nlineage %llx\n%n", mjob, &v, &ws, &lin,
 	           &used) != 4 ||
-	    used != (int)got || strcmp(mjob, job) || v != version || ws == 0)
+	    used != (int)len || strcmp(mjob, job) || v != version || ws == 0)
 		return -CKPT_ECORRUPT;
 	m->world_size = ws;
 	m->lineage = lin;
 	return 0;
+}
+
+int ckpt__shared_marker_read(const char *dir, const char *job, uint64_t version, ckpt_shared_mark *m)
+{
+	char path[4200], text[MARKER_MAX + 1];
+	CKPT_TRY(ckpt__shared_marker_path(path, sizeof(path), dir, job, version));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t got = read(fd, text, MARKER_MAX + 1); /* one more: a longer file is refused */
+	int e = errno;
+	close(fd);
+	if (got < 0)
+		return -e;
+	return ckpt__shared_marker_parse(text, (size_t)got, job, version, m);
 }
 
 static int cmp_u64(const void *x, const void *y)

@@ -36,6 +36,9 @@ int ckpt__shared_marker_write(const char *dir, const char *job, uint64_t version
  * Returns 0, -ENOENT (none), -CKPT_ECORRUPT (not a marker of this version)
  * or -errno. */
 int ckpt__shared_marker_read(const char *dir, const char *job, uint64_t version, ckpt_shared_mark *m);
+/* The marker's bytes (len of them, as read) for job and version: 0, or
+ * -CKPT_ECORRUPT for anything else (fuzzed: tests/fuzz/fuzz_index.c). */
+int ckpt__shared_marker_parse(const char *buf, size_t len, const char *job, uint64_t version, ckpt_shared_mark *m);
 
 /* Adds to the ascending, duplicate-free list *v (n entries, malloc'd; may
  * be NULL with n 0) the versions of job that have a directory under dir,

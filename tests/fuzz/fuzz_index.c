@@ -1,5 +1,5 @@
 /* Fuzz target for the LMDB index codecs: version records, shard records and
- * keys. A record that decodes must re-encode to the same bytes and satisfy
+ * keys; and the SHARED tree's commit marker (a small text record on disk). A record that decodes must re-encode to the same bytes and satisfy
  * the decoder's promises; anything else must be refused with
  * -CKPT_ECORRUPT or -CKPT_EFORMAT.
  *
@@ -8,6 +8,7 @@
 #include "fuzz_common.h"
 #include "fuzz_driver.h"
 #include "index.h"
+#include "shared.h"
 
 static void check_err(int r, const char *what)
 {
@@ -76,11 +77,28 @@ static int run_key(const uint8_t *data, size_t size)
 	return r;
 }
 
+/* A marker is accepted only for the job and version it names, with ranks. */
+static int run_marker(const uint8_t *data, size_t size)
+{
+	ckpt_shared_mark m = { 0, 0 };
+	int r = ckpt__shared_marker_parse((const char *)data, size, "j", 7, &m);
+	FZ_CHECK(r == 0 || r == -CKPT_ECORRUPT, "ckpt__shared_marker_parse returned %d", r);
+	if (r == 0) {
+		FZ_CHECK(m.world_size > 0, "accepted marker has world size 0");
+		ckpt_shared_mark o;
+		FZ_CHECK(ckpt__shared_marker_parse((const char *)data, size, "k", 7, &o) == -CKPT_ECORRUPT &&
+		         ckpt__shared_marker_parse((const char *)data, size, "j", 8, &o) == -CKPT_ECORRUPT,
+		         "a marker was accepted for another job or version");
+	}
+	return r;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	run_version(data, size);
 	run_shard(data, size);
 	run_key(data, size);
+	run_marker(data, size);
 	return 0;
 }
 
@@ -137,6 +155,11 @@ uint64_t fz_mutations(const uint8_t *data, size_t size)
 		uint8_t sb[CKPT_IDX_SHARD_REC_LEN];
 		ckpt__idx_shard_encode(sb, &s);
 		FZ_CHECK((run_shard(sb, sizeof(sb)) == 0) == !(s.tiers & ~0xfu), "encoded shard record misjudged");
+		char mk[200];
+		unsigned ws = (unsigned)(mix(&x) % 3);
+		int n = snprintf(mk, sizeof(mk), "ckpt-shared-commit 1\njob j\nversion 7\nworld_size %u\nlineage %016llx\n", ws,
+		                 (unsigned long long)mix(&x));
+		FZ_CHECK((run_marker((const uint8_t *)mk, (size_t)n) == 0) == (ws > 0), "written marker misjudged");
 	}
 	return runs;
 }
