@@ -54,6 +54,7 @@ typedef struct ppin {
 typedef struct pcheck {
 	ckptd_agent *a;
 	uint64_t id, serial;
+	uint64_t start_ns;
 	ckptd_vtask *t;
 } pcheck;
 
@@ -234,6 +235,7 @@ static void check_done(void *arg, ckptd_vtask *t, ckptd_vitem *items, size_t n)
 			pp->checks[i] = pp->checks[--pp->nchecks];
 	pslot *s = slot_by_id(pp, c->id);
 	rank_sess *rs = ckptd__agent_rank_by_serial(a, c->serial);
+	uint64_t took_ns = ckptd__now_ns() - c->start_ns;
 	free(c);
 	if (!s)
 		return;
@@ -250,6 +252,8 @@ static void check_done(void *arg, ckptd_vtask *t, ckptd_vitem *items, size_t n)
 	}
 	s->state = SLOT_STORED;
 	s->stored_ns = ckptd__now_ns();
+	CKPTD_DEBUG(a->log, NULL, s->job, "partner copy of version %llu rank %u checked (%llu bytes in %.1f ms)",
+	            (unsigned long long)s->version, s->rank, (unsigned long long)s->bytes, took_ns / 1e6);
 	ckptd_metrics_add(a->mx, CKPTD_M_PEER_STORED, s->job, NULL, 1);
 	if (ckpt__fault(&a->faults, "agent.peer_corrupt") < 0 && s->bytes > 8192) {
 		/* Tests: a bit flips in partner memory after the check. */
@@ -292,6 +296,7 @@ static int on_commit(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckpt
 	c->a = a;
 	c->id = sl->id;
 	c->serial = rs->serial;
+	c->start_ns = ckptd__now_ns();
 	int r = ckptd_vtask_start(a->srv, sl->job, sl->version, it, 1, check_done, c, &c->t);
 	if (r < 0) {
 		free(it);

@@ -225,9 +225,16 @@ static int call(struct ckpt_peer *p, ckptd_client *c, const ckptd_msg *req, uint
 
 /* ---------------------------------------------------------------- save */
 
-/* With fab_mu: op's image onto one partner. */
+/* Where one partner copy's time went, for the log. */
+typedef struct push_times {
+	uint64_t lease_ns, write_ns, commit_ns;
+} push_times;
+
+/* With fab_mu: op's image onto one partner. [out] pt: the time of each part
+ * (the lease, the fi_writes, PEER_COMMIT: the partner's check of every chunk
+ * and its record). */
 static int push_one(struct ckpt_peer *p, const ckptd_partner *to, ckpt_save_op *op, uint8_t *img, uint64_t len,
-                    char *why, size_t cap)
+                    push_times *pt, char *why, size_t cap)
 {
 	ckpt_ctx *ctx = p->ctx;
 	ckptd_client *c = conn_get(p, to->address, why, cap);
@@ -240,6 +247,7 @@ static int push_one(struct ckpt_peer *p, const ckptd_partner *to, ckpt_save_op *
 	m.u.peer_lease.world_size = ctx->cfg.world_size;
 	m.u.peer_lease.bytes = len;
 	m.u.peer_lease.lineage = op->lineage;
+	uint64_t t0 = ckpt__now_ns();
 	int r = call(p, c, &m, CKPTD_MSG_PEER_GRANT, &rep, why, cap);
 	if (r < 0)
 		return r;
@@ -254,6 +262,7 @@ static int push_one(struct ckpt_peer *p, const ckptd_partner *to, ckpt_save_op *
 	}
 	if ((r = fab_ready(p, g.provider, why, cap)) < 0)
 		return r;
+	uint64_t t1 = ckpt__now_ns();
 	/* Two halves, with a fault point between: tests kill the partner there. */
 	uint64_t half = len / 2;
 	if ((r = xfer(p, CKPT_FAB_WRITE, img, half, &rem, g.offset, why, cap)) < 0)
@@ -268,9 +277,11 @@ static int push_one(struct ckpt_peer *p, const ckptd_partner *to, ckpt_save_op *
 	cm.u.peer_commit.segment_id = g.segment_id;
 	cm.u.peer_commit.bytes = len;
 	cm.u.peer_commit.checksum = op->mem_sum;
+	uint64_t t2 = ckpt__now_ns();
 	if ((r = call(p, c, &cm, CKPTD_MSG_OK, &rep, why, cap)) < 0)
 		return r;
 	ckptd_msg_free(&rep);
+	*pt = (push_times){ t1 - t0, t2 - t1, ckpt__now_ns() - t2 };
 	return 0;
 }
 
@@ -306,11 +317,13 @@ static int replicate(struct ckpt_peer *p, ckpt_save_op *op, char *why, size_t ca
 		const ckptd_partner *to = &parts.u.partners.entries[i];
 		uint64_t t0 = ckpt__now_ns();
 		char w[512] = "";
-		r = push_one(p, to, op, (uint8_t *)img, len, w, sizeof(w));
+		push_times pt;
+		r = push_one(p, to, op, (uint8_t *)img, len, &pt, w, sizeof(w));
 		if (r == 0) {
 			got++;
-			LOG_I(&ctx->log, op->version, "PEER_MEM copy on %s (%llu bytes in %.1f ms)", to->node,
-			      (unsigned long long)len, (ckpt__now_ns() - t0) / 1e6);
+			LOG_I(&ctx->log, op->version, "PEER_MEM copy on %s (%llu bytes in %.1f ms); lease %.1f ms, "
+			      "fi_write %.1f ms, PEER_COMMIT %.1f ms (the partner's check)", to->node, (unsigned long long)len,
+			      (ckpt__now_ns() - t0) / 1e6, pt.lease_ns / 1e6, pt.write_ns / 1e6, pt.commit_ns / 1e6);
 		} else {
 			LOG_W(&ctx->log, op->version, "PEER_MEM copy on %s failed: %s%s", to->node, w,
 			      i + 1 < parts.u.partners.count ? "; trying the next partner" : "");
@@ -487,6 +500,7 @@ int ckpt__peer_open(ckpt_ctx *ctx, uint64_t version, const char *addr, const cha
 	struct ckpt_peer *p = ctx->peer;
 	memset(pr, 0, sizeof(*pr));
 	pr->s.fd = -1;
+	pr->t_open_ns = ckpt__now_ns();
 	snprintf(pr->node, sizeof(pr->node), "%s", node);
 	if (!p) {
 		set_why(why, cap, "this context does not use PEER_MEM (tiers)");
@@ -510,7 +524,10 @@ int ckpt__peer_open(ckpt_ctx *ctx, uint64_t version, const char *addr, const cha
 	pr->bytes = g.bytes;
 	_Static_assert(sizeof(pr->remote) >= sizeof(ckpt_fab_remote), "remote too small");
 	grant_remote(&g, (ckpt_fab_remote *)pr->remote);
-	if ((r = fab_ready(p, g.provider, why, cap)) < 0)
+	uint64_t f0 = ckpt__now_ns();
+	r = fab_ready(p, g.provider, why, cap);
+	pr->fab_ns = ckpt__now_ns() - f0;
+	if (r < 0)
 		goto out;
 	if (g.bytes < CKPT_FMT_HEADER_LEN + CKPT_FMT_TAIL_LEN) {
 		set_why(why, cap, "the partner's copy is %llu bytes: too short", (unsigned long long)g.bytes);
@@ -537,6 +554,7 @@ int ckpt__peer_open(ckpt_ctx *ctx, uint64_t version, const char *addr, const cha
 	if ((r = xfer(p, CKPT_FAB_READ, footer, flen, rem, pr->off + foff, why, cap)) < 0)
 		goto out;
 	r = ckpt__shard_parse_parts(&pr->s, g.bytes, hdr, CKPT_FMT_HEADER_USED, tail, footer, why, cap);
+	pr->open_ns = ckpt__now_ns() - pr->t_open_ns;
 out:
 	pthread_mutex_unlock(&p->fab_mu);
 	if (r < 0)
@@ -552,10 +570,15 @@ int ckpt__peer_pread(ckpt_ctx *ctx, ckpt_peer_read *pr, uint64_t off, size_t len
 		return -CKPT_ECORRUPT;
 	}
 	pthread_mutex_lock(&p->fab_mu);
+	uint64_t t0 = ckpt__now_ns();
 	int r = p->fab ? 0 : fab_ready(p, "", why, cap);
 	if (r == 0)
 		r = xfer(p, CKPT_FAB_READ, buf, len, (const ckpt_fab_remote *)pr->remote, pr->off + off, why, cap);
 	pthread_mutex_unlock(&p->fab_mu);
+	if (r == 0) {
+		pr->read_ns += ckpt__now_ns() - t0;
+		pr->read_bytes += len;
+	}
 	return r;
 }
 
@@ -574,6 +597,12 @@ void ckpt__peer_close(ckpt_ctx *ctx, ckpt_peer_read *pr)
 				ckptd_msg_free(&rep);
 		pthread_mutex_unlock(&p->fab_mu);
 	}
+	/* Where a restore from this partner spent its time; the rest of it is
+	 * the checks and copies of the chunks (restore.c). */
+	if (pr->read_bytes)
+		LOG_I(&ctx->log, pr->s.header.version, "PEER_MEM copy on %s read (%llu bytes in %.1f ms); open %.1f ms "
+		      "(fabric %.1f ms), fi_read %.1f ms", pr->node, (unsigned long long)pr->read_bytes,
+		      (ckpt__now_ns() - pr->t_open_ns) / 1e6, pr->open_ns / 1e6, pr->fab_ns / 1e6, pr->read_ns / 1e6);
 	ckpt__shard_close(&pr->s);
 	pr->conn = NULL;
 	pr->slot = 0;

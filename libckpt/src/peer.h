@@ -35,6 +35,9 @@ typedef struct ckpt_peer_read {
 	void *conn;            /* private */
 	uint64_t slot, off, bytes;
 	uint8_t remote[160];   /* private: the region's ckpt_fab_remote */
+	/* For the log at close: when it was opened, how long the opening and
+	 * the fabric's part of it took, and the chunks read. */
+	uint64_t t_open_ns, open_ns, fab_ns, read_ns, read_bytes;
 } ckpt_peer_read;
 
 /* A node holding a PEER_MEM copy. */
