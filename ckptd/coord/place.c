@@ -5,10 +5,11 @@
  * nodes in name order). A node's partners are the next eligible nodes along
  * the ring, those of another failure domain first: losing a rack then never
  * takes a shard and its partner copy together while another rack can hold
- * it. Among the candidates a node takes the one holding the fewest copies
+ * it. Every node's first partner is chosen before anyone's second, and so
+ * on; among the candidates a node takes the one holding the fewest copies
  * so far, the nearest along the ring on a tie: with racks of equal size
- * that is the ring order and each node receives exactly `replicas` nodes'
- * copies; with a rack much larger than the others its copies still spread
+ * that is the ring order and each node receives exactly one copy per
+ * round; with a rack much larger than the others its copies still spread
  * over every other node instead of piling on the first one. O(n^2 r), run
  * once per change of membership. */
 #include "coord.h"
@@ -74,26 +75,31 @@ int ckptd_coord_place(const ckptd_place_node *nodes, size_t n, uint32_t replicas
 		free(r);
 		return -ENOMEM;
 	}
-	for (size_t self = 0; self < n; self++) {
-		size_t *o = out + r[self].idx * replicas, k = 0;
-		/* Pass 0: other failure domains; pass 1: this node's own. */
-		for (int pass = 0; pass < 2; pass++)
-			while (k < replicas) {
-				size_t best = 0, bstep = 0;
+	for (size_t i = 0; i < n; i++)
+		count[i] = 0;
+	/* Every node's first partner before anyone's second: the first ones,
+	 * where the copies go unless a partner fails, are spread evenly, and the
+	 * later ones (further copies, spares) too. */
+	for (uint32_t k = 0; k < replicas; k++)
+		for (size_t self = 0; self < n; self++) {
+			size_t *o = out + r[self].idx * replicas, *have = &count[r[self].idx];
+			if (*have < k)
+				continue; /* no candidate was left for an earlier one */
+			/* Pass 0: other failure domains; pass 1: this node's own. */
+			size_t best = 0, bstep = 0;
+			for (int pass = 0; pass < 2 && !bstep; pass++)
 				for (size_t step = 1; step < n; step++) {
 					size_t j = (self + step) % n;
-					if (!r[j].n->eligible || same_domain(r[self].n, r[j].n) != pass || taken(o, k, r[j].idx))
+					if (!r[j].n->eligible || same_domain(r[self].n, r[j].n) != pass || taken(o, *have, r[j].idx))
 						continue;
 					if (!bstep || load[j] < load[best])
 						best = j, bstep = step;
 				}
-				if (!bstep)
-					break;
-				load[best]++;
-				o[k++] = r[best].idx;
-			}
-		count[r[self].idx] = k;
-	}
+			if (!bstep)
+				continue;
+			load[best]++;
+			o[(*have)++] = r[best].idx;
+		}
 	free(load);
 	free(r);
 	return 0;

@@ -110,12 +110,17 @@ static void slot_free(ckptd_agent *a, pslot *s, const char *why)
 	pp->n--;
 }
 
-/* The oldest stored, unpinned image, else a lease past its deadline. */
-static pslot *victim(ckptd_peerpool *pp, uint64_t now)
+/* The oldest stored, unpinned image, else a lease past its deadline. Never
+ * a copy of the version being leased (job, version): another rank's shard
+ * of it is as new as this one, and evicting it would keep the version from
+ * ever being whole in partner DRAM; the writer goes to its next partner. */
+static pslot *victim(ckptd_peerpool *pp, uint64_t now, const char *job, uint64_t version)
 {
 	pslot *best = NULL;
 	for (size_t i = 0; i < pp->n; i++) {
 		pslot *s = &pp->slots[i];
+		if (s->version == version && !strcmp(s->job, job))
+			continue;
 		if (s->state == SLOT_STORED && !s->pins && (!best || s->stored_ns < best->stored_ns))
 			best = s;
 	}
@@ -145,7 +150,7 @@ static int find_gap(ckptd_peerpool *pp, uint64_t len, uint64_t *off, size_t *idx
 	return -ENOSPC;
 }
 
-static pslot *slot_new(ckptd_agent *a, uint64_t bytes)
+static pslot *slot_new(ckptd_agent *a, const char *job, uint64_t version, uint64_t bytes)
 {
 	ckptd_peerpool *pp = a->peer;
 	uint64_t len = (bytes + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN, off;
@@ -153,7 +158,7 @@ static pslot *slot_new(ckptd_agent *a, uint64_t bytes)
 	if (len > pp->size || len < bytes)
 		return NULL;
 	while (find_gap(pp, len, &off, &idx) < 0) {
-		pslot *v = victim(pp, ckptd__now_ns());
+		pslot *v = victim(pp, ckptd__now_ns(), job, version);
 		if (!v)
 			return NULL;
 		ckptd_metrics_add(a->mx, CKPTD_M_PEER_EVICTED, v->job, NULL, 1);
@@ -202,7 +207,7 @@ static int on_lease(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd
 		return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "that shard's partner copy is in use");
 	if (old)
 		slot_free(a, old, "written again");
-	pslot *sl = slot_new(a, m->bytes);
+	pslot *sl = slot_new(a, m->job, m->version, m->bytes);
 	if (!sl) {
 		ckptd_metrics_add(a->mx, CKPTD_M_PEER_REFUSED, m->job, "no_space", 1);
 		return ckptd_session_send_error(s, CKPTD_ERR_NO_SPACE, "the peer pool has no room for that image");

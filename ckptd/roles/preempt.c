@@ -4,9 +4,9 @@
  * one rank, `ckpt preempt`) and a deadline. For each job with ranks on that
  * node:
  *   - the step: where the furthest rank is now (its last report plus the
- *     steps since at its pace), plus a margin covering the reports' age and
- *     the notice's way to the ranks, so that no rank has passed it when it
- *     hears; every rank saves there, the same version everywhere;
+ *     steps since at its pace), plus 3 s of steps at the fastest rank's pace
+ *     for the reports' age and the notice's way to the ranks, so that no
+ *     rank has passed it when it hears; every rank saves there;
  *   - the tier: the noticed node's DRAM and disk go with it, so the version
  *     must land elsewhere: partner DRAM (placement leaves noticed nodes out
  *     from now on), else shared storage. A tier is chosen when the time to
@@ -33,7 +33,7 @@
 #include <string.h>
 
 #define MAX_EXCLUDED 1024
-#define LAG_NS 2000000000ull       /* reports' age + the notice's way to the ranks */
+#define LAG_NS 3000000000ull       /* reports' age + the notice's way to the ranks */
 #define SLACK_NS 1000000000ull     /* added to every estimate */
 #define GRACE_NS 5000000000ull     /* an emergency is forgotten this long after its deadline */
 #define PEER_GUESS_NS 5000000000ull   /* a commit at PEER_MEM before any was measured */
@@ -169,7 +169,9 @@ static void decide(ckptd_emerg *e, emjob *j, int keep_step, uint64_t now_ns)
 		j->active = 0;
 		return;
 	}
-	uint64_t margin = (uint64_t)ceil((double)LAG_NS / pace.step_ns) + 2;
+	/* At the fastest rank's pace (a step time smoothed over saves reads
+	 * slow): the margin in steps is then never too small. */
+	uint64_t margin = (uint64_t)ceil((double)LAG_NS / pace.fastest_ns) + 2;
 	if (!keep_step)
 		j->step = pace.max_step + margin;
 	uint64_t wall = ckpt__wall_ns();

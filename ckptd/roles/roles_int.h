@@ -96,7 +96,8 @@ int ckptd_steps_query(ckptd_steps *s, const char *job, uint64_t start, ckptd_ste
  * pace), the furthest and the least, and the slowest rank's step time. */
 typedef struct ckptd_job_pace {
 	uint64_t max_step, min_step;
-	double step_ns;
+	double step_ns;    /* the slowest rank's */
+	double fastest_ns; /* the fastest rank's */
 	uint32_t ranks;
 } ckptd_job_pace;
 /* Returns 0, or -ENOENT when no rank of the job reported recently. */

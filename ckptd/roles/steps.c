@@ -428,6 +428,8 @@ int ckptd_steps_pace(ckptd_steps *s, const char *job, uint64_t now_ns, ckptd_job
 			out->min_step = est;
 		if (e->ns > out->step_ns)
 			out->step_ns = e->ns;
+		if (!out->ranks || e->ns < out->fastest_ns)
+			out->fastest_ns = e->ns;
 		out->ranks++;
 	}
 	return out->ranks ? 0 : -ENOENT;

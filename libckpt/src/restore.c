@@ -584,7 +584,16 @@ static int restore_timed(ckpt_ctx *ctx, uint64_t version, uint64_t *restored)
 	if (ctx->nregions == 0)
 		return -CKPT_ESTATE;
 	if (version != CKPT_LATEST) {
-		int err = restore_any(ctx, version, 0);
+		/* Committed across the cluster, though this root may still hold it
+		 * PENDING (its ranks left before their disk's commit: an emergency). */
+		uint64_t *cv = NULL;
+		size_t ncv = 0;
+		int listed = 0;
+		if (ctx->daemon && ckpt__daemon_versions(ctx, &cv, &ncv) == 0)
+			for (size_t i = 0; i < ncv && !listed; i++)
+				listed = cv[i] == version;
+		free(cv);
+		int err = restore_any(ctx, version, listed);
 		if (err == 0) {
 			ctx->lineage = ckpt__lineage(ctx->cfg.incarnation, version + 1);
 			drop_stale(ctx, version + 1);

@@ -30,10 +30,10 @@ static void ring_no_domains(void)
 	place(n, 4, 1, out, cnt);
 	CHECK(cnt[1] == 1 && out[1] == 3); /* a -> b */
 	CHECK(cnt[2] == 1 && out[2] == 1); /* d -> a: wraps */
-	/* Two copies: a takes b, c; then b takes the least loaded, d, then a. */
+	/* Two copies: every node its next two along the ring. */
 	place(n, 4, 2, out, cnt);
-	CHECK(cnt[1] == 2 && out[1 * 2] == 3 && out[1 * 2 + 1] == 0);
-	CHECK(cnt[3] == 2 && out[3 * 2] == 2 && out[3 * 2 + 1] == 1);
+	CHECK(cnt[1] == 2 && out[1 * 2] == 3 && out[1 * 2 + 1] == 0); /* a -> b, c */
+	CHECK(cnt[3] == 2 && out[3 * 2] == 0 && out[3 * 2 + 1] == 2); /* b -> c, d */
 	/* More replicas than other nodes: every other node, once. */
 	place(n, 4, 3, out, cnt);
 	for (int i = 0; i < 4; i++) {
@@ -80,6 +80,31 @@ static void other_domain_first(void)
 /* Every node eligible, racks of equal size: each node receives exactly
  * `replicas` nodes' copies, never from its own rack. Racks of unequal size:
  * still off the rack, and bounded. */
+/* One copy and two spares (what the coordinator asks for): the first
+ * partners are all different nodes, and so are the second ones. */
+static void spares_spread(void)
+{
+	ckptd_place_node n[4] = { { "n1", NULL, 1 }, { "n2", NULL, 1 }, { "n3", NULL, 1 }, { "n4", NULL, 1 } };
+	size_t out[4 * 3], cnt[4];
+	place(n, 4, 3, out, cnt);
+	for (int k = 0; k < 3; k++) {
+		int seen = 0;
+		for (int i = 0; i < 4; i++) {
+			CHECK(cnt[i] == 3 && out[i * 3 + k] != (size_t)i);
+			seen |= 1 << out[i * 3 + k];
+		}
+		CHECK(seen == 0xf); /* k-th partners: a permutation */
+	}
+	ckptd_place_node r[4] = { { "n1", "r1", 1 }, { "n2", "r1", 1 }, { "n3", "r2", 1 }, { "n4", "r2", 1 } };
+	place(r, 4, 3, out, cnt);
+	int seen = 0;
+	for (int i = 0; i < 4; i++) {
+		CHECK(strcmp(r[out[i * 3]].domain, r[i].domain) != 0);
+		seen |= 1 << out[i * 3];
+	}
+	CHECK(seen == 0xf);
+}
+
 static void balanced(void)
 {
 	enum { N = 64 };
@@ -124,6 +149,7 @@ int main(void)
 	ring_no_domains();
 	skips_ineligible();
 	other_domain_first();
+	spares_spread();
 	balanced();
 	if (fails)
 		fprintf(stderr, "%d checks failed\n", fails);
