@@ -29,6 +29,25 @@ static int lmdb_err(int rc)
 	return rc > 0 ? -rc : rc == 0 ? 0 : -EIO;
 }
 
+/* Commits; then makes it durable unless every record it touched is of a
+ * DRAM tier (LOCAL_MEM, PEER_MEM): those are dropped at the next start
+ * anyway, so their records need no fsync, which keeps a partner's copy and
+ * a lease from waiting for the disk. The environment is opened MDB_NOSYNC:
+ * a crash loses at most the unsynced DRAM-tier records, and LMDB stays
+ * consistent at the last synced transaction. */
+static int commit(ckptd_aidx *x, MDB_txn *txn, int durable)
+{
+	int rc = mdb_txn_commit(txn);
+	if (rc == 0 && durable)
+		rc = mdb_env_sync(x->env, 1);
+	return rc;
+}
+
+static int dram_tier(uint32_t tier)
+{
+	return tier == CKPT_TIER_LOCAL_MEM || tier == CKPT_TIER_PEER_MEM;
+}
+
 static void put_be(uint8_t *p, uint64_t v, int n)
 {
 	for (int i = n - 1; i >= 0; i--, v >>= 8)
@@ -124,7 +143,7 @@ int ckptd_aidx_open(const char *dir, ckptd_aidx **out, size_t *dropped)
 	if (!x)
 		return -ENOMEM;
 	if ((rc = mdb_env_create(&x->env)) || (rc = mdb_env_set_mapsize(x->env, 1ull << 30)) ||
-	    (rc = mdb_env_open(x->env, dir, MDB_NOTLS, 0600)))
+	    (rc = mdb_env_open(x->env, dir, MDB_NOTLS | MDB_NOSYNC, 0600)))
 		goto fail;
 	if ((rc = mdb_txn_begin(x->env, NULL, 0, &txn)) || (rc = mdb_dbi_open(txn, NULL, 0, &x->dbi)) ||
 	    (rc = mdb_cursor_open(txn, x->dbi, &cur)))
@@ -145,7 +164,7 @@ int ckptd_aidx_open(const char *dir, ckptd_aidx **out, size_t *dropped)
 		goto fail;
 	mdb_cursor_close(cur);
 	cur = NULL;
-	rc = mdb_txn_commit(txn);
+	rc = commit(x, txn, 1);
 	txn = NULL;
 	if (rc)
 		goto fail;
@@ -188,7 +207,10 @@ int ckptd_aidx_put(ckptd_aidx *x, const ckptd_aidx_rec *r, size_t n)
 		mdb_txn_abort(txn);
 		return lmdb_err(rc);
 	}
-	return lmdb_err(mdb_txn_commit(txn));
+	int durable = 0;
+	for (size_t i = 0; i < n; i++)
+		durable |= !dram_tier(r[i].tier);
+	return lmdb_err(commit(x, txn, durable));
 }
 
 int ckptd_aidx_del(ckptd_aidx *x, const char *job, uint64_t version, uint32_t rank, uint32_t tier)
@@ -204,7 +226,7 @@ int ckptd_aidx_del(ckptd_aidx *x, const char *job, uint64_t version, uint32_t ra
 		mdb_txn_abort(txn);
 		return lmdb_err(rc);
 	}
-	return lmdb_err(mdb_txn_commit(txn));
+	return lmdb_err(commit(x, txn, !dram_tier(tier)));
 }
 
 /* Walks the records of (job, version): fn may rewrite or delete through cur. */
@@ -243,7 +265,7 @@ static int each_of_version(ckptd_aidx *x, const char *job, uint64_t version,
 		mdb_txn_abort(txn);
 		return lmdb_err(rc);
 	}
-	rc = mdb_txn_commit(txn);
+	rc = commit(x, txn, 1);
 	return rc ? lmdb_err(rc) : n;
 }
 
@@ -361,7 +383,7 @@ static int aux_put(ckptd_aidx *x, const uint8_t *kb, size_t klen, const void *va
 		mdb_txn_abort(txn);
 		return lmdb_err(rc);
 	}
-	return lmdb_err(mdb_txn_commit(txn));
+	return lmdb_err(commit(x, txn, 1));
 }
 
 int ckptd_aidx_root_add(ckptd_aidx *x, const char *job, const char *root)
@@ -464,7 +486,7 @@ int ckptd_aidx_mark(ckptd_aidx *x, const char *job, uint64_t version, uint32_t t
 		mdb_txn_abort(txn);
 		return lmdb_err(rc);
 	}
-	return lmdb_err(mdb_txn_commit(txn));
+	return lmdb_err(commit(x, txn, 1));
 }
 
 int ckptd_aidx_unmark(ckptd_aidx *x, const char *job, uint64_t version)
@@ -480,7 +502,7 @@ int ckptd_aidx_unmark(ckptd_aidx *x, const char *job, uint64_t version)
 		mdb_txn_abort(txn);
 		return lmdb_err(rc);
 	}
-	return lmdb_err(mdb_txn_commit(txn));
+	return lmdb_err(commit(x, txn, 1));
 }
 
 typedef struct mark_walk {

@@ -290,6 +290,12 @@ static int on_commit(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckpt
 		free(c);
 		return -ENOMEM;
 	}
+	if (ckpt__fault(&a->faults, "agent.peer_corrupt_before_check") < 0 && sl->bytes > 8192) {
+		/* Tests: the image arrived damaged; the check must refuse it. */
+		pp->mem[sl->off + 4096] ^= 0x10;
+		CKPTD_WARN(a->log, NULL, sl->job, "fault agent.peer_corrupt_before_check: flipped a bit of version %llu rank %u",
+		           (unsigned long long)sl->version, sl->rank);
+	}
 	it->res.rank = sl->rank;
 	it->res.tier = CKPT_TIER_PEER_MEM;
 	it->img = pp->mem + sl->off;

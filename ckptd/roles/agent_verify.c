@@ -7,6 +7,7 @@
 
 #include "format.h"
 #include "reader.h"
+#include "ckpt_kernels.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -68,6 +69,71 @@ static int same_shard(const ckptd_vtask *t, const ckptd_vitem *it, const ckpt_sh
 	return 1;
 }
 
+/* A DRAM image whose chunks are stored as they are (every image an agent
+ * holds: node DRAM and partner copies) is checked on several threads: a
+ * partner's acknowledgement waits for this check. */
+#define CHECK_THREADS 4
+
+typedef struct par_check {
+	const uint8_t *img;
+	uint64_t len;
+	const ckpt_fmt_footer *f;
+	uint32_t step, first;
+	uint64_t bad;   /* the first chunk found bad + 1; 0: none */
+} par_check;
+
+static void *check_part(void *arg)
+{
+	par_check *p = arg;
+	for (uint64_t ci = p->first; ci < p->f->chunk_count; ci += p->step) {
+		const ckpt_fmt_chunk *c = &p->f->chunks[ci];
+		if (c->offset > p->len || c->stored_len > p->len - c->offset || c->stored_len != c->raw_len ||
+		    ckpt_kern_checksum(p->img + c->offset, c->raw_len) != c->checksum) {
+			p->bad = ci + 1;
+			break;
+		}
+	}
+	return NULL;
+}
+
+/* -1: not such an image (read it the usual way); 0: intact; 1: a chunk is
+ * bad (why names its region and chunk). */
+static int check_parallel(const ckptd_vitem *it, const ckpt_shard *s, char *why, size_t cap)
+{
+	const ckpt_fmt_footer *f = &s->footer;
+	for (uint64_t ci = 0; ci < f->chunk_count; ci++)
+		if (f->chunks[ci].flags)
+			return -1;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint32_t n = (uint32_t)(cpus < 1 ? 1 : cpus > CHECK_THREADS ? CHECK_THREADS : cpus);
+	if (f->chunk_count < n)
+		n = f->chunk_count ? (uint32_t)f->chunk_count : 1;
+	par_check p[CHECK_THREADS];
+	pthread_t th[CHECK_THREADS];
+	uint32_t started = 0;
+	for (uint32_t i = 0; i < n; i++)
+		p[i] = (par_check){ it->img, it->len, f, n, i, 0 };
+	while (started + 1 < n && pthread_create(&th[started + 1], NULL, check_part, &p[started + 1]) == 0)
+		started++;
+	check_part(&p[0]);
+	for (uint32_t i = 1; i <= started; i++)
+		pthread_join(th[i], NULL);
+	for (uint32_t i = started + 1; i < n; i++)
+		check_part(&p[i]); /* a thread that could not start: its share here */
+	uint64_t bad = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (p[i].bad && (!bad || p[i].bad < bad))
+			bad = p[i].bad;
+	if (!bad)
+		return 0;
+	const ckpt_fmt_chunk *c = &f->chunks[bad - 1];
+	snprintf(why, cap, "version %llu rank %u region '%s' chunk %llu: checksum mismatch",
+	         (unsigned long long)s->header.version, s->header.rank,
+	         c->region < f->region_count ? f->regions[c->region].name : "?",
+	         (unsigned long long)(bad - 1 - (c->region < f->region_count ? f->regions[c->region].chunk_first : 0)));
+	return 1;
+}
+
 static void verify_one(const ckptd_vtask *t, ckptd_vitem *it)
 {
 	char why[700] = "";
@@ -90,8 +156,12 @@ static void verify_one(const ckptd_vtask *t, ckptd_vitem *it)
 		    why[0] ? why : ckpt_strerror(err));
 		return;
 	}
+	int par = -1;
 	if (!same_shard(t, it, &s, why, sizeof(why))) {
 		set(it, CKPTD_VERIFY_CORRUPT, "%s", why);
+	} else if (it->img && (par = check_parallel(it, &s, why, sizeof(why))) >= 0) {
+		if (par)
+			set(it, CKPTD_VERIFY_CORRUPT, "%s", why);
 	} else {
 		err = it->img ? ckpt__shard_read_mem(it->img, it->len, &s, &o, null_sink, NULL)
 		              : ckpt__shard_read(it->path, &s, &o, null_sink, NULL);

@@ -301,9 +301,17 @@ static void phase_a(void)
 		CHECK(node[0] && strcmp(node, agent[home[r]].name) != 0,
 		      "rank %d (on %s): partner copy of version 2 on '%s', want another node", r, agent[home[r]].name, node);
 	}
+	/* The damaged image: refused by n4's check (every chunk), and its
+	 * writer moved on to its next partner. */
+	int failover = 0;
+	for (int r = 0; r < WORLD; r++)
+		failover += log_has(&p[r], r, "PEER_MEM copy on n4 failed");
+	CHECK(td_log_has(&agent[3], "checksum mismatch") && failover == 1,
+	      "n4 got a damaged image: want its check to refuse it (checksum mismatch in its log) and one rank to "
+	      "fail over (%d did)", failover);
 	if (ok == WORLD)
 		fprintf(stderr, "ok: A: 8 ranks on 4 nodes, versions 1-2 committed at peer_mem, every shard's partner "
-		        "copy on another node\n");
+		        "copy on another node; a damaged image refused by the partner's check, its writer failed over\n");
 	/* B begins: n2 is lost with its ranks, and its disk. */
 	rt_kill9(&agent[1]);
 	for (int r = 2; r <= 3; r++) {
@@ -450,8 +458,9 @@ int main(void)
 	                                     NULL };
 	rt_daemon_on(&env, &coord, "coord", "127.0.0.1", cargs);
 	rt_start(&env, &coord);
+	/* n4 receives its first image damaged: its check refuses it. */
 	for (int k = 0; k < 4; k++)
-		start_agent(k, NULL);
+		start_agent(k, k == 3 ? "agent.peer_corrupt_before_check=1@error" : NULL);
 	rt_wait_agents(&env, coord.tcp, 4, 10000);
 
 	phase_a();
