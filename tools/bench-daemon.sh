@@ -41,20 +41,8 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-log() { echo "bench-daemon.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
-
-to_bytes() {
-	local s=$1 n u
-	n=${s%[KkMmGg]}
-	u=${s#"$n"}
-	case "$u" in
-	"") echo "$n" ;;
-	[Kk]) echo $((n << 10)) ;;
-	[Mm]) echo $((n << 20)) ;;
-	[Gg]) echo $((n << 30)) ;;
-	esac
-}
+bench_name=bench-daemon.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bench/lib.sh"
 
 [[ $size =~ ^[0-9]+[KkMmGg]?$ ]] || die "--size '$size' is not a number with an optional K/M/G suffix"
 [[ $regions =~ ^[1-9][0-9]*$ ]] || die "--regions '$regions' is not a positive number"

@@ -12,8 +12,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 bin=${CKPT_BIN:-$repo/build/bin}
-log() { echo "bench-step.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
+bench_name=bench-step.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bench/lib.sh"
 for exe in ckptd ckpt ckpt-step-bench; do
 	[ -x "$bin/$exe" ] || die "no $bin/$exe: build the project first (cmake --build build)"
 done

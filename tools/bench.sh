@@ -39,20 +39,8 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-log() { echo "bench.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
-
-to_bytes() {
-	local s=$1 n u
-	n=${s%[KkMmGg]}
-	u=${s#"$n"}
-	case "$u" in
-	"") echo "$n" ;;
-	[Kk]) echo $((n << 10)) ;;
-	[Mm]) echo $((n << 20)) ;;
-	[Gg]) echo $((n << 30)) ;;
-	esac
-}
+bench_name=bench.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bench/lib.sh"
 
 for s in $sizes; do
 	[[ $s =~ ^[0-9]+[KkMmGg]?$ ]] || die "size '$s' is not a number with an optional K/M/G suffix"

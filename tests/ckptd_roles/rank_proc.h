@@ -86,6 +86,25 @@ static inline ckpt_ctx *rp_open(const char *const *names, uint8_t *const *bufs, 
 	return ctx;
 }
 
+/* Restores CKPT_LATEST into b after delay_ms (a trainer building its model
+ * meanwhile): it must be version `expect`, and the regions what fill()
+ * writes for (rank, version) into want, byte for byte. */
+static inline void rp_restore_check(ckpt_ctx *ctx, int rank, uint64_t expect, int delay_ms, uint8_t **b,
+                                    uint8_t **want, const char *const *names, const size_t *sizes, int n,
+                                    void (*fill)(uint8_t **b, int rank, uint64_t v))
+{
+	uint64_t got = 0;
+	usleep((useconds_t)delay_ms * 1000);
+	T_OK(ckpt_restore(ctx, CKPT_LATEST, 0, &got));
+	if (got != expect)
+		T_FAIL("rank %d restored version %llu, not %llu", rank, (unsigned long long)got, (unsigned long long)expect);
+	fill(want, rank, got);
+	for (int i = 0; i < n; i++)
+		if (memcmp(b[i], want[i], sizes[i]) != 0)
+			T_FAIL("rank %d: region '%s' differs from version %llu", rank, names[i], (unsigned long long)got);
+	fprintf(stderr, "rank %d: version %llu restored bit-exact\n", rank, (unsigned long long)got);
+}
+
 static inline void rp_put(int fd, char c)
 {
 	T_ASSERT(write(fd, &c, 1) == 1);

@@ -103,20 +103,8 @@ static void rank_main(const plan *p, int rank, int rep)
 		memset(b[i], 0xa5, regsize[i]);
 	}
 	ckpt_ctx *ctx = rp_open(regname, b, regsize, NREG);
-	if (p->restore) {
-		uint64_t got = 0;
-		usleep((useconds_t)p->restore_delay_ms * 1000);
-		T_OK(ckpt_restore(ctx, CKPT_LATEST, 0, &got));
-		if (got != p->restore)
-			T_FAIL("rank %d restored version %llu, not %llu", rank, (unsigned long long)got,
-			       (unsigned long long)p->restore);
-		fill(want, rank, got);
-		for (int i = 0; i < NREG; i++)
-			if (memcmp(b[i], want[i], regsize[i]) != 0)
-				T_FAIL("rank %d: region '%s' differs from version %llu", rank, regname[i],
-				       (unsigned long long)got);
-		fprintf(stderr, "rank %d: version %llu restored bit-exact\n", rank, (unsigned long long)got);
-	}
+	if (p->restore)
+		rp_restore_check(ctx, rank, p->restore, p->restore_delay_ms, b, want, regname, regsize, NREG, fill);
 	for (uint64_t v = p->save_from; v && v <= p->save_to; v++) {
 		fill(b, rank, v);
 		rp_put(rep, 'S');
