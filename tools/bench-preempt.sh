@@ -442,8 +442,4 @@ print("</details>")
 EOF
 )
 
-echo "$report"
-if [ -n "$out" ]; then
-	printf '%s\n' "$report" >"$out"
-	log "report written to $out"
-fi
+emit_report "$report" "$out"

@@ -15,3 +15,12 @@ to_bytes() {
 	[Gg]) echo $((n << 30)) ;;
 	esac
 }
+
+# Prints the report, and writes it to $2 too when that is set.
+emit_report() {
+	echo "$1"
+	if [ -n "$2" ]; then
+		printf '%s\n' "$1" >"$2"
+		log "report written to $2"
+	fi
+}
