@@ -9,6 +9,9 @@ ckpt_install_deps clang libclang-rt-14-dev fio python3-xxhash python3-zstandard
 jobs=$(nproc)
 export TMPDIR=${TMPDIR:-/tmp}
 
+echo "== layers (libckpt/README.md)"
+python3 tools/layers/check-layers.py
+
 echo "== build (RelWithDebInfo)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs" 2>&1 | { grep -E "warning|error" || true; }

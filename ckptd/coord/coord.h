@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #include "ckpt.h"
-#include "proto.h"
+#include "wire/proto.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -6,8 +6,8 @@
 #include <lmdb.h>
 #include <stdint.h>
 
-#include "common.h"
-#include "index.h"
+#include "base/common.h"
+#include "format/index.h"
 #include "coord.h"
 
 #define CKPTD_REC_VERSION 1u

@@ -45,7 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "log.h"
+#include "server/log.h"
 
 #ifdef __cplusplus
 extern "C" {

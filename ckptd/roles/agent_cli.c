@@ -4,7 +4,7 @@
  * (LIST_VERSIONS, SHOW_VERSION, STEP_STATS, GOODPUT), passed on. */
 #include "agent_int.h"
 
-#include "index.h"
+#include "format/index.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -6,8 +6,8 @@
  * idempotent). */
 #include "agent_int.h"
 
-#include "admin.h"
-#include "index.h"
+#include "format/admin.h"
+#include "format/index.h"
 
 #include <errno.h>
 #include <stdio.h>

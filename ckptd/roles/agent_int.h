@@ -8,9 +8,9 @@
 
 #include "roles_int.h"
 
-#include "client.h"
-#include "common.h"
-#include "faults.h"
+#include "wire/client.h"
+#include "base/common.h"
+#include "base/faults.h"
 
 
 /* What a rank's session holds. */

@@ -7,7 +7,7 @@
  * loop through a queue and a pipe the loop watches. */
 #include "agent_int.h"
 
-#include "notice.h"
+#include "notice/notice.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -16,8 +16,8 @@
 #include "agent_int.h"
 
 #include "fabric.h"
-#include "format.h"
-#include "reader.h"
+#include "format/format.h"
+#include "format/reader.h"
 
 #include <errno.h>
 #include <fcntl.h>

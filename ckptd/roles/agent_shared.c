@@ -11,7 +11,7 @@
  * then records the copy in the agent index and reports SHARD_DONE(SHARED)
  * with the LOCAL_DISK record's identity; the coordinator commits the version
  * at SHARED once every rank's copy is in. On that notice the agents holding
- * its copies write the tree's commit marker (libckpt/src/shared.h), which
+ * its copies write the tree's commit marker (libckpt/format/shared.h), which
  * lets ranks restore from the tree with nothing else left.
  *
  * Restart-safe: the index says what is still to copy; a file already in
@@ -21,9 +21,9 @@
  * flushed (the marker first). */
 #include "agent_int.h"
 
-#include "format.h"
-#include "reader.h"
-#include "shared.h"
+#include "format/format.h"
+#include "format/reader.h"
+#include "format/shared.h"
 
 #include <dirent.h>
 #include <errno.h>

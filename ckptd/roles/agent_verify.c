@@ -5,8 +5,8 @@
  * calls back the agent, which answers the client and unpins what was read. */
 #include "roles_int.h"
 
-#include "format.h"
-#include "reader.h"
+#include "format/format.h"
+#include "format/reader.h"
 #include "ckpt_kernels.h"
 
 #include <errno.h>

@@ -5,7 +5,7 @@
  * commit to a handful of fsyncs. */
 #include "coordinator_int.h"
 
-#include "common.h" /* ckpt__wall_ns: the commit engine's clock */
+#include "base/common.h" /* ckpt__wall_ns: the commit engine's clock */
 
 #include <errno.h>
 #include <stdio.h>

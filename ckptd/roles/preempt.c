@@ -24,7 +24,7 @@
  * few seconds after the deadline. */
 #include "roles_int.h"
 
-#include "common.h" /* ckpt__wall_ns */
+#include "base/common.h" /* ckpt__wall_ns */
 
 #include <errno.h>
 #include <math.h>

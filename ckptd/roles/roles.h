@@ -22,10 +22,10 @@
 
 #include <stddef.h>
 
-#include "auth.h"
-#include "config.h"
-#include "log.h"
-#include "server.h"
+#include "wire/auth.h"
+#include "server/config.h"
+#include "server/log.h"
+#include "server/server.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -5,8 +5,8 @@
 
 #include <stdint.h>
 
-#include "coord.h"
-#include "pool.h"
+#include "coord/coord.h"
+#include "mem/pool.h"
 #include "roles.h"
 
 typedef struct ckptd_coordinator ckptd_coordinator;

@@ -1,11 +1,12 @@
 /* Every ckptd setting in one typed table; defaults, the config file, the
  * CKPT_* environment, flags and --help are all generated from it. */
 #include "config.h"
-#include "common.h" /* ckpt__kv_split, shared with libckpt's settings */
+#include "base/parse.h"
+#include "base/common.h" /* ckpt__kv_split, shared with libckpt's settings */
 
-#include "addr.h"
+#include "wire/addr.h"
 #include "log.h"
-#include "proto.h"
+#include "wire/proto.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -84,59 +85,6 @@ static void errf(char *err, size_t cap, const char *fmt, ...)
 	va_end(ap);
 }
 
-int ckptd_parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	if (!s || !isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	uint64_t mul = 1;
-	switch (toupper((unsigned char)*end)) {
-	case 0: break;
-	case 'K': mul = 1ull << 10; end++; break;
-	case 'M': mul = 1ull << 20; end++; break;
-	case 'G': mul = 1ull << 30; end++; break;
-	case 'T': mul = 1ull << 40; end++; break;
-	default: return -EINVAL;
-	}
-	if (mul > 1 && (*end == 'B' || *end == 'b'))
-		end++;
-	if (*end || v > UINT64_MAX / mul)
-		return -EINVAL;
-	*out = v * mul;
-	return 0;
-}
-
-int ckptd_parse_duration_ms(const char *s, uint64_t *out)
-{
-	char *end;
-	if (!s || !isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	uint64_t mul;
-	if (!*end || !strcmp(end, "s"))
-		mul = 1000;
-	else if (!strcmp(end, "ms"))
-		mul = 1;
-	else if (!strcmp(end, "m"))
-		mul = 60000;
-	else if (!strcmp(end, "h"))
-		mul = 3600000;
-	else
-		return -EINVAL;
-	/* A day is plenty; a bound keeps deadline arithmetic far from overflow. */
-	if (v > 86400000ull / mul)
-		return -EINVAL;
-	*out = v * mul;
-	return 0;
-}
-
 static int set_str(char **slot, const char *v)
 {
 	char *c = NULL;
@@ -197,25 +145,25 @@ static int set_field(ckptd_config *cfg, const cfg_entry *e, const char *v, const
 	case T_SIZE0: /* the same, where 0 means "none" or "all" */
 		*expect = e->type == T_SIZE ? "a size in bytes, > 0 (suffixes K, M, G, T)"
 		                            : "a size in bytes (suffixes K, M, G, T), or 0";
-		if (ckptd_parse_size(v, &u) < 0 || (u == 0 && e->type == T_SIZE))
+		if (ckpt__parse_size(v, &u) < 0 || (u == 0 && e->type == T_SIZE))
 			return -EINVAL;
 		*(uint64_t *)base = u;
 		return 0;
 	case T_COUNT:
 		*expect = "a whole number from 1 to 1000000";
-		if (ckptd_parse_size(v, &u) < 0 || !isdigit((unsigned char)v[strlen(v) - 1]) || u < 1 || u > 1000000)
+		if (ckpt__parse_size(v, &u) < 0 || !isdigit((unsigned char)v[strlen(v) - 1]) || u < 1 || u > 1000000)
 			return -EINVAL;
 		*(uint32_t *)base = (uint32_t)u;
 		return 0;
 	case T_DURATION:
 		*expect = "a duration: 10s, 250ms, 5m, 1h (bare numbers are seconds, at most a day)";
-		if (ckptd_parse_duration_ms(v, &u) < 0)
+		if (ckpt__parse_duration_ms(v, &u) < 0)
 			return -EINVAL;
 		*(uint64_t *)base = u;
 		return 0;
 	case T_UINT:
 		*expect = "a whole number from 0 to 1000000000";
-		if (!isdigit((unsigned char)v[strlen(v) - 1]) || ckptd_parse_size(v, &u) < 0 || u > 1000000000)
+		if (!isdigit((unsigned char)v[strlen(v) - 1]) || ckpt__parse_size(v, &u) < 0 || u > 1000000000)
 			return -EINVAL;
 		*(uint32_t *)base = (uint32_t)u;
 		return 0;

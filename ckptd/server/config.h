@@ -91,10 +91,8 @@ void ckptd_config_print(const ckptd_config *cfg, FILE *out);
 
 /* Parses "10", "10s", "250ms", "5m", "1h" (bare numbers are seconds) into
  * milliseconds. Returns 0 or -EINVAL. */
-int ckptd_parse_duration_ms(const char *s, uint64_t *out);
 
 /* Parses "4096", "64K", "2M", "1G", "1T" (KiB units) into bytes. */
-int ckptd_parse_size(const char *s, uint64_t *out);
 
 #ifdef __cplusplus
 }

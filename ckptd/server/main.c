@@ -3,7 +3,7 @@
  * 2 on bad settings. */
 #include "config.h"
 #include "log.h"
-#include "roles.h"
+#include "roles/roles.h"
 #include "server.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* The metrics registry and its HTTP endpoint (metrics.h). */
 #include "metrics.h"
-#include "addr.h"
+#include "wire/addr.h"
 
 #include <errno.h>
 #include <microhttpd.h>

@@ -27,11 +27,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "auth.h"
+#include "wire/auth.h"
 #include "config.h"
 #include "log.h"
 #include "metrics.h"
-#include "proto.h"
+#include "wire/proto.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -7,8 +7,8 @@
  * output queues, deadlines and the handler table (server.h). */
 #include "server.h"
 
-#include "addr.h"
-#include "conn.h"
+#include "wire/addr.h"
+#include "wire/conn.h"
 
 #include <errno.h>
 #include <fcntl.h>

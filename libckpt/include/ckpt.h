@@ -46,6 +46,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -248,6 +249,11 @@ CKPT_API int ckpt_config_init(ckpt_config *cfg);
 CKPT_API int ckpt_config_load_file(ckpt_config *cfg, const char *path);
 /* Frees string values that ckpt_config_load_file() allocated. Accepts NULL. */
 CKPT_API void ckpt_config_free_strings(ckpt_config *cfg);
+
+/* Writes the settings table to out: one line per setting with its name, its CKPT_*
+ * variable, its default and what it means. What `ckpt --help-config` prints.
+ * Thread-safe. */
+CKPT_API void ckpt_config_help(FILE *out);
 
 /* ---------------------------------------------------------------- context */
 

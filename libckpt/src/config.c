@@ -1,7 +1,8 @@
 /* Every setting in one typed table; defaults, CKPT_* environment parsing,
  * config-file parsing and the help text all come from it. */
 #include "config.h"
-#include "common.h"
+#include "base/common.h"
+#include "base/parse.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -55,7 +56,7 @@ static const cfg_entry table[] = {
 	  "1: opening fails when the agent is unreachable; 0: warn and run embedded (local_disk)" },
 	{ "token_file", T_STR, F(token_file), NULL, "CKPT_TOKEN_FILE",
 	  "0600 file with the cluster token (unset: the CKPT_TOKEN variable)" },
-	{ "restore_order", T_ORDER, F(restore_order), "local_mem,local_disk,peer_mem,shared", "CKPT_RESTORE_ORDER",
+	{ "restore_order", T_ORDER, F(restore_order), CKPT__DEFAULT_RESTORE_ORDER, "CKPT_RESTORE_ORDER",
 	  "where ckpt_restore looks, in order: local_mem, local_disk, peer_mem, shared (peer_mem before local_disk when the root is a slow network filesystem)" },
 	{ "preempt_signals", T_STR, F(preempt_signals), "TERM,USR1", "CKPT_PREEMPT_SIGNALS",
 	  "signals ckpt_preempt_install arms when given none: comma list of names (TERM, USR1, USR2, INT, HUP)" },
@@ -70,66 +71,6 @@ static const cfg_entry table[] = {
 	{ "shared_dir", T_STR, F(shared_dir), NULL, "CKPT_SHARED_DIR",
 	  "the ckptd agents' --shared-dir as this rank sees it: ckpt_restore reads the SHARED tier there (unset: not read)" },
 };
-
-int ckpt__parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	if (!s || !*s || *s == '-')
-		return -1;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -1;
-	uint64_t mul = 1;
-	while (*end == ' ')
-		end++;
-	switch (toupper((unsigned char)*end)) {
-	case 0: break;
-	case 'K': mul = 1ull << 10; end++; break;
-	case 'M': mul = 1ull << 20; end++; break;
-	case 'G': mul = 1ull << 30; end++; break;
-	case 'T': mul = 1ull << 40; end++; break;
-	default: return -1;
-	}
-	if (mul > 1) {
-		if (!strcasecmp(end, "iB") || !strcasecmp(end, "B"))
-			end += strlen(end);
-	} else if (!strcasecmp(end, "B"))
-		end++;
-	if (*end)
-		return -1;
-	if (v > UINT64_MAX / mul)
-		return -1;
-	*out = v * mul;
-	return 0;
-}
-
-int ckpt__parse_order(const char *s, uint32_t order[4])
-{
-	static const struct { const char *n; uint32_t bit; } names[] = {
-		{ "local_mem", CKPT_TIER_LOCAL_MEM }, { "peer_mem", CKPT_TIER_PEER_MEM },
-		{ "local_disk", CKPT_TIER_LOCAL_DISK }, { "shared", CKPT_TIER_SHARED },
-	};
-	char buf[128];
-	int n = 0;
-	uint32_t seen = 0;
-	if (!s || strlen(s) >= sizeof(buf))
-		return -1;
-	snprintf(buf, sizeof(buf), "%s", s);
-	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		size_t i;
-		for (i = 0; i < CKPT_ARRAY_LEN(names); i++)
-			if (!strcasecmp(t, names[i].n))
-				break;
-		if (i == CKPT_ARRAY_LEN(names) || (seen & names[i].bit))
-			return -1; /* unknown or repeated */
-		seen |= names[i].bit;
-		order[n++] = names[i].bit;
-	}
-	for (int i = n; i < 4; i++)
-		order[i] = 0;
-	return n ? n : -1;
-}
 
 static int parse_tiers(const char *s, uint32_t *out)
 {
@@ -337,7 +278,7 @@ void ckpt_config_free_strings(ckpt_config *cfg)
 	cfg->owned_strings = NULL;
 }
 
-void ckpt__config_help(FILE *out)
+void ckpt_config_help(FILE *out)
 {
 	fprintf(out, "%-16s %-20s %-12s %s\n", "setting", "environment", "default", "meaning");
 	for (size_t i = 0; i < CKPT_ARRAY_LEN(table); i++)

@@ -1,13 +1,7 @@
 #ifndef CKPT_CONFIG_H
 #define CKPT_CONFIG_H
-#include <stdint.h>
-#include <stdio.h>
+/* The settings table lives in config.c: ckpt_config_init, ckpt_config_load_file,
+ * ckpt_config_help (ckpt.h). Value parsers: base/parse.h. */
 #include "ckpt.h"
-/* "64M", "1GiB", "4096" -> bytes. Returns 0 or -1. */
-int ckpt__parse_size(const char *s, uint64_t *out);
-/* A restore order ("local_mem,local_disk,peer_mem"): tier bits in order,
- * the rest 0. Returns how many, or -1 (empty, unknown or repeated tier). */
-int ckpt__parse_order(const char *s, uint32_t order[4]);
-/* Prints the settings table (name, variable, default, meaning). */
-void ckpt__config_help(FILE *out);
+#include "base/parse.h"
 #endif

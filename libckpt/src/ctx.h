@@ -5,13 +5,13 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "common.h"
-#include "faults.h"
-#include "format.h"
-#include "index.h"
+#include "base/common.h"
+#include "base/faults.h"
+#include "format/format.h"
+#include "format/index.h"
 #include "pool.h"
 #include "device.h"
-#include "../../storage/backend.h"
+#include "backend.h"
 
 typedef struct ckpt_region {
 	char *name;

@@ -3,10 +3,10 @@
  * pool (Unix socket only), LIST_VERSIONS, COMMIT_NOTICE. */
 #include "daemon.h"
 #include "ctx.h"
-#include "index.h"
+#include "format/index.h"
 #include "preempt.h"
-#include "../../ckptd/server/client.h"
-#include "../../ckptd/mem/fdpass.h"
+#include "wire/client.h"
+#include "wire/fdpass.h"
 
 #include <errno.h>
 #include <poll.h>

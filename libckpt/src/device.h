@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "common.h"
+#include "base/common.h"
 
 typedef struct ckpt_dev ckpt_dev;
 

@@ -22,7 +22,7 @@
 #include "peer.h"
 #include "ctx.h"
 #include "daemon.h"
-#include "../../ckptd/server/client.h"
+#include "wire/client.h"
 #include "fabric.h"
 
 #include <errno.h>

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "common.h"
+#include "base/common.h"
 
 typedef struct ckpt_pool {
 	uint8_t *base;

@@ -17,7 +17,7 @@
 #include "preempt.h"
 #include "ctx.h"
 #include "daemon.h"
-#include "../../ckptd/proto.h"
+#include "wire/proto.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -4,9 +4,9 @@
 #include "ctx.h"
 #include "daemon.h"
 #include "peer.h"
-#include "reader.h"
-#include "shared.h"
-#include "../../kernels/ckpt_kernels.h"
+#include "format/reader.h"
+#include "format/shared.h"
+#include "ckpt_kernels.h"
 
 #include <errno.h>
 #include <pthread.h>

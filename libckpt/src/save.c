@@ -18,7 +18,7 @@
 #include "daemon.h"
 #include "peer.h"
 #include "preempt.h"
-#include "../../kernels/ckpt_kernels.h"
+#include "ckpt_kernels.h"
 
 #include <errno.h>
 #include <fcntl.h>

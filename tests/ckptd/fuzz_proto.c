@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
-#include "conn.h"
+#include "wire/auth.h"
+#include "wire/conn.h"
 #include "fuzz/fuzz_driver.h"
-#include "proto.h"
+#include "wire/proto.h"
 #include "samples.h"
 
 #ifdef CKPT_FUZZING

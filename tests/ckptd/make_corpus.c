@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
-#include "proto.h"
+#include "wire/auth.h"
+#include "wire/proto.h"
 #include "samples.h"
 
 static void put(const char *dir, const char *name, const uint8_t *b, size_t n)

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "proto.h"
+#include "wire/proto.h"
 
 static const uint16_t t_types[] = {
 	CKPTD_MSG_ERROR, CKPTD_MSG_OK, CKPTD_MSG_HELLO, CKPTD_MSG_CHALLENGE, CKPTD_MSG_AUTH,

@@ -3,9 +3,9 @@
  * of another job are all refused; token files must be private. */
 #include <sys/stat.h>
 
-#include "auth.h"
+#include "wire/auth.h"
 #include "helpers.h"
-#include "proto.h"
+#include "wire/proto.h"
 
 static const char SECRET_A[] = "job-A secret: 7f3c9a1e5b2d4c6e8a0b";
 static const char SECRET_B[] = "job-B secret: 0d2e4f6a8c1b3d5e7f9a";

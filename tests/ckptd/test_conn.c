@@ -1,9 +1,9 @@
 /* The frame reader: frames cut out of any split of the byte stream,
  * oversized frames refused from their header, garbage refused from its
  * first bytes, slow frames refused at their deadline, bounded buffering. */
-#include "conn.h"
+#include "wire/conn.h"
 #include "helpers.h"
-#include "proto.h"
+#include "wire/proto.h"
 #include "samples.h"
 
 #define SEC 1000000000ull

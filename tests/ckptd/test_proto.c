@@ -1,7 +1,7 @@
 /* The control protocol's codec: round trips of every message type, every
  * truncation, size limits, field limits and version rules. */
 #include "helpers.h"
-#include "proto.h"
+#include "wire/proto.h"
 #include "samples.h"
 
 /* ---- hand-made frames ---- */

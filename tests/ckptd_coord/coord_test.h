@@ -5,7 +5,7 @@
 #define CKPTD_COORD_TEST_H
 
 #include "helpers.h"
-#include "coord.h"
+#include "coord/coord.h"
 
 #include <sys/stat.h>
 

@@ -1,7 +1,7 @@
 /* Partner placement (ckptd/coord/place.c): a ring in name order, other
  * failure domains first, never the node itself nor an ineligible node,
  * and every node receiving the same number of copies. */
-#include "coord.h"
+#include "coord/coord.h"
 
 #include <stdio.h>
 #include <stdlib.h>

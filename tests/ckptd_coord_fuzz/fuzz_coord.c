@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord_int.h"
+#include "coord/coord_int.h"
 #include "fuzz/fuzz_driver.h"
 
 #ifdef CKPT_FUZZING

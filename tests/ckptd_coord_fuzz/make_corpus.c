@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord_int.h"
+#include "coord/coord_int.h"
 #include "helpers.h"
 
 #define PER_TABLE 3 /* entries kept per table: a few KiB in all */

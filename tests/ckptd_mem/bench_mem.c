@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "fdpass.h"
+#include "wire/fdpass.h"
 
 static double now_s(void)
 {

@@ -7,7 +7,7 @@
 #include <dirent.h>
 #include <string.h>
 
-#include "pool.h"
+#include "mem/pool.h"
 
 /* Checks a call that returns 0 (or a count) / a negative errno. */
 #define M_OK(expr) do { long m__r = (long)(expr); if (m__r < 0) \

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "fdpass.h"
+#include "wire/fdpass.h"
 
 typedef struct grant {
 	uint64_t id, off, len, seed;

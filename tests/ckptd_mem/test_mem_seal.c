@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "fdpass.h"
+#include "wire/fdpass.h"
 
 /* What the client tries; each must fail with EPERM. Returns a bit per
  * attempt that succeeded or failed otherwise. */

@@ -6,11 +6,11 @@
 
 #include "ckptd_helper.h"
 
-#include "addr.h"
-#include "auth.h"
-#include "client.h"
-#include "fdpass.h"
-#include "proto.h"
+#include "wire/addr.h"
+#include "wire/auth.h"
+#include "wire/client.h"
+#include "wire/fdpass.h"
+#include "wire/proto.h"
 
 #include <poll.h>
 

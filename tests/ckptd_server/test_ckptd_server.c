@@ -6,10 +6,10 @@
  * Needs CKPT_BIN (the directory holding ckptd). Exit 0 / 1 / 77. */
 #include "ckptd_helper.h"
 
-#include "addr.h"
-#include "auth.h"
-#include "client.h"
-#include "proto.h"
+#include "wire/addr.h"
+#include "wire/auth.h"
+#include "wire/client.h"
+#include "wire/proto.h"
 
 typedef td_daemon daemon_t;
 

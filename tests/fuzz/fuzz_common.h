@@ -11,10 +11,10 @@
 #include <zstd.h>
 
 #include "ckpt_kernels.h"
-#include "common.h"
-#include "format.h"
+#include "base/common.h"
+#include "format/format.h"
 
-/* Byte offsets of the checksummed fields (libckpt/src/format.c). */
+/* Byte offsets of the checksummed fields (libckpt/format/format.c). */
 #define FZ_HEADER_CSUM_OFF 248u
 #define FZ_TAIL_FOOTER_OFF 16u
 #define FZ_TAIL_FOOTER_LEN 24u

@@ -7,8 +7,8 @@
  * replays the seed corpus and fz_mutations() below. */
 #include "fuzz_common.h"
 #include "fuzz_driver.h"
-#include "index.h"
-#include "shared.h"
+#include "format/index.h"
+#include "format/shared.h"
 
 static void check_err(int r, const char *what)
 {

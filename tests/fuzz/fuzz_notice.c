@@ -15,7 +15,7 @@
 
 #include "fuzz_common.h"
 #include "fuzz_driver.h"
-#include "notice_int.h"
+#include "notice/notice_int.h"
 
 #define NOW (1795959600ull * NT_NS) /* 2026-11-29T13:40:00Z */
 #define VM "ckpt-vm"

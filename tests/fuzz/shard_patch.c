@@ -11,7 +11,7 @@
 #include <inttypes.h>
 #include <sys/stat.h>
 
-#include "format.h"
+#include "format/format.h"
 #include "helpers.h"
 
 static int usage(void)

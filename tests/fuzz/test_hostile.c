@@ -9,8 +9,8 @@
 
 #include "fuzz_common.h"
 #include "helpers.h"
-#include "index.h"
-#include "reader.h"
+#include "format/index.h"
+#include "format/reader.h"
 
 #define CB 65536u
 #define ALPHA_BYTES 100000u

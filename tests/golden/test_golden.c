@@ -8,10 +8,10 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "format.h"
+#include "format/format.h"
 #include "golden_data.h"
 #include "helpers.h"
-#include "reader.h"
+#include "format/reader.h"
 
 static char golden[1024], bin[1024], tmp[1024];
 static int fails;

@@ -7,7 +7,7 @@
  * never accepts) give no notice, a bounded log and a prompt stop, and the
  * poller fires as soon as the endpoint behaves. Skips (77) without python3. */
 #include "helpers.h"
-#include "notice.h"
+#include "notice/notice.h"
 
 #include <curl/curl.h>
 #include <fcntl.h>

@@ -3,7 +3,7 @@
  * formats (leap second, 30 February, offsets, the last second a uint64_t
  * of nanoseconds holds). */
 #include "helpers.h"
-#include "notice.h"
+#include "notice/notice.h"
 
 #define NOW (1700000000ull * 1000000000ull)
 #define S(x) ((uint64_t)(x) * 1000000000ull)

@@ -11,7 +11,9 @@
  *   ckpt-fabric-bench [--size 1G] [--piece 4M] [--depth 8] [--iters 5]
  *                     [--provider P] [--target 127.0.0.1] [--initiator 127.0.0.2]
  *                     [--json] */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "fabric.h"
 
 #include <errno.h>

@@ -5,9 +5,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "ckpt.h"
-#include "common.h"
-#include "faults.h"
-#include "index.h"
+#include "base/common.h"
+#include "base/faults.h"
+#include "format/index.h"
 
 /* Exit codes (docs/cli.md). */
 enum {

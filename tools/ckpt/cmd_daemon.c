@@ -2,8 +2,8 @@
  * status. The CLI authenticates as CKPTD_ROLE_CLI, with the job's secret
  * (derived from the cluster token) when a job is named, else the cluster's. */
 #include "cli.h"
-#include "client.h"
-#include "fdpass.h"
+#include "wire/client.h"
+#include "wire/fdpass.h"
 #include "plot.h"
 
 #include <errno.h>

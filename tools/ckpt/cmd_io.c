@@ -1,8 +1,8 @@
 /* Commands that move chunk data: save, verify, restore. */
 #include "cli.h"
-#include "config.h"
-#include "format.h"
-#include "reader.h"
+#include "base/parse.h"
+#include "format/format.h"
+#include "format/reader.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,8 +1,8 @@
 /* Common option handling and the index-only commands: ls, show, rm, gc,
  * reindex. */
 #include "cli.h"
-#include "admin.h"
-#include "format.h"
+#include "format/admin.h"
+#include "format/format.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* ckpt: list, inspect, verify, restore and maintain checkpoints. */
 #include "cli.h"
-#include "config.h"
+#include "base/parse.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -57,7 +57,7 @@ int main(int argc, char **argv)
 		return EXIT_OK;
 	}
 	if (!strcmp(argv[1], "--help-config")) {
-		ckpt__config_help(stdout);
+		ckpt_config_help(stdout);
 		return EXIT_OK;
 	}
 	for (const cli_cmd *c = cli_cmds; c->name; c++) {

@@ -1,6 +1,6 @@
 #include "reader.h"
-#include "../../kernels/ckpt_kernels.h"
-#include "../../storage/backend.h"
+#include "ckpt_kernels.h"
+#include "backend.h"
 
 #include <errno.h>
 #include <fcntl.h>

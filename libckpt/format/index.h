@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "common.h"
+#include "base/common.h"
 
 #define CKPT_IDX_VERSION_REC_LEN 56u
 #define CKPT_IDX_SHARD_REC_LEN 48u

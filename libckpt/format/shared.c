@@ -1,6 +1,6 @@
 /* The SHARED tree's per-version commit marker (shared.h). */
 #include "shared.h"
-#include "common.h"
+#include "base/common.h"
 
 #include <dirent.h>
 #include <errno.h>

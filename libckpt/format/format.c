@@ -1,6 +1,6 @@
 #include "format.h"
-#include "common.h"
-#include "../../kernels/ckpt_kernels.h"
+#include "base/common.h"
+#include "ckpt_kernels.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,7 @@
 #define CKPT_READER_H
 
 #include "format.h"
-#include "common.h"
+#include "base/common.h"
 
 /* Receives verified raw bytes of region `ri`, at offset `off` within it.
  * Return 0 to go on, negative to stop the read with that error. */

@@ -4,8 +4,8 @@
 #ifndef CKPT_ADMIN_H
 #define CKPT_ADMIN_H
 
-#include "common.h"
-#include "faults.h"
+#include "base/common.h"
+#include "base/faults.h"
 #include "index.h"
 
 /* Deletes a version: mark DELETING (one transaction), remove its files,
