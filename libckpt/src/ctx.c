@@ -1,5 +1,6 @@
 /* Context life cycle and regions. */
 #include "ctx.h"
+#include "base/dirs.h"
 #include "format/admin.h"
 #include "daemon.h"
 #include "peer.h"
@@ -201,12 +202,24 @@ int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 	{
 		/* The job's directory and every parent up to the root are made
 		 * durable once here; each save then syncs only what it adds. */
-		char jdir[4200];
+		char jdir[4200], rel[128];
 		snprintf(jdir, sizeof(jdir), "%s/jobs/%s", ctx->root, ctx->job);
-		if ((err = ckpt__mkdir_p(jdir, 0700)) < 0) {
+		snprintf(rel, sizeof(rel), "jobs/%s", ctx->job);
+		/* Not followed below the root: a symlinked jobs/ or job directory
+		 * would take every save somewhere else. */
+		int jfd = ckpt__dir_open_below(ctx->root, rel, 1, 0700);
+		if (jfd == -ELOOP || jfd == -ENOTDIR) {
+			LOG_E(&ctx->log, CKPT_NO_VERSION, "cannot use %s: it, or jobs/ above it, is a symlink or not a "
+			      "directory; not followed", jdir);
+			err = -ENOTDIR;
+			goto fail;
+		}
+		if (jfd < 0) {
+			err = jfd;
 			LOG_E(&ctx->log, CKPT_NO_VERSION, "cannot create %s: %s", jdir, ckpt_strerror(err));
 			goto fail;
 		}
+		close(jfd);
 		ckpt__fsync_parent(jdir);
 		snprintf(jdir, sizeof(jdir), "%s/jobs", ctx->root);
 		ckpt__fsync_parent(jdir);
