@@ -8,7 +8,8 @@ torch.distributed.checkpoint StorageWriter / StorageReader. docs/python.md.
 from . import _ckpt
 from .errors import (Error, CorruptError, FormatError, NoVersionError, SkippedError, TooBigError,
                      MismatchError, ConfigError, IndexDBError, InvalidNameError, StateError, ClosedError,
-                     FaultInjectedError, DeviceError, ContractError, UnavailableError, SystemCallError,
+                     FaultInjectedError, DeviceError, ContractError, UnavailableError, UnreachableError,
+                     SystemCallError,
                      WaitTimeoutError, InvalidInputError, PickleError, UnsupportedTypeError)
 from .checkpointer import Checkpointer, SaveHandle, SaveStatus, VersionInfo, TIERS
 
@@ -37,5 +38,6 @@ __all__ = [
     "cuda_available", "library_version", "Error", "CorruptError", "FormatError", "NoVersionError",
     "SkippedError", "TooBigError", "MismatchError", "ConfigError", "IndexDBError", "InvalidNameError",
     "StateError", "ClosedError", "FaultInjectedError", "DeviceError", "ContractError", "UnavailableError",
+    "UnreachableError",
     "SystemCallError", "WaitTimeoutError", "InvalidInputError", "PickleError", "UnsupportedTypeError",
 ]

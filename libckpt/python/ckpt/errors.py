@@ -84,6 +84,11 @@ class UnavailableError(Error):
     """The tier is not available to this context (CKPT_EUNAVAIL)."""
 
 
+class UnreachableError(Error):
+    """A committed version exists but no copy of it can be reached
+    (CKPT_EUNREACHABLE): restore refuses to start the job afresh."""
+
+
 class SystemCallError(Error, OSError):
     """A system error (a negative errno); ``errno`` holds it."""
 
@@ -123,6 +128,7 @@ _BY_CODE = {
     _ckpt.EDEVICE: DeviceError,
     _ckpt.ECONTRACT: ContractError,
     _ckpt.EUNAVAIL: UnavailableError,
+    _ckpt.EUNREACHABLE: UnreachableError,
 }
 
 
