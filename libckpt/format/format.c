@@ -359,7 +359,7 @@ int ckpt__fmt_footer_decode(const uint8_t *buf, size_t len, uint64_t footer_offs
 	const uint8_t *rend = p + rt;
 	uint64_t next_chunk = 0, data = 0;
 	for (uint32_t i = 0; i < nreg; i++) {
-		size_t el;
+		size_t el = 0;
 		if ((err = region_decode(p, rend, f, i, &next_chunk, &data, &el, why, cap)) < 0)
 			goto fail;
 		p += el;
