@@ -1,5 +1,6 @@
 /* The context's life cycle: ckpt_ctx_open and ckpt_ctx_close. */
 #include "ctx.h"
+#include "base/dirs.h"
 #include "format/admin.h"
 #include "daemon.h"
 #include "peer.h"
@@ -102,12 +103,22 @@ static int make_job_dir(ckpt_ctx *ctx)
 		LOG_E(&ctx->log, CKPT_NO_VERSION, "cannot create root %s: %s", ctx->root, ckpt_strerror(err));
 		return err;
 	}
-	char jdir[4200];
+	char jdir[4200], rel[128];
 	snprintf(jdir, sizeof(jdir), "%s/jobs/%s", ctx->root, ctx->job);
-	if ((err = ckpt__mkdir_p(jdir, 0700)) < 0) {
-		LOG_E(&ctx->log, CKPT_NO_VERSION, "cannot create %s: %s", jdir, ckpt_strerror(err));
-		return err;
+	snprintf(rel, sizeof(rel), "jobs/%s", ctx->job);
+	/* Not followed below the root: a symlinked jobs/ or job directory
+	 * would take every save somewhere else. */
+	int jfd = ckpt__dir_open_below(ctx->root, rel, 1, 0700);
+	if (jfd == -ELOOP || jfd == -ENOTDIR) {
+		LOG_E(&ctx->log, CKPT_NO_VERSION, "cannot use %s: it, or jobs/ above it, is a symlink or not a "
+		      "directory; not followed", jdir);
+		return -ENOTDIR;
 	}
+	if (jfd < 0) {
+		LOG_E(&ctx->log, CKPT_NO_VERSION, "cannot create %s: %s", jdir, ckpt_strerror(jfd));
+		return jfd;
+	}
+	close(jfd);
 	ckpt__fsync_parent(jdir);
 	snprintf(jdir, sizeof(jdir), "%s/jobs", ctx->root);
 	ckpt__fsync_parent(jdir);

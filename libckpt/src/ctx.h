@@ -65,7 +65,12 @@ struct ckpt_save_op {
 	uint64_t version;
 	int refs;            /* ctx pipeline + caller's handle */
 	int fd;
-	char tmp_path[4096];
+	/* The version directory and its job directory, opened without following
+	 * a symlink below the root: the shard is created, renamed and synced
+	 * through them, so that nothing is written outside the root. */
+	int dir_fd, job_fd;
+	char tmp_name[32], final_name[32];
+	char tmp_path[4096];   /* for messages */
 	char final_path[4096];
 	char dir_path[4096];
 	uint64_t t_start;

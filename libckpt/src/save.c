@@ -15,6 +15,7 @@
  * point, so a crash anywhere leaves the version PENDING or absent. The DRAM
  * copy does not wait for the disk: it outlives the process once reported. */
 #include "ctx.h"
+#include "base/dirs.h"
 #include "daemon.h"
 #include "peer.h"
 #include "preempt.h"
@@ -37,6 +38,10 @@ static void op_free(ckpt_save_op *op)
 {
 	if (op->fd >= 0)
 		close(op->fd);
+	if (op->dir_fd >= 0)
+		close(op->dir_fd);
+	if (op->job_fd >= 0)
+		close(op->job_fd);
 	free(op->header_buf);
 	free(op->trailer_buf);
 	free(op->footer.regions);
@@ -315,7 +320,8 @@ static void op_finish(ckpt_ctx *ctx, ckpt_save_op *op)
 		op->fd = -1;
 	}
 	if (op->error) {
-		unlink(op->tmp_path);
+		if (op->dir_fd >= 0)
+			unlinkat(op->dir_fd, op->tmp_name, 0);
 		LOG_E(&ctx->log, op->version, "save failed: %s%s%s", ckpt_strerror(op->error),
 		      op->sys_errno ? " / " : "", op->sys_errno ? ckpt_strerror(op->sys_errno) : "");
 	}
@@ -399,12 +405,14 @@ static void op_commit(ckpt_ctx *ctx, ckpt_save_op *op)
 	op->fd = -1;
 	if ((r = ckpt__fault(&ctx->faults, "save.before_rename")) < 0)
 		goto fail;
-	if (rename(op->tmp_path, op->final_path) < 0) {
+	if (renameat(op->dir_fd, op->tmp_name, op->dir_fd, op->final_name) < 0) {
 		r = -errno;
 		goto fail;
 	}
-	if ((r = ckpt__fsync_dir(op->dir_path)) < 0 || (r = ckpt__fsync_parent(op->dir_path)) < 0)
+	if (fsync(op->dir_fd) < 0 || fsync(op->job_fd) < 0) {
+		r = -errno;
 		goto fail_renamed;
+	}
 	if ((r = ckpt__fault(&ctx->faults, "save.before_index_commit")) < 0)
 		goto fail_renamed;
 	ckpt_idx_shard s = {
@@ -729,17 +737,31 @@ static int open_shard_file(ckpt_ctx *ctx, ckpt_save_op *op)
 	CKPT_TRY(ckpt__version_dir(op->dir_path, sizeof(op->dir_path), ctx->root, ctx->job, op->version));
 	CKPT_TRY(ckpt__shard_path(op->final_path, sizeof(op->final_path), ctx->root, ctx->job, op->version,
 	                          ctx->cfg.rank));
-	if (snprintf(op->tmp_path, sizeof(op->tmp_path), "%s/.r%06u.ckpt.tmp", op->dir_path, ctx->cfg.rank) >=
+	snprintf(op->tmp_name, sizeof(op->tmp_name), ".r%06u.ckpt.tmp", ctx->cfg.rank);
+	snprintf(op->final_name, sizeof(op->final_name), "r%06u.ckpt", ctx->cfg.rank);
+	if (snprintf(op->tmp_path, sizeof(op->tmp_path), "%s/%s", op->dir_path, op->tmp_name) >=
 	    (int)sizeof(op->tmp_path))
 		return -ENAMETOOLONG;
-	if ((r = ckpt__mkdir_p(op->dir_path, 0700)) < 0) {
+	char rel[128], vname[32];
+	snprintf(rel, sizeof(rel), "jobs/%s", ctx->job);
+	snprintf(vname, sizeof(vname), "v%020llu", (unsigned long long)op->version);
+	if ((r = op->job_fd = ckpt__dir_open_below(ctx->root, rel, 1, 0700)) >= 0 &&
+	    (r = op->dir_fd = ckpt__dir_open_at(op->job_fd, vname, 1, 0700)) >= 0)
+		r = 0;
+	if (r == -ELOOP || r == -ENOTDIR) {
+		LOG_E(&ctx->log, op->version, "cannot create %s: a symlink or a file is in the way below the root; "
+		      "not followed", op->dir_path);
+		return -ENOTDIR;
+	}
+	if (r < 0) {
 		LOG_E(&ctx->log, op->version, "cannot create %s: %s", op->dir_path, ckpt_strerror(r));
 		return r;
 	}
-	int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
-	op->fd = open(op->tmp_path, flags | (ctx->direct_ok ? O_DIRECT : 0), 0600);
+	/* O_NOFOLLOW: a symlink at the temp name is not written through. */
+	int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW;
+	op->fd = openat(op->dir_fd, op->tmp_name, flags | (ctx->direct_ok ? O_DIRECT : 0), 0600);
 	if (op->fd < 0 && ctx->direct_ok && errno == EINVAL)
-		op->fd = open(op->tmp_path, flags, 0600);
+		op->fd = openat(op->dir_fd, op->tmp_name, flags, 0600);
 	if (op->fd < 0) {
 		r = -errno;
 		LOG_E(&ctx->log, op->version, "cannot create %s: %s", op->tmp_path, ckpt_strerror(r));
@@ -756,6 +778,8 @@ static ckpt_save_op *op_new(ckpt_ctx *ctx, uint64_t version, uint64_t nchunks)
 	op->ctx = ctx;
 	op->tiers = ctx->cfg.tiers;
 	op->fd = -1;
+	op->dir_fd = -1;
+	op->job_fd = -1;
 	op->version = version;
 	op->footer.region_count = ctx->nregions;
 	op->footer.chunk_count = nchunks;
@@ -832,7 +856,8 @@ static uint64_t image_layout(ckpt_ctx *ctx, ckpt_save_op *op)
 /* Undoes a save that failed before anything was queued. */
 static void op_discard(ckpt_save_op *op, ckpt_handle *h)
 {
-	unlink(op->tmp_path);
+	if (op->dir_fd >= 0)
+		unlinkat(op->dir_fd, op->tmp_name, 0);
 	op_free(op);
 	free(h);
 }

@@ -1,5 +1,6 @@
 /* Commands that move chunk data: save, verify, restore. */
 #include "cli.h"
+#include "base/dirs.h"
 #include "base/parse.h"
 #include "format/format.h"
 #include "format/reader.h"
@@ -514,7 +515,58 @@ void cli_remove_stage(const char *dir)
 	rmdir(dir);
 }
 
-/* Moves every file of stage (one level) into dst, replacing same names. */
+/* Moves every entry of the directory sfd into dfd, directories by their
+ * files. Nothing below dfd is followed: a symlink at a directory's name in
+ * --out (rank-1 -> /elsewhere) is refused, and one at a file's name is
+ * replaced by the file, never written through. */
+static int publish_at(int sfd, int dfd, const char *dst, char *why, size_t cap)
+{
+	int sdup = dup(sfd);
+	DIR *d = sdup >= 0 ? fdopendir(sdup) : NULL;
+	if (!d) {
+		if (sdup >= 0)
+			close(sdup);
+		return -errno;
+	}
+	struct dirent *e;
+	int err = 0;
+	while (err == 0 && (e = readdir(d))) {
+		const char *nm = e->d_name;
+		if (!strcmp(nm, ".") || !strcmp(nm, ".."))
+			continue;
+		struct stat st;
+		if (fstatat(sfd, nm, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+			int cs = ckpt__dir_open_at(sfd, nm, 0, 0);
+			int cd = cs >= 0 ? ckpt__dir_open_at(dfd, nm, 1, 0755) : cs;
+			if (cd < 0) {
+				err = cd;
+				snprintf(why, cap, "cannot use %.400s/%s: %s", dst, nm,
+				         cd == -ELOOP || cd == -ENOTDIR ? "a symlink or a file is in the way; not followed"
+				                                       : ckpt_strerror(cd));
+			} else {
+				char sub[4200];
+				snprintf(sub, sizeof(sub), "%s/%s", dst, nm);
+				err = publish_at(cs, cd, sub, why, cap);
+			}
+			if (cs >= 0)
+				close(cs);
+			if (cd >= 0)
+				close(cd);
+			continue;
+		}
+		if (renameat(sfd, nm, dfd, nm) < 0) {
+			err = -errno;
+			snprintf(why, cap, "cannot move %s into %.400s: %s", nm, dst, strerror(errno));
+		}
+	}
+	closedir(d);
+	if (err == 0 && fsync(dfd) < 0)
+		err = -errno;
+	return err;
+}
+
+/* Moves every file of stage into dst (--out, made if missing), replacing
+ * same names. */
 int cli_publish_dir(const char *stage, const char *dst, char *why, size_t cap)
 {
 	int err = ckpt__mkdir_p(dst, 0755);
@@ -522,31 +574,18 @@ int cli_publish_dir(const char *stage, const char *dst, char *why, size_t cap)
 		snprintf(why, cap, "cannot create %.400s: %s", dst, ckpt_strerror(err));
 		return err;
 	}
-	DIR *d = opendir(stage);
-	if (!d)
-		return -errno;
-	struct dirent *e;
-	char from[4700], to[4700];
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(from, sizeof(from), "%s/%s", stage, e->d_name);
-		snprintf(to, sizeof(to), "%s/%s", dst, e->d_name);
-		struct stat st;
-		if (lstat(from, &st) == 0 && S_ISDIR(st.st_mode)) {
-			if ((err = cli_publish_dir(from, to, why, cap)) < 0)
-				break;
-			continue;
-		}
-		if (rename(from, to) < 0) {
-			err = -errno;
-			snprintf(why, cap, "cannot move into %.400s: %s", to, strerror(errno));
-			break;
-		}
+	int sfd = ckpt__dir_open_below(stage, NULL, 0, 0);
+	int dfd = sfd >= 0 ? ckpt__dir_open_below(dst, NULL, 0, 0) : -1;
+	if (sfd < 0 || dfd < 0) {
+		err = sfd < 0 ? sfd : dfd;
+		snprintf(why, cap, "cannot open %.400s: %s", sfd < 0 ? stage : dst, ckpt_strerror(err));
+	} else {
+		err = publish_at(sfd, dfd, dst, why, cap);
 	}
-	closedir(d);
-	if (err == 0)
-		ckpt__fsync_dir(dst);
+	if (sfd >= 0)
+		close(sfd);
+	if (dfd >= 0)
+		close(dfd);
 	return err;
 }
 
