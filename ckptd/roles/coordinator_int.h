@@ -21,6 +21,8 @@ typedef struct peer {
 	void *local_arg;
 	int up;
 	uint64_t lost_at_ns;        /* disconnected: agent_lost after this; 0: none due */
+	uint64_t heard_ns;          /* its last frame (heartbeats included) */
+	int degraded;               /* connected but silent past --heartbeat-timeout */
 	char (*jobs)[CKPTD_JOB_MAX + 1]; /* jobs it holds shards of: who hears notices */
 	size_t njobs, capjobs;
 } peer;

@@ -69,6 +69,8 @@ static const cfg_entry table[] = {
 	  "PEER_MEM: ms to wait on a partner (an answer, a fabric completion) before trying the next one" },
 	{ "interval", T_STR, F(interval), NULL, "CKPT_INTERVAL",
 	  "when ckpt_step asks for a save: off, N (every N steps), or auto (the coordinator's Young/Daly advice)" },
+	{ "heartbeat_timeout_ms", T_U32, F(heartbeat_timeout_ms), "10000", "CKPT_HEARTBEAT_TIMEOUT_MS",
+	  "the agent is lost (saves go to local disk only) once it has not answered a heartbeat within this many ms; one goes at a quarter of it while the link is quiet (0: none)" },
 	{ "shared_dir", T_STR, F(shared_dir), NULL, "CKPT_SHARED_DIR",
 	  "the ckptd agents' --shared-dir as this rank sees it: ckpt_restore reads the SHARED tier there (unset: not read)" },
 };
