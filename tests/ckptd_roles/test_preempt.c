@@ -184,7 +184,7 @@ typedef struct proc {
 	int rep;
 } proc;
 
-static proc spawn(const char *tag, int rank, uint64_t restore_want)
+static proc spawn(const char *tag, int rank, int node, uint64_t restore_want)
 {
 	int fds[2];
 	T_ASSERT(pipe2(fds, O_CLOEXEC) == 0);
@@ -193,7 +193,7 @@ static proc spawn(const char *tag, int rank, uint64_t restore_want)
 	T_ASSERT(pid >= 0);
 	if (pid == 0) {
 		close(fds[0]);
-		rank_env(tag, rank, rank / 2);
+		rank_env(tag, rank, node);
 		if (restore_want)
 			rank_restore(rank, restore_want);
 		else
@@ -353,7 +353,7 @@ static void run(void)
 {
 	proc p[WORLD];
 	for (int r = 0; r < WORLD; r++)
-		p[r] = spawn("train", r, 0);
+		p[r] = spawn("train", r, r / 2, 0);
 	for (int r = 0; r < WORLD; r++)
 		if (!wait_for(&p[r], 'R', 60000, NULL))
 			T_FAIL("rank %d did not reach step %d", r, READY_STEP);
@@ -417,11 +417,16 @@ static void run(void)
 	/* The version committed before the notice is still committed. */
 	CHECK(newest_committed(before + 1, NULL) == before, "version %llu is no longer committed",
 	      (unsigned long long)before);
-	/* New ranks restore the newest committed version bit-exact. */
+	/* New ranks restore the newest committed version bit-exact; those of
+	 * the noticed nodes (gone) on the first node that was not noticed,
+	 * whose root holds the other ranks' shards but not theirs. */
 	uint64_t want = newest_committed(0, NULL);
+	int spare = 0;
+	while (noticed & (1 << spare))
+		spare++;
 	proc q[WORLD];
 	for (int r = 0; r < WORLD; r++)
-		q[r] = spawn("restore", r, want);
+		q[r] = spawn("restore", r, noticed & (1 << (r / 2)) ? spare : r / 2, want);
 	int ok = 0;
 	for (int r = 0; r < WORLD; r++) {
 		int st;
@@ -429,6 +434,11 @@ static void run(void)
 		ok += td_wait_pid(q[r].pid, 60000, &st) == 0 && td_status_code(st) == 0;
 	}
 	CHECK(ok == WORLD, "%d of %d new ranks restored version %llu bit-exact", ok, WORLD, (unsigned long long)want);
+	for (int r = 0; r < WORLD; r++) {
+		char log[700];
+		rp_log_path(log, sizeof(log), env.dir, "restore", r);
+		CHECK(!td_file_has(log, 0, "ckpt ERROR"), "rank %d restored fine but logged an ERROR (%s)", r, log);
+	}
 	if (ok == WORLD)
 		fprintf(stderr, "ok: %s: 6 new ranks restored version %llu bit-exact\n", scen, (unsigned long long)want);
 	(void)last;
@@ -454,6 +464,11 @@ int main(int argc, char **argv)
 	for (int k = 0; k < NODES; k++)
 		CHECK(rt_stop(&agent[k]) == 0, "agent %s did not stop cleanly on SIGTERM", agent[k].name);
 	CHECK(rt_stop(&coord) == 0, "the coordinator did not stop cleanly on SIGTERM");
+	/* One answer per report: an agent that heard an answer it did not ask
+	 * for had the coordinator apply and answer a batch twice. */
+	for (int k = 0; k < NODES; k++)
+		CHECK(!td_log_has(&agent[k], "unexpected"), "agent %s logged an answer it did not expect (see %s)",
+		      agent[k].name, agent[k].log);
 	if (fake_pid > 0) {
 		kill(fake_pid, SIGTERM);
 		waitpid(fake_pid, NULL, 0);
