@@ -285,6 +285,7 @@ static void on_notice(ckptd_agent *a, const ckptd_commit_notice *n)
 	ckptd_pool *pool = ckptd_jpools_get(a->pools, n->job, NULL);
 	if (pool)
 		ckptd_pool_version_set(pool, n->job, n->version, CKPTD_VER_COMMITTED);
+	ckptd__peer_committed(a, n->job, n->version, n->tier); /* the peer pool's restore points */
 	if (r == 0)
 		return; /* nothing new to this node: a re-announcement after a reconnect */
 	ckptd_msg m = { .type = CKPTD_MSG_COMMIT_NOTICE, .u.commit_notice = *n };
@@ -589,7 +590,7 @@ int ckptd__agent_release(ckptd_agent *a, ckptd_session *s, rank_sess *rs, uint64
 	return ckptd_session_send(s, &ok, -1);
 }
 
-/* SEG_WHERE: the coordinator knows where a shard's partner copies are. */
+/* SEG_WHERE and SEG_COPIES: the coordinator knows where a shard's copies are. */
 static int where(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_segment_request *m)
 {
 	if (a->local) {
@@ -680,7 +681,7 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	case CKPTD_MSG_SEGMENT_REQUEST:
 		if (m->u.segment_request.mode == CKPTD_SEG_LOCATE)
 			return ckptd__agent_locate(a, s, &m->u.segment_request);
-		if (m->u.segment_request.mode == CKPTD_SEG_WHERE)
+		if (m->u.segment_request.mode == CKPTD_SEG_WHERE || m->u.segment_request.mode == CKPTD_SEG_COPIES)
 			return where(a, s, rs, &m->u.segment_request);
 		/* A segment is a file descriptor: only a Unix socket carries one. */
 		if (ckptd_session_transport(s) != CKPTD_TRANSPORT_UNIX)
@@ -769,6 +770,7 @@ static void metrics_tick(ckptd_server *srv, void *arg)
 	ckptd__peer_stats(a, &bytes, &used);
 	ckptd_metrics_set(a->mx, CKPTD_M_PEER_POOL_BYTES, NULL, NULL, (double)bytes);
 	ckptd_metrics_set(a->mx, CKPTD_M_PEER_POOL_USED, NULL, NULL, (double)used);
+	ckptd__peer_gauges(a);
 }
 
 /* Requests that waited too long for their job's pool: disk only this time. */

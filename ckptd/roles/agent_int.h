@@ -109,6 +109,12 @@ void ckptd__peer_session_gone(ckptd_agent *a, uint64_t serial);
 /* Drops the partner copies of (job, version); returns how many. */
 int ckptd__peer_delete(ckptd_agent *a, const char *job, uint64_t version);
 void ckptd__peer_stats(ckptd_agent *a, uint64_t *bytes, uint64_t *used);
+/* COMMIT_NOTICE: the copies of (job, version) here are committed at tier;
+ * the newest committed ones are the job's restore point, never evicted. */
+void ckptd__peer_committed(ckptd_agent *a, const char *job, uint64_t version, uint32_t tier);
+/* The per-job gauges of the peer pool (ckpt_peer_job_used_bytes,
+ * ckpt_peer_protected_bytes). */
+void ckptd__peer_gauges(ckptd_agent *a);
 /* The coordinator's placement for this node; SEG_PARTNERS answers it. */
 void ckptd__peer_partners(ckptd_agent *a, const ckptd_partners *p);
 int ckptd__peer_send_partners(ckptd_agent *a, ckptd_session *s);

@@ -13,8 +13,17 @@
  *   rank ── SEGMENT_REQUEST(PEER_READ) ─> the slot pinned, PEER_GRANT; the
  *                          rank fi_reads it, then SEGMENT_RELEASE
  *
- * Room is made by evicting the oldest stored, unpinned image, then leases
- * past their deadline; a fresh inventory tells the coordinator. Slot ids
+ * Room is made as the node-DRAM pool does it (ckptd/mem/pool.c): a job's
+ * restore point here (the copies of its newest version committed at
+ * PEER_MEM, and of its newest committed at any tier when that is newer) is
+ * never evicted, so that a node's loss cannot be followed by the loss of
+ * the copies that restore it. The leasing job's own other copies go first,
+ * oldest first; another job's only while it holds more than its share of
+ * the pool (the pool over the jobs in it), so that one job's saves cannot
+ * push another's copies out; then leases past their deadline. A lease that
+ * finds no room is refused with the reason in the log and in
+ * ckpt_peer_refused_total; a fresh inventory tells the coordinator of
+ * what was evicted. Slot ids
  * carry PEER_SLOT_BIT so that a release is never taken for a DRAM segment.
  * Everything here runs in the event loop but the verification thread,
  * which reads a slot the loop does not touch while it is VERIFYING. */
@@ -45,6 +54,8 @@ typedef struct pslot {
 	uint64_t deadline_ns; /* WRITING: reclaimable after */
 	uint64_t stored_ns;
 	uint32_t pins;
+	uint32_t committed;   /* tiers the version was announced COMMITTED at */
+	int keep;             /* scratch of victim(): part of its job's restore point */
 } pslot;
 
 typedef struct ppin {
@@ -110,25 +121,108 @@ static void slot_free(ckptd_agent *a, pslot *s, const char *why)
 	pp->n--;
 }
 
-/* The oldest stored, unpinned image, else a lease past its deadline. Never
- * a copy of the version being leased (job, version): another rank's shard
- * of it is as new as this one, and evicting it would keep the version from
- * ever being whole in partner DRAM; the writer goes to its next partner. */
-static pslot *victim(ckptd_peerpool *pp, uint64_t now, const char *job, uint64_t version)
+/* Marks the stored slots that make up their job's restore point here
+ * (keep): its newest version committed at PEER_MEM, and its newest
+ * committed at any tier. A pool holds a few hundred slots: quadratic is
+ * fine, and keeps no second structure to get out of step. */
+static void mark_keep(ckptd_peerpool *pp)
 {
-	pslot *best = NULL;
+	for (size_t i = 0; i < pp->n; i++)
+		pp->slots[i].keep = 0;
+	for (size_t i = 0; i < pp->n; i++) {
+		const pslot *s = &pp->slots[i];
+		uint64_t peer_v = 0, any_v = 0;
+		int seen_peer = 0, seen_any = 0, first = 1;
+		for (size_t j = 0; j < pp->n; j++) { /* the job's newest committed versions */
+			const pslot *t = &pp->slots[j];
+			if (strcmp(t->job, s->job))
+				continue;
+			if (j < i) {
+				first = 0; /* done with this job already */
+				break;
+			}
+			if ((t->committed & CKPT_TIER_PEER_MEM) && (!seen_peer || t->version > peer_v)) {
+				peer_v = t->version;
+				seen_peer = 1;
+			}
+			if (t->committed && (!seen_any || t->version > any_v)) {
+				any_v = t->version;
+				seen_any = 1;
+			}
+		}
+		if (!first)
+			continue;
+		for (size_t j = i; j < pp->n; j++) {
+			pslot *t = &pp->slots[j];
+			if (!strcmp(t->job, s->job) && t->state == SLOT_STORED &&
+			    ((seen_peer && t->version == peer_v) || (seen_any && t->version == any_v)))
+				t->keep = 1;
+		}
+	}
+}
+
+/* Bytes of job's slots, and how many jobs hold slots (job counted too). */
+static uint64_t job_used(const ckptd_peerpool *pp, const char *job, uint32_t *njobs)
+{
+	uint64_t used = 0;
+	uint32_t n = 0;
+	int mine = 0;
+	for (size_t i = 0; i < pp->n; i++) {
+		const pslot *s = &pp->slots[i];
+		size_t k = 0;
+		while (k < i && strcmp(pp->slots[k].job, s->job))
+			k++;
+		n += k == i; /* first slot of its job */
+		if (!strcmp(s->job, job)) {
+			used += s->len;
+			mine = 1;
+		}
+	}
+	if (njobs)
+		*njobs = n + !mine;
+	return used;
+}
+
+/* What may go to make room for a lease of job's version: never a slot of
+ * its restore point, pinned or being checked, and never a copy of the
+ * version being leased (another rank's shard of it is as new as this one,
+ * and evicting it would keep the version from ever being whole in partner
+ * DRAM; the writer goes to its next partner). The job's own stored copies
+ * first, oldest first; then, while the job is within its share (want:
+ * the bytes it asks for), the oldest of another job over its share; then a
+ * lease past its deadline. *why: the reason when there is none. */
+static pslot *victim(ckptd_peerpool *pp, uint64_t now, const char *job, uint64_t version, uint64_t want,
+                     const char **why)
+{
+	pslot *own = NULL, *other = NULL;
+	uint32_t njobs = 1;
+	int kept = 0, shared_out = 0;
+	mark_keep(pp);
+	uint64_t mine = job_used(pp, job, &njobs);
+	uint64_t share = pp->size / (njobs ? njobs : 1);
 	for (size_t i = 0; i < pp->n; i++) {
 		pslot *s = &pp->slots[i];
-		if (s->version == version && !strcmp(s->job, job))
+		if (s->state != SLOT_STORED || s->pins || (s->version == version && !strcmp(s->job, job)))
 			continue;
-		if (s->state == SLOT_STORED && !s->pins && (!best || s->stored_ns < best->stored_ns))
-			best = s;
+		if (s->keep) {
+			kept = 1;
+			continue;
+		}
+		if (!strcmp(s->job, job)) {
+			if (!own || s->stored_ns < own->stored_ns)
+				own = s;
+		} else if (mine + want > share || job_used(pp, s->job, NULL) <= share) {
+			shared_out = 1; /* ours over the share, or theirs within it */
+		} else if (!other || s->stored_ns < other->stored_ns) {
+			other = s;
+		}
 	}
-	if (best)
-		return best;
+	if (own || other)
+		return own ? own : other;
 	for (size_t i = 0; i < pp->n; i++)
 		if (pp->slots[i].state == SLOT_WRITING && pp->slots[i].deadline_ns < now)
 			return &pp->slots[i];
+	*why = shared_out ? "share" : kept ? "restore_points" : "no_space";
 	return NULL;
 }
 
@@ -150,20 +244,26 @@ static int find_gap(ckptd_peerpool *pp, uint64_t len, uint64_t *off, size_t *idx
 	return -ENOSPC;
 }
 
-static pslot *slot_new(ckptd_agent *a, const char *job, uint64_t version, uint64_t bytes)
+/* A slot of bytes for job's version, evicting as victim() allows; NULL
+ * with *why (a ckpt_peer_refused_total reason) when there is no room. */
+static pslot *slot_new(ckptd_agent *a, const char *job, uint64_t version, uint64_t bytes, const char **why)
 {
 	ckptd_peerpool *pp = a->peer;
 	uint64_t len = (bytes + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN, off;
 	size_t idx;
+	*why = "no_space";
 	if (len > pp->size || len < bytes)
 		return NULL;
 	while (find_gap(pp, len, &off, &idx) < 0) {
-		pslot *v = victim(pp, ckptd__now_ns(), job, version);
+		pslot *v = victim(pp, ckptd__now_ns(), job, version, len, why);
 		if (!v)
 			return NULL;
+		char what[160];
+		snprintf(what, sizeof(what), "evicted for version %llu of job %s", (unsigned long long)version, job);
 		ckptd_metrics_add(a->mx, CKPTD_M_PEER_EVICTED, v->job, NULL, 1);
-		slot_free(a, v, "evicted for a newer image");
+		slot_free(a, v, what);
 	}
+	*why = NULL;
 	if (pp->n == pp->cap) {
 		size_t nc = pp->cap ? pp->cap * 2 : 32;
 		void *p = realloc(pp->slots, nc * sizeof(*pp->slots));
@@ -207,10 +307,17 @@ static int on_lease(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd
 		return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "that shard's partner copy is in use");
 	if (old)
 		slot_free(a, old, "written again");
-	pslot *sl = slot_new(a, m->job, m->version, m->bytes);
+	const char *why = NULL;
+	pslot *sl = slot_new(a, m->job, m->version, m->bytes, &why);
 	if (!sl) {
-		ckptd_metrics_add(a->mx, CKPTD_M_PEER_REFUSED, m->job, "no_space", 1);
-		return ckptd_session_send_error(s, CKPTD_ERR_NO_SPACE, "the peer pool has no room for that image");
+		const char *text = !strcmp(why, "restore_points")
+		                       ? "the peer pool holds only restore points (newest committed versions) it must keep"
+		                 : !strcmp(why, "share") ? "this job holds its share of the peer pool; the other jobs' copies are within theirs"
+		                                         : "the peer pool has no room for that image";
+		CKPTD_WARN(a->log, NULL, m->job, "cannot keep a partner copy of version %llu rank %u (%llu bytes): %s",
+		            (unsigned long long)m->version, m->rank, (unsigned long long)m->bytes, text);
+		ckptd_metrics_add(a->mx, CKPTD_M_PEER_REFUSED, m->job, why, 1);
+		return ckptd_session_send_error(s, CKPTD_ERR_NO_SPACE, text);
 	}
 	sl->state = SLOT_WRITING;
 	snprintf(sl->job, sizeof(sl->job), "%s", m->job);
@@ -257,6 +364,9 @@ static void check_done(void *arg, ckptd_vtask *t, ckptd_vitem *items, size_t n)
 	}
 	s->state = SLOT_STORED;
 	s->stored_ns = ckptd__now_ns();
+	for (size_t i = 0; i < pp->n; i++) /* commits announced before this copy came */
+		if (pp->slots[i].version == s->version && !strcmp(pp->slots[i].job, s->job))
+			s->committed |= pp->slots[i].committed;
 	CKPTD_DEBUG(a->log, NULL, s->job, "partner copy of version %llu rank %u checked (%llu bytes in %.1f ms)",
 	            (unsigned long long)s->version, s->rank, (unsigned long long)s->bytes, took_ns / 1e6);
 	ckptd_metrics_add(a->mx, CKPTD_M_PEER_STORED, s->job, NULL, 1);
@@ -421,6 +531,40 @@ int ckptd__peer_delete(ckptd_agent *a, const char *job, uint64_t version)
 			slot_free(a, s, "deleted");
 	}
 	return n;
+}
+
+void ckptd__peer_committed(ckptd_agent *a, const char *job, uint64_t version, uint32_t tier)
+{
+	ckptd_peerpool *pp = a->peer;
+	for (size_t i = 0; pp && i < pp->n; i++)
+		if (pp->slots[i].version == version && !strcmp(pp->slots[i].job, job))
+			pp->slots[i].committed |= tier;
+}
+
+void ckptd__peer_gauges(ckptd_agent *a)
+{
+	ckptd_peerpool *pp = a->peer;
+	ckptd_metrics_zero(a->mx, CKPTD_M_PEER_JOB_USED);
+	ckptd_metrics_zero(a->mx, CKPTD_M_PEER_PROTECTED);
+	if (!pp)
+		return;
+	mark_keep(pp);
+	for (size_t i = 0; i < pp->n; i++) {
+		const pslot *s = &pp->slots[i];
+		size_t k = 0;
+		while (k < i && strcmp(pp->slots[k].job, s->job))
+			k++;
+		if (k < i)
+			continue; /* its job was summed at its first slot */
+		uint64_t used = 0, kept = 0;
+		for (size_t j = i; j < pp->n; j++)
+			if (!strcmp(pp->slots[j].job, s->job)) {
+				used += pp->slots[j].len;
+				kept += pp->slots[j].keep ? pp->slots[j].len : 0;
+			}
+		ckptd_metrics_set(a->mx, CKPTD_M_PEER_JOB_USED, s->job, NULL, (double)used);
+		ckptd_metrics_set(a->mx, CKPTD_M_PEER_PROTECTED, s->job, NULL, (double)kept);
+	}
 }
 
 void ckptd__peer_stats(ckptd_agent *a, uint64_t *bytes, uint64_t *used)

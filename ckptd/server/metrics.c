@@ -90,7 +90,7 @@ static const family families[CKPTD_M__COUNT] = {
 	[CKPTD_M_PEER_EVICTED] = { "ckpt_peer_copies_evicted_total", M_COUNTER, { "ckpt_job" },
 	                           "agent: partner copies evicted to make room" },
 	[CKPTD_M_PEER_REFUSED] = { "ckpt_peer_refused_total", M_COUNTER, { "ckpt_job", "reason" },
-	                           "agent: partner leases refused (no_space) and images that failed their check (bad_image)" },
+	                           "agent: partner leases refused (no_space; restore_points: only restore points were left to evict; share: the job is over its share of the pool and the others within theirs) and images that failed their check (bad_image)" },
 	[CKPTD_M_PREEMPT_NOTICES] = { "ckpt_preempt_notices_total", M_COUNTER, { "source" },
 	                              "coordinator: preemption notices received (aws, gcp, azure, file, signal, cli)" },
 	[CKPTD_M_EMERGENCIES] = { "ckpt_emergency_checkpoints_total", M_COUNTER, { "ckpt_job", "result" },
@@ -107,6 +107,10 @@ static const family families[CKPTD_M__COUNT] = {
 	                             "agent: time to flush one shard to --shared-dir: copy, verify, rename, throttle waits included" },
 	[CKPTD_M_SHARED_BACKLOG] = { "ckpt_shared_backlog_versions", M_GAUGE, { "ckpt_job" },
 	                             "agent: committed versions waiting for (or in) their flush to --shared-dir" },
+	[CKPTD_M_PEER_JOB_USED] = { "ckpt_peer_job_used_bytes", M_GAUGE, { "ckpt_job" },
+	                            "agent: bytes of the peer pool a job's partner copies and leases hold" },
+	[CKPTD_M_PEER_PROTECTED] = { "ckpt_peer_protected_bytes", M_GAUGE, { "ckpt_job" },
+	                             "agent: of those, the copies of the job's newest committed versions (its restore point), which are never evicted" },
 };
 
 /* Seconds: a fast DRAM snapshot to a slow shared-storage flush. */

@@ -102,6 +102,10 @@ enum {
 	CKPT_EUNAVAIL,  /* the tier is not available to this context: no ckptd
 	                   agent could be reached when it opened, or the agent's
 	                   address is TCP, where no DRAM segment can be handed over */
+	CKPT_EUNREACHABLE, /* restore: a committed version exists (the coordinator
+	                   or the index says so) but no copy of this rank's shard
+	                   could be reached; the log names where the copies were.
+	                   Never start from scratch on this error. */
 	CKPT_ELAST
 };
 
@@ -467,10 +471,15 @@ CKPT_API int ckpt_preempt_notice(ckpt_ctx *ctx, uint64_t deadline_ns);
  * whose shard is corrupt or missing is logged and skipped).
  * Every chunk's checksum is verified before it reaches the region.
  * [out] restored  the version restored; may be NULL.
- * Returns 0; -CKPT_ENOVERSION if there is none; -CKPT_ECORRUPT (the log
- * names version, rank, region and chunk); -CKPT_EMISMATCH if a registered
- * region is missing from the checkpoint or has another size. On error the
- * regions' contents are unspecified. */
+ * Returns 0; -CKPT_ENOVERSION if there is none (the only answer that means
+ * a new job); -CKPT_EUNREACHABLE if a committed version exists (the
+ * coordinator lists it, or this root's index knows it) but no copy of this
+ * rank's shard could be reached, or if the agent cannot ask the coordinator
+ * and this root holds nothing (the log names where the copies are; never
+ * start from scratch on it); -CKPT_ECORRUPT (the log names version, rank,
+ * region and chunk); -CKPT_EMISMATCH if a registered region is missing from
+ * the checkpoint or has another size. On error the regions' contents are
+ * unspecified. */
 CKPT_API int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *restored);
 
 /* ---------------------------------------------------------------- listing */
