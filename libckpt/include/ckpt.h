@@ -29,7 +29,10 @@
  *    could save. The log names each handler left out. Handlers the program
  *    installs itself, or that libraries loaded before libckpt installed, are
  *    chained as before; the handlers left out come back when the last
- *    context armed with the signal closes.
+ *    context armed with the signal closes. When libckpt loads libfabric
+ *    itself (on the first use of the PEER_MEM tier), every signal
+ *    disposition that load changed is put back at once, whether or not a
+ *    context is armed.
  *  - Memory: the staging pool is allocated, pre-faulted and (where the memlock
  *    limit allows) locked when the context opens, and reused for every save.
  *    Its size bounds the memory libckpt uses for snapshots; it never grows.
