@@ -223,8 +223,12 @@ int main(void)
 	char *root = t_tmpdir("elastic");
 	uint64_t seed = getenv("CKPT_TEST_SEED") ? strtoull(getenv("CKPT_TEST_SEED"), NULL, 0) : 20261201;
 	printf("elastic: seed %llu\n", (unsigned long long)seed);
+	/* CKPT_TEST_N: only the versions saved by that many ranks. */
+	uint32_t only = getenv("CKPT_TEST_N") ? (uint32_t)atoi(getenv("CKPT_TEST_N")) : 0;
 	for (uint32_t n = 1; n <= 5; n++) {
 		char job[32];
+		if (only && n != only)
+			continue;
 		snprintf(job, sizeof(job), "j%u", n);
 		run_ranks(root, job, n, seed + n, 0, n);
 		for (uint32_t m = 1; m <= 5; m++) {

@@ -240,17 +240,19 @@ static int build_tensor(ckpt_gview *v, ckpt_gtensor *t, const gentry *e, uint32_
 	uint32_t *ids = malloc((size_t)k * sizeof(*ids));
 	if (!ids)
 		return -ENOMEM;
+	uint32_t nids = 0;
 	for (uint32_t i = 0; i < k; i++) {
-		ids[i] = i;
 		uint64_t pe = 1;
 		for (uint8_t d = 0; d < t->ndim; d++)
 			pe *= out[i].ext[d];
+		if (pe) /* an empty piece overlaps nothing (and its end would sort before its start) */
+			ids[nids++] = i;
 		sum += pe; /* pe <= elems: clamped below, so no overflow */
 		if (sum > elems)
 			sum = elems + 1; /* an overlap: the sweep says where */
 	}
 	sweep_ctx sc = { out, t->ndim, 0, 0 };
-	int r = sweep(&sc, ids, k, 0);
+	int r = sweep(&sc, ids, nids, 0);
 	free(ids);
 	if (r < 0)
 		return r;

@@ -174,8 +174,13 @@ int ckpt__gread_box(const ckpt_gview *v, const ckpt_gtensor *t, const uint64_t *
 			return err;
 	}
 	if (have != want) { /* pieces are disjoint (the view checked), so this counts */
-		say(why, cap, "region '%s': %llu of the %llu elements asked for are in no saved shard", t->name,
-		    (unsigned long long)(want - have), (unsigned long long)want);
+		char b[256];
+		size_t k = 0;
+		for (uint8_t d = 0; d < nd && k < sizeof(b); d++)
+			k += (size_t)snprintf(b + k, sizeof(b) - k, "%s%llu..%llu", d ? "," : "", (unsigned long long)lo[d],
+			                      (unsigned long long)(lo[d] + cnt[d]));
+		say(why, cap, "region '%s': %llu of the %llu elements of [%s] are in no saved shard", t->name,
+		    (unsigned long long)(want - have), (unsigned long long)want, b);
 		return -CKPT_EMISMATCH;
 	}
 	return 0;

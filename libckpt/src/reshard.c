@@ -325,7 +325,7 @@ static int restore_region(rsrc *rs, const ckpt_gview *v, const ckpt_region *r)
 		err = ckpt__gread_range(v, t, 0, r->bytes, ctx->cfg.rank, &src, put_region, &p, why, sizeof(why));
 	}
 	if (err < 0)
-		LOG_E(&ctx->log, rs->version, "restore: region '%s': %s", r->name, why[0] ? why : ckpt_strerror(err));
+		LOG_E(&ctx->log, rs->version, "restore: %s", why[0] ? why : ckpt_strerror(err));
 	return err;
 }
 
