@@ -484,6 +484,11 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "PID does not match the socket's peer credentials");
 	if (rs->registered && (rs->rank != m->rank || rs->world_size != m->world_size))
 		return ckptd_session_send_error(s, CKPTD_ERR_STATE, "this session is registered as another rank");
+	char canon[CKPTD_PATH_MAX + 1], why[300];
+	if (m->root[0] && ckptd__agent_root_trust(a, s, m->root, canon, sizeof(canon), why, sizeof(why)) < 0) {
+		CKPTD_WARN(a->log, ckptd_session_peer(s), m->job, "rank %u refused: %s", m->rank, why);
+		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, why);
+	}
 	rs->registered = 1;
 	snprintf(rs->job, sizeof(rs->job), "%s", m->job);
 	/* DRAM segments only pass over the Unix socket: only ranks there need the job's pool. */
@@ -493,7 +498,7 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 	rs->world_size = m->world_size;
 	rs->lineage = m->lineage;
 	if (m->root[0]) {
-		int r = ckptd_aidx_root_add(a->idx, m->job, m->root);
+		int r = ckptd_aidx_root_add(a->idx, m->job, canon);
 		if (r < 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "agent index write failed");
 	}
@@ -800,6 +805,8 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 		return -ENOMEM;
 	a->srv = srv;
 	a->cfg = cfg;
+	if ((r = ckptd__agent_roots_check_config(cfg, err, errcap)) < 0)
+		goto fail;
 	a->cluster = cluster;
 	a->log = log;
 	a->local = local;

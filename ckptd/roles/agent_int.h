@@ -142,6 +142,15 @@ void ckptd__agent_delete(ckptd_agent *a, const ckptd_delete_version *d);
 /* At start: finishes the deletions a previous run left marked. */
 void ckptd__agent_finish_deletes(ckptd_agent *a);
 
+/* agent_roots.c: whether the rank on s may have root recorded (canonical
+ * path into canon) and acted on; -EACCES and others with a reason in why. */
+int ckptd__agent_root_trust(const ckptd_agent *a, const ckptd_session *s, const char *root, char *canon,
+                            size_t cap, char *why, size_t whycap);
+/* At deletion: a recorded root still resolves to itself and is allowed. */
+int ckptd__agent_root_still_ok(const ckptd_agent *a, const char *root, char *why, size_t whycap);
+/* --rank-roots: every item an absolute path. */
+int ckptd__agent_roots_check_config(const ckptd_config *cfg, char *err, size_t errcap);
+
 /* agent_shared.c: the SHARED tier, flushed to --shared-dir (see there) */
 typedef struct ckptd_shared ckptd_shared;
 /* Starts the flush thread when --shared-dir is set, and queues what the

@@ -541,6 +541,10 @@ static int bind_listen(const char *addr, int *port, char *err, size_t errcap)
 	return fd;
 }
 
+#define METRICS_CONNS 64        /* all scrapers together */
+#define METRICS_CONNS_PER_IP 4   /* one scraper (Prometheus uses one) */
+#define METRICS_IDLE_S 5         /* a connection silent this long is closed */
+
 int ckptd_metrics_serve(ckptd_metrics *m, const char *addr, char *err, size_t errcap)
 {
 	if (m->httpd) {
@@ -551,10 +555,13 @@ int ckptd_metrics_serve(ckptd_metrics *m, const char *addr, char *err, size_t er
 	int fd = bind_listen(addr, &port, err, errcap);
 	if (fd < 0)
 		return fd;
-	/* Scrapes are small and rare: a few connections, short timeouts. */
+	/* Scrapes are small and rare: a few connections per scraper, a short
+	 * idle timeout. The per-address limit is what keeps one peer's slow,
+	 * half-sent requests from taking every connection a scraper needs. */
 	m->httpd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, on_request, m,
-	                            MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,
-	                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+	                            MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_CONNS,
+	                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)METRICS_CONNS_PER_IP,
+	                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_IDLE_S, MHD_OPTION_END);
 	if (!m->httpd) {
 		close(fd);
 		errf(err, errcap, "--metrics-listen %s: the HTTP server (libmicrohttpd) did not start", addr);
