@@ -35,6 +35,25 @@ static int restore_sink(void *arg, uint32_t ri, uint64_t off, const void *data, 
 	return 0;
 }
 
+/* Where region ri's bytes [off, off+len) go in host memory, for a copy
+ * fused with the checksum; NULL when they take the sink (device memory) or
+ * are not wanted. *bad: the range lies outside the region. */
+static uint8_t *restore_place(struct restore_arg *a, uint32_t ri, uint64_t off, size_t len, int *bad)
+{
+	int32_t ci = a->map[ri];
+	*bad = 0;
+	if (ci < 0)
+		return NULL;
+	const ckpt_region *r = &a->ctx->regions[ci];
+	if (off > r->bytes || len > r->bytes - off) {
+		*bad = 1;
+		return NULL;
+	}
+	if (r->device == CKPT_DEVICE_CUDA)
+		return NULL;
+	return (uint8_t *)r->ptr + off;
+}
+
 static int restore_file(ckpt_ctx *ctx, uint64_t version, const char *path, const uint64_t *sum, uint64_t lineage);
 
 /* listed: the coordinator lists the version as committed. A version whose
@@ -207,12 +226,20 @@ static int check_chunk(ckpt_ctx *ctx, uint64_t version, const char *from, const 
 			return -CKPT_ECORRUPT;
 		data = *plain;
 	}
-	if (ckpt_kern_checksum(data, c->raw_len) != c->checksum) {
+	/* A host region takes the bytes in the same pass that checks them; a
+	 * mismatch then leaves them there, which a failed restore may (the
+	 * regions' contents are unspecified on error). */
+	int bad;
+	uint8_t *dst = restore_place(a, c->region, k * f->chunk_bytes, c->raw_len, &bad);
+	if (bad)
+		return -CKPT_ECORRUPT;
+	uint64_t got = dst ? ckpt_kern_checksum_copy(dst, data, c->raw_len) : ckpt_kern_checksum(data, c->raw_len);
+	if (got != c->checksum) {
 		LOG_W(&ctx->log, version, "restore: %s: region '%s' chunk %llu: checksum mismatch", from, r->name,
 		      (unsigned long long)k);
 		return -CKPT_ECORRUPT;
 	}
-	return restore_sink(a, c->region, k * f->chunk_bytes, data, c->raw_len);
+	return dst ? 0 : restore_sink(a, c->region, k * f->chunk_bytes, data, c->raw_len);
 }
 
 /* Chunk ci of a DRAM image. */
