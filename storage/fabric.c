@@ -2,6 +2,7 @@
  * includes <rdma/...>: what a provider asks of us (mr_mode bits, keys,
  * progress) is honoured here, as fi_getinfo(3) and fi_mr(3) describe. */
 #include "fabric.h"
+#include "fabric_lib.h"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -92,6 +93,14 @@ static int fab_errno(long fi_rc)
 	return -(int)(e > 0 && e < FI_ERRNO_OFFSET ? e : EIO);
 }
 
+/* Every fabric object comes from the loaded library, so it is there by the
+ * time any error about one is described. */
+static const char *fab_strerror(int e)
+{
+	const ckpt_fab_lib *l = ckpt__fab_lib(NULL, 0);
+	return l ? l->strerror(e) : "libfabric not loaded";
+}
+
 static int fab_fail(char *err, size_t cap, int rc, const char *fmt, ...)
 {
 	if (err && cap) {
@@ -107,7 +116,7 @@ static int fab_fail(char *err, size_t cap, int rc, const char *fmt, ...)
 static int fab_fi_fail(char *err, size_t cap, long fi_rc, const char *what)
 {
 	return fab_fail(err, cap, fab_errno(fi_rc), "%s: %s (%ld)", what,
-	                fi_strerror((int)(fi_rc < 0 ? -fi_rc : fi_rc)), fi_rc);
+	                fab_strerror((int)(fi_rc < 0 ? -fi_rc : fi_rc)), fi_rc);
 }
 
 static int64_t fab_now_ms(void)
@@ -133,9 +142,9 @@ static uint64_t fab_mr_mode(const struct fi_info *i)
 	return m;
 }
 
-static struct fi_info *fab_hints(const char *provider, int dc)
+static struct fi_info *fab_hints(const ckpt_fab_lib *l, const char *provider, int dc)
 {
-	struct fi_info *h = fi_allocinfo();
+	struct fi_info *h = l->dupinfo(NULL); /* fi_allocinfo() */
 	if (!h)
 		return NULL;
 	h->caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
@@ -146,7 +155,7 @@ static struct fi_info *fab_hints(const char *provider, int dc)
 	if (dc)
 		h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
 	if (provider && !(h->fabric_attr->prov_name = strdup(provider))) {
-		fi_freeinfo(h);
+		l->freeinfo(h);
 		return NULL;
 	}
 	return h;
@@ -154,15 +163,16 @@ static struct fi_info *fab_hints(const char *provider, int dc)
 
 /* Providers matching our needs, asking first for writes that complete only
  * once delivered to the peer's memory, then without. *dc says which. */
-static int fab_getinfo(const char *provider, const char *host, struct fi_info **list, int *dc)
+static int fab_getinfo(const ckpt_fab_lib *l, const char *provider, const char *host, struct fi_info **list,
+                       int *dc)
 {
 	int rc = -FI_ENODATA;
 	for (*dc = 1; *dc >= 0; (*dc)--) {
-		struct fi_info *h = fab_hints(provider, *dc);
+		struct fi_info *h = fab_hints(l, provider, *dc);
 		if (!h)
 			return -FI_ENOMEM;
-		rc = fi_getinfo(FAB_API, host, NULL, host ? FI_SOURCE : 0, h, list);
-		fi_freeinfo(h);
+		rc = l->getinfo(FAB_API, host, NULL, host ? FI_SOURCE : 0, h, list);
+		l->freeinfo(h);
 		if (rc != -FI_ENODATA)
 			return rc;
 	}
@@ -202,7 +212,7 @@ static int fab_open_ep(ckpt_fab *f, char *err, size_t cap)
 {
 	struct fi_av_attr aa = { .type = f->info->domain_attr->av_type, .count = 64 };
 	int rc;
-	if ((rc = fi_fabric(f->info->fabric_attr, &f->fabric, NULL)))
+	if ((rc = ckpt__fab_lib(NULL, 0)->fabric(f->info->fabric_attr, &f->fabric, NULL)))
 		return fab_fi_fail(err, cap, rc, "fi_fabric");
 	if ((rc = fi_domain(f->fabric, f->info, &f->domain, NULL)))
 		return fab_fi_fail(err, cap, rc, "fi_domain");
@@ -275,7 +285,8 @@ static void fab_free(ckpt_fab *f)
 		fi_close(&f->domain->fid);
 	if (f->fabric)
 		fi_close(&f->fabric->fid);
-	fi_freeinfo(f->info);
+	if (f->info)
+		ckpt__fab_lib(NULL, 0)->freeinfo(f->info);
 	pthread_mutex_destroy(&f->lock);
 	free(f->peers);
 	free(f);
@@ -296,7 +307,7 @@ static int fab_open_one(const struct fi_info *i, int passive, int dc, ckpt_fab *
 		f->free_slots = &f->slots[s];
 	}
 	int rc = -ENOMEM;
-	if (!(f->info = fi_dupinfo(i)))
+	if (!(f->info = ckpt__fab_lib(NULL, 0)->dupinfo(i)))
 		goto fail;
 	f->mr_mode = fab_mr_mode(f->info);
 	if ((rc = fab_check_mr_mode(f, err, cap)) || (rc = fab_open_ep(f, err, cap)))
@@ -325,19 +336,23 @@ int ckpt_fab_open(const char *provider, const char *host, int passive, ckpt_fab 
 		provider = getenv("CKPT_FABRIC_PROVIDER");
 	if (provider && !*provider)
 		provider = NULL;
+	char why[256] = "";
+	const ckpt_fab_lib *l = ckpt__fab_lib(why, sizeof(why));
+	if (!l)
+		return fab_fail(err, errcap, -ENODATA, "no libfabric: %s", why);
 	struct fi_info *list = NULL;
-	int dc, rc = fab_getinfo(provider, host, &list, &dc);
+	int dc, rc = fab_getinfo(l, provider, host, &list, &dc);
 	if (rc == -FI_ENODATA)
 		return fab_fail(err, errcap, -ENODATA, "no libfabric provider%s%s offers RMA on "
 		                "FI_EP_RDM at %s: %s", provider ? " " : "", provider ? provider : "",
-		                host ? host : "any address", fi_strerror(FI_ENODATA));
+		                host ? host : "any address", fab_strerror(FI_ENODATA));
 	if (rc)
 		return fab_fi_fail(err, errcap, rc, "fi_getinfo");
 	/* The first that opens: a provider can list a device it cannot use. */
 	rc = -ENODATA;
 	for (struct fi_info *i = list; i && rc; i = i->next)
 		rc = fab_open_one(i, passive, dc, out, err, errcap);
-	fi_freeinfo(list);
+	l->freeinfo(list);
 	return rc;
 }
 
@@ -488,7 +503,7 @@ static int fab_peer(ckpt_fab *f, const ckpt_fab_remote *r, fi_addr_t *fa, char *
 	int rc = fi_av_insert(f->av, r->addr, 1, &p->fa, 0, NULL);
 	if (rc != 1)
 		return fab_fail(err, cap, -EINVAL, "fi_av_insert: peer address not accepted: %s",
-		                fi_strerror(rc < 0 ? -rc : FI_EINVAL));
+		                fab_strerror(rc < 0 ? -rc : FI_EINVAL));
 	memcpy(p->addr, r->addr, r->addr_len);
 	p->len = r->addr_len;
 	f->npeers++;
@@ -553,7 +568,7 @@ static int fab_cq_error(struct fab_run *x, char *err, size_t cap)
 		return fab_fi_fail(err, cap, rc, "fi_cq_readerr");
 	const char *ptxt = fi_cq_strerror(x->f->cq, e.prov_errno, e.err_data, prov, sizeof(prov));
 	return fab_fail(err, cap, fab_errno(e.err), "%s: completion error: %s (provider: %s)",
-	                fab_what(x, what, sizeof(what)), fi_strerror(e.err),
+	                fab_what(x, what, sizeof(what)), fab_strerror(e.err),
 	                ptxt ? ptxt : "no detail");
 }
 
@@ -594,7 +609,7 @@ static int fab_run(struct fab_run *x, int timeout_ms, char *err, size_t cap)
 		if (rc && rc != -FI_EAGAIN)
 			return fab_fail(err, cap, fab_errno(rc), "%s: %s: %s", fab_what(x, what,
 			                sizeof(what)), x->op == CKPT_FAB_WRITE ? "fi_writemsg"
-			                : "fi_readmsg", fi_strerror((int)-rc));
+			                : "fi_readmsg", fab_strerror((int)-rc));
 		int64_t left = timeout_ms - (fab_now_ms() - last);
 		if (left <= 0)
 			return fab_fail(err, cap, -ETIMEDOUT, "%s: no progress for %d ms (%u operations "

@@ -70,8 +70,15 @@ static int restore(cpu_rank *s, ckpt_ctx *ctx, uint64_t version, int rank, int *
 {
 	int err = ckpt_restore(ctx, version, 0, got);
 	*restored = 0;
+	/* Only "no version" starts a fresh model: -CKPT_EUNREACHABLE (a
+	 * committed version out of reach) and every other error stop the rank. */
 	if (err == -CKPT_ENOVERSION && version == CKPT_LATEST)
 		return 0;
+	if (err == -CKPT_EUNREACHABLE) {
+		fprintf(stderr, "trainer: rank %d: a committed checkpoint exists but none of its copies is reachable "
+		        "from here; not starting from scratch (the log names where the copies are)\n", rank);
+		return err;
+	}
 	if (err < 0) {
 		fprintf(stderr, "trainer: rank %d: restore: %s\n", rank, ckpt_strerror(err));
 		return err;

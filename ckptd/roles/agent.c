@@ -285,6 +285,7 @@ static void on_notice(ckptd_agent *a, const ckptd_commit_notice *n)
 	ckptd_pool *pool = ckptd_jpools_get(a->pools, n->job, NULL);
 	if (pool)
 		ckptd_pool_version_set(pool, n->job, n->version, CKPTD_VER_COMMITTED);
+	ckptd__peer_committed(a, n->job, n->version, n->tier); /* the peer pool's restore points */
 	if (r == 0)
 		return; /* nothing new to this node: a re-announcement after a reconnect */
 	ckptd_msg m = { .type = CKPTD_MSG_COMMIT_NOTICE, .u.commit_notice = *n };
@@ -483,6 +484,11 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "PID does not match the socket's peer credentials");
 	if (rs->registered && (rs->rank != m->rank || rs->world_size != m->world_size))
 		return ckptd_session_send_error(s, CKPTD_ERR_STATE, "this session is registered as another rank");
+	char canon[CKPTD_PATH_MAX + 1], why[300];
+	if (m->root[0] && ckptd__agent_root_trust(a, s, m->root, canon, sizeof(canon), why, sizeof(why)) < 0) {
+		CKPTD_WARN(a->log, ckptd_session_peer(s), m->job, "rank %u refused: %s", m->rank, why);
+		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, why);
+	}
 	rs->registered = 1;
 	snprintf(rs->job, sizeof(rs->job), "%s", m->job);
 	/* DRAM segments only pass over the Unix socket: only ranks there need the job's pool. */
@@ -492,7 +498,7 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 	rs->world_size = m->world_size;
 	rs->lineage = m->lineage;
 	if (m->root[0]) {
-		int r = ckptd_aidx_root_add(a->idx, m->job, m->root);
+		int r = ckptd_aidx_root_add(a->idx, m->job, canon);
 		if (r < 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "agent index write failed");
 	}
@@ -500,6 +506,10 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 	if (rs->pool_ref)
 		ckptd__prefetch_register(a, rs->job, rs->rank);
 	ckptd_msg ok = { .type = CKPTD_MSG_OK };
+	/* The rank's fabric endpoint binds to the host partners reach this
+	 * node at: the network the peer tier runs on (docs/operations.md). */
+	if (a->cfg->listen && strlen(a->cfg->listen) <= CKPTD_ADDR_MAX)
+		snprintf(ok.u.ok.address, sizeof(ok.u.ok.address), "%s", a->cfg->listen);
 	int r = ckptd_session_send(s, &ok, -1);
 	/* A rank that joins (or comes back) saves at the steps the others do. */
 	for (size_t i = 0; r == 0 && i < a->nadvice; i++)
@@ -589,7 +599,7 @@ int ckptd__agent_release(ckptd_agent *a, ckptd_session *s, rank_sess *rs, uint64
 	return ckptd_session_send(s, &ok, -1);
 }
 
-/* SEG_WHERE: the coordinator knows where a shard's partner copies are. */
+/* SEG_WHERE and SEG_COPIES: the coordinator knows where a shard's copies are. */
 static int where(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_segment_request *m)
 {
 	if (a->local) {
@@ -680,7 +690,7 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	case CKPTD_MSG_SEGMENT_REQUEST:
 		if (m->u.segment_request.mode == CKPTD_SEG_LOCATE)
 			return ckptd__agent_locate(a, s, &m->u.segment_request);
-		if (m->u.segment_request.mode == CKPTD_SEG_WHERE)
+		if (m->u.segment_request.mode == CKPTD_SEG_WHERE || m->u.segment_request.mode == CKPTD_SEG_COPIES)
 			return where(a, s, rs, &m->u.segment_request);
 		/* A segment is a file descriptor: only a Unix socket carries one. */
 		if (ckptd_session_transport(s) != CKPTD_TRANSPORT_UNIX)
@@ -769,6 +779,7 @@ static void metrics_tick(ckptd_server *srv, void *arg)
 	ckptd__peer_stats(a, &bytes, &used);
 	ckptd_metrics_set(a->mx, CKPTD_M_PEER_POOL_BYTES, NULL, NULL, (double)bytes);
 	ckptd_metrics_set(a->mx, CKPTD_M_PEER_POOL_USED, NULL, NULL, (double)used);
+	ckptd__peer_gauges(a);
 }
 
 /* Requests that waited too long for their job's pool: disk only this time. */
@@ -798,6 +809,8 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 		return -ENOMEM;
 	a->srv = srv;
 	a->cfg = cfg;
+	if ((r = ckptd__agent_roots_check_config(cfg, err, errcap)) < 0)
+		goto fail;
 	a->cluster = cluster;
 	a->log = log;
 	a->local = local;

@@ -35,6 +35,12 @@ static int disk_del_cb(void *arg, const char *root)
 		           (unsigned long long)dd->version, root, strerror(errno));
 		return 0;
 	}
+	char why[300];
+	if (ckptd__agent_root_still_ok(dd->a, root, why, sizeof(why)) < 0) {
+		CKPTD_WARN(dd->a->log, NULL, dd->job, "version %llu: checkpoint root %s no longer trusted (%s); nothing "
+		           "deleted under it", (unsigned long long)dd->version, root, why);
+		return 0;
+	}
 	ckpt_index *ix = NULL;
 	int r = ckpt__index_open(root, &dd->a->lg, &ix);
 	if (r == 0) {

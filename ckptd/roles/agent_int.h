@@ -109,6 +109,12 @@ void ckptd__peer_session_gone(ckptd_agent *a, uint64_t serial);
 /* Drops the partner copies of (job, version); returns how many. */
 int ckptd__peer_delete(ckptd_agent *a, const char *job, uint64_t version);
 void ckptd__peer_stats(ckptd_agent *a, uint64_t *bytes, uint64_t *used);
+/* COMMIT_NOTICE: the copies of (job, version) here are committed at tier;
+ * the newest committed ones are the job's restore point, never evicted. */
+void ckptd__peer_committed(ckptd_agent *a, const char *job, uint64_t version, uint32_t tier);
+/* The per-job gauges of the peer pool (ckpt_peer_job_used_bytes,
+ * ckpt_peer_protected_bytes). */
+void ckptd__peer_gauges(ckptd_agent *a);
 /* The coordinator's placement for this node; SEG_PARTNERS answers it. */
 void ckptd__peer_partners(ckptd_agent *a, const ckptd_partners *p);
 int ckptd__peer_send_partners(ckptd_agent *a, ckptd_session *s);
@@ -135,6 +141,15 @@ void ckptd__prefetch_pool_ready(ckptd_agent *a);
 void ckptd__agent_delete(ckptd_agent *a, const ckptd_delete_version *d);
 /* At start: finishes the deletions a previous run left marked. */
 void ckptd__agent_finish_deletes(ckptd_agent *a);
+
+/* agent_roots.c: whether the rank on s may have root recorded (canonical
+ * path into canon) and acted on; -EACCES and others with a reason in why. */
+int ckptd__agent_root_trust(const ckptd_agent *a, const ckptd_session *s, const char *root, char *canon,
+                            size_t cap, char *why, size_t whycap);
+/* At deletion: a recorded root still resolves to itself and is allowed. */
+int ckptd__agent_root_still_ok(const ckptd_agent *a, const char *root, char *why, size_t whycap);
+/* --rank-roots: every item an absolute path. */
+int ckptd__agent_roots_check_config(const ckptd_config *cfg, char *err, size_t errcap);
 
 /* agent_shared.c: the SHARED tier, flushed to --shared-dir (see there) */
 typedef struct ckptd_shared ckptd_shared;

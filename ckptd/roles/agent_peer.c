@@ -13,8 +13,17 @@
  *   rank ── SEGMENT_REQUEST(PEER_READ) ─> the slot pinned, PEER_GRANT; the
  *                          rank fi_reads it, then SEGMENT_RELEASE
  *
- * Room is made by evicting the oldest stored, unpinned image, then leases
- * past their deadline; a fresh inventory tells the coordinator. Slot ids
+ * Room is made as the node-DRAM pool does it (ckptd/mem/pool.c): a job's
+ * restore point here (the copies of its newest version committed at
+ * PEER_MEM, and of its newest committed at any tier when that is newer) is
+ * never evicted, so that a node's loss cannot be followed by the loss of
+ * the copies that restore it. The leasing job's own other copies go first,
+ * oldest first; another job's only while it holds more than its share of
+ * the pool (the pool over the jobs in it), so that one job's saves cannot
+ * push another's copies out; then leases past their deadline. A lease that
+ * finds no room is refused with the reason in the log and in
+ * ckpt_peer_refused_total; a fresh inventory tells the coordinator of
+ * what was evicted. Slot ids
  * carry PEER_SLOT_BIT so that a release is never taken for a DRAM segment.
  * Everything here runs in the event loop but the verification thread,
  * which reads a slot the loop does not touch while it is VERIFYING. */
@@ -45,6 +54,8 @@ typedef struct pslot {
 	uint64_t deadline_ns; /* WRITING: reclaimable after */
 	uint64_t stored_ns;
 	uint32_t pins;
+	int keep;             /* scratch of mark_keep(): part of its job's restore point */
+	int gone;             /* scratch of slot_new(): planned for eviction */
 } pslot;
 
 typedef struct ppin {
@@ -57,6 +68,15 @@ typedef struct pcheck {
 	uint64_t start_ns;
 	ckptd_vtask *t;
 } pcheck;
+
+/* A job's newest versions announced COMMITTED (at PEER_MEM, at any tier):
+ * its restore point, wherever this pool holds copies of them. */
+typedef struct pjob {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t peer_v, any_v;
+	int has_peer, has_any;  /* announced at all */
+} pjob;
+#define PJOBS_MAX 256 /* beyond: the entries of jobs with no copy here go */
 
 struct ckptd_peerpool {
 	ckpt_fab *fab;
@@ -71,6 +91,8 @@ struct ckptd_peerpool {
 	pcheck **checks; /* verifications in flight */
 	size_t nchecks, capchecks;
 	uint64_t next_id;
+	pjob *jobs;
+	size_t njobs;
 };
 
 /* ---------------------------------------------------------------- slots */
@@ -110,34 +132,101 @@ static void slot_free(ckptd_agent *a, pslot *s, const char *why)
 	pp->n--;
 }
 
-/* The oldest stored, unpinned image, else a lease past its deadline. Never
- * a copy of the version being leased (job, version): another rank's shard
- * of it is as new as this one, and evicting it would keep the version from
- * ever being whole in partner DRAM; the writer goes to its next partner. */
-static pslot *victim(ckptd_peerpool *pp, uint64_t now, const char *job, uint64_t version)
+static pjob *pjob_find(ckptd_peerpool *pp, const char *job)
 {
-	pslot *best = NULL;
-	for (size_t i = 0; i < pp->n; i++) {
-		pslot *s = &pp->slots[i];
-		if (s->version == version && !strcmp(s->job, job))
-			continue;
-		if (s->state == SLOT_STORED && !s->pins && (!best || s->stored_ns < best->stored_ns))
-			best = s;
-	}
-	if (best)
-		return best;
-	for (size_t i = 0; i < pp->n; i++)
-		if (pp->slots[i].state == SLOT_WRITING && pp->slots[i].deadline_ns < now)
-			return &pp->slots[i];
+	for (size_t i = 0; i < pp->njobs; i++)
+		if (!strcmp(pp->jobs[i].job, job))
+			return &pp->jobs[i];
 	return NULL;
 }
 
-/* First fit; -ENOSPC when no gap is wide enough. [out] idx: where the new
- * slot goes in the sorted array. */
+/* Marks the stored slots that make up their job's restore point (keep):
+ * copies of its newest version committed at PEER_MEM, and of its newest
+ * committed at any tier. */
+static void mark_keep(ckptd_peerpool *pp)
+{
+	for (size_t i = 0; i < pp->n; i++) {
+		pslot *s = &pp->slots[i];
+		const pjob *j = pjob_find(pp, s->job);
+		s->keep = j && s->state == SLOT_STORED &&
+		          ((j->has_peer && s->version == j->peer_v) || (j->has_any && s->version == j->any_v));
+	}
+}
+
+/* Bytes of job's slots, and how many jobs hold slots (job counted too). */
+static uint64_t job_used(const ckptd_peerpool *pp, const char *job, uint32_t *njobs)
+{
+	uint64_t used = 0;
+	uint32_t n = 0;
+	int mine = 0;
+	for (size_t i = 0; i < pp->n; i++) {
+		const pslot *s = &pp->slots[i];
+		size_t k = 0;
+		while (k < i && strcmp(pp->slots[k].job, s->job))
+			k++;
+		n += k == i; /* first slot of its job */
+		if (!s->gone && !strcmp(s->job, job)) {
+			used += s->len;
+			mine = 1;
+		}
+	}
+	if (njobs)
+		*njobs = n + !mine;
+	return used;
+}
+
+/* What may go to make room for a lease of job's version: never a slot of
+ * a restore point, pinned or being checked, and never a copy of the
+ * version being leased (another rank's shard of it is as new as this one,
+ * and evicting it would keep the version from ever being whole in partner
+ * DRAM; the writer goes to its next partner). The job's own stored copies
+ * first, oldest first; then the oldest of another job while that job holds
+ * more than its share (the pool over the jobs in it: nobody is pushed
+ * below it by others); then a lease past its deadline. *why: the reason
+ * when there is none. */
+static pslot *victim(ckptd_peerpool *pp, uint64_t now, const char *job, uint64_t version, const char **why)
+{
+	pslot *own = NULL, *other = NULL;
+	uint32_t njobs = 1;
+	int kept = 0, shared_out = 0;
+	mark_keep(pp);
+	(void)job_used(pp, job, &njobs);
+	uint64_t share = pp->size / (njobs ? njobs : 1);
+	for (size_t i = 0; i < pp->n; i++) {
+		pslot *s = &pp->slots[i];
+		if (s->gone || s->state != SLOT_STORED || s->pins || (s->version == version && !strcmp(s->job, job)))
+			continue;
+		if (s->keep) {
+			kept = 1;
+			continue;
+		}
+		if (!strcmp(s->job, job)) {
+			if (!own || s->stored_ns < own->stored_ns)
+				own = s;
+		} else if (job_used(pp, s->job, NULL) <= share) {
+			shared_out = 1; /* theirs within their share */
+		} else if (!other || s->stored_ns < other->stored_ns) {
+			other = s;
+		}
+	}
+	if (own || other)
+		return own ? own : other;
+	for (size_t i = 0; i < pp->n; i++)
+		if (!pp->slots[i].gone && pp->slots[i].state == SLOT_WRITING && pp->slots[i].deadline_ns < now)
+			return &pp->slots[i];
+	*why = shared_out ? "share" : kept ? "restore_points" : "no_space";
+	return NULL;
+}
+
+/* First fit, as if the slots planned for eviction (gone) were free;
+ * -ENOSPC when no gap is wide enough. [out] idx: where the new slot goes in
+ * the sorted array (meaningful once no slot is gone). */
 static int find_gap(ckptd_peerpool *pp, uint64_t len, uint64_t *off, size_t *idx)
 {
 	uint64_t at = 0;
 	for (size_t i = 0; i <= pp->n; i++) {
+		if (i < pp->n && pp->slots[i].gone)
+			continue;
 		uint64_t end = i < pp->n ? pp->slots[i].off : pp->size;
 		if (end - at >= len) {
 			*off = at;
@@ -150,20 +239,43 @@ static int find_gap(ckptd_peerpool *pp, uint64_t len, uint64_t *off, size_t *idx
 	return -ENOSPC;
 }
 
-static pslot *slot_new(ckptd_agent *a, const char *job, uint64_t version, uint64_t bytes)
+/* A slot of bytes for job's version, evicting as victim() allows; NULL
+ * with *why (a ckpt_peer_refused_total reason) when there is no room. */
+static pslot *slot_new(ckptd_agent *a, const char *job, uint64_t version, uint64_t bytes, const char **why)
 {
 	ckptd_peerpool *pp = a->peer;
 	uint64_t len = (bytes + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN, off;
 	size_t idx;
+	*why = "no_space";
 	if (len > pp->size || len < bytes)
 		return NULL;
+	/* Planned first, evicted after: a lease that cannot be granted evicts
+	 * nothing (freed slots need not be adjacent). */
+	for (size_t i = 0; i < pp->n; i++)
+		pp->slots[i].gone = 0;
+	int evict = 0;
 	while (find_gap(pp, len, &off, &idx) < 0) {
-		pslot *v = victim(pp, ckptd__now_ns(), job, version);
-		if (!v)
+		pslot *v = victim(pp, ckptd__now_ns(), job, version, why);
+		if (!v) {
+			for (size_t i = 0; i < pp->n; i++)
+				pp->slots[i].gone = 0;
 			return NULL;
-		ckptd_metrics_add(a->mx, CKPTD_M_PEER_EVICTED, v->job, NULL, 1);
-		slot_free(a, v, "evicted for a newer image");
+		}
+		v->gone = 1;
+		evict = 1;
 	}
+	if (evict) {
+		char what[160];
+		snprintf(what, sizeof(what), "evicted for version %llu of job %s", (unsigned long long)version, job);
+		for (size_t i = pp->n; i-- > 0;)
+			if (pp->slots[i].gone) {
+				ckptd_metrics_add(a->mx, CKPTD_M_PEER_EVICTED, pp->slots[i].job, NULL, 1);
+				slot_free(a, &pp->slots[i], what);
+			}
+		if (find_gap(pp, len, &off, &idx) < 0)
+			return NULL; /* never: the plan found this gap */
+	}
+	*why = NULL;
 	if (pp->n == pp->cap) {
 		size_t nc = pp->cap ? pp->cap * 2 : 32;
 		void *p = realloc(pp->slots, nc * sizeof(*pp->slots));
@@ -207,10 +319,17 @@ static int on_lease(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd
 		return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "that shard's partner copy is in use");
 	if (old)
 		slot_free(a, old, "written again");
-	pslot *sl = slot_new(a, m->job, m->version, m->bytes);
+	const char *why = NULL;
+	pslot *sl = slot_new(a, m->job, m->version, m->bytes, &why);
 	if (!sl) {
-		ckptd_metrics_add(a->mx, CKPTD_M_PEER_REFUSED, m->job, "no_space", 1);
-		return ckptd_session_send_error(s, CKPTD_ERR_NO_SPACE, "the peer pool has no room for that image");
+		const char *text = !strcmp(why, "restore_points")
+		                       ? "the peer pool holds only restore points (newest committed versions) it must keep"
+		                 : !strcmp(why, "share") ? "the other jobs' copies in the peer pool are within their shares of it"
+		                                         : "the peer pool has no room for that image";
+		CKPTD_WARN(a->log, NULL, m->job, "cannot keep a partner copy of version %llu rank %u (%llu bytes): %s",
+		            (unsigned long long)m->version, m->rank, (unsigned long long)m->bytes, text);
+		ckptd_metrics_add(a->mx, CKPTD_M_PEER_REFUSED, m->job, why, 1);
+		return ckptd_session_send_error(s, CKPTD_ERR_NO_SPACE, text);
 	}
 	sl->state = SLOT_WRITING;
 	snprintf(sl->job, sizeof(sl->job), "%s", m->job);
@@ -423,6 +542,62 @@ int ckptd__peer_delete(ckptd_agent *a, const char *job, uint64_t version)
 	return n;
 }
 
+void ckptd__peer_committed(ckptd_agent *a, const char *job, uint64_t version, uint32_t tier)
+{
+	ckptd_peerpool *pp = a->peer;
+	if (!pp)
+		return;
+	pjob *j = pjob_find(pp, job);
+	if (!j && pp->njobs == PJOBS_MAX) { /* full: forget the jobs with no copy here */
+		size_t k = 0;
+		for (size_t i = 0; i < pp->njobs; i++)
+			if (job_used(pp, pp->jobs[i].job, NULL))
+				pp->jobs[k++] = pp->jobs[i];
+		pp->njobs = k;
+	}
+	if (!j && pp->njobs < PJOBS_MAX) {
+		j = &pp->jobs[pp->njobs++];
+		memset(j, 0, sizeof(*j));
+		snprintf(j->job, sizeof(j->job), "%s", job);
+	}
+	if (!j)
+		return; /* 256 jobs with copies here: this one's are evicted as any */
+	if (tier == CKPT_TIER_PEER_MEM && (!j->has_peer || version > j->peer_v)) {
+		j->peer_v = version;
+		j->has_peer = 1;
+	}
+	if (!j->has_any || version > j->any_v) {
+		j->any_v = version;
+		j->has_any = 1;
+	}
+}
+
+void ckptd__peer_gauges(ckptd_agent *a)
+{
+	ckptd_peerpool *pp = a->peer;
+	ckptd_metrics_zero(a->mx, CKPTD_M_PEER_JOB_USED);
+	ckptd_metrics_zero(a->mx, CKPTD_M_PEER_PROTECTED);
+	if (!pp)
+		return;
+	mark_keep(pp);
+	for (size_t i = 0; i < pp->n; i++) {
+		const pslot *s = &pp->slots[i];
+		size_t k = 0;
+		while (k < i && strcmp(pp->slots[k].job, s->job))
+			k++;
+		if (k < i)
+			continue; /* its job was summed at its first slot */
+		uint64_t used = 0, kept = 0;
+		for (size_t j = i; j < pp->n; j++)
+			if (!strcmp(pp->slots[j].job, s->job)) {
+				used += pp->slots[j].len;
+				kept += pp->slots[j].keep ? pp->slots[j].len : 0;
+			}
+		ckptd_metrics_set(a->mx, CKPTD_M_PEER_JOB_USED, s->job, NULL, (double)used);
+		ckptd_metrics_set(a->mx, CKPTD_M_PEER_PROTECTED, s->job, NULL, (double)kept);
+	}
+}
+
 void ckptd__peer_stats(ckptd_agent *a, uint64_t *bytes, uint64_t *used)
 {
 	*bytes = a->peer ? a->peer->size : 0;
@@ -457,6 +632,10 @@ int ckptd__peer_open(ckptd_agent *a, char *err, size_t errcap)
 	listen_host(cfg->listen, host, sizeof(host));
 	int r;
 	pp->size = cfg->peer_pool_size / SLOT_ALIGN * SLOT_ALIGN;
+	if (!(pp->jobs = calloc(PJOBS_MAX, sizeof(*pp->jobs)))) {
+		free(pp);
+		return -ENOMEM;
+	}
 	pp->mem = mmap(NULL, pp->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (pp->mem == MAP_FAILED) {
 		r = -errno;
@@ -499,6 +678,7 @@ void ckptd__peer_close(ckptd_agent *a)
 	free(pp->slots);
 	free(pp->pins);
 	free(pp->checks);
+	free(pp->jobs);
 	free(pp);
 	a->peer = NULL;
 }

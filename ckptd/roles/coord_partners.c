@@ -55,9 +55,12 @@ done:
 	free(ent);
 }
 
+#define WHERE_MAX 64 /* a shard has a copy per tier per node: few */
+
 typedef struct where_acc {
 	ckptd_coordinator *c;
 	uint32_t rank;
+	int all;               /* SEG_COPIES: every tier, nodes down too */
 	ckptd_partners *out;
 } where_acc;
 
@@ -66,14 +69,24 @@ static int where_cb(void *arg, const ckptd_coord_copy_info *ci)
 	where_acc *w = arg;
 	if (ci->rank != w->rank)
 		return 1;
-	peer *p = ci->tier == CKPT_TIER_PEER_MEM && !ci->deleting ? ckptd__coord_peer_find(w->c, ci->node) : NULL;
-	if (!p || !p->up || w->out->count == CKPTD_MAX_LIST)
+	if (ci->deleting || w->out->count == WHERE_MAX || (!w->all && ci->tier != CKPT_TIER_PEER_MEM))
+		return 0;
+	peer *p = ckptd__coord_peer_find(w->c, ci->node);
+	if (!w->all && (!p || !p->up))
 		return 0;
 	ckptd_partner *e = &w->out->entries[w->out->count++];
 	memset(e, 0, sizeof(*e));
-	snprintf(e->node, sizeof(e->node), "%s", p->node);
-	snprintf(e->address, sizeof(e->address), "%s", p->address);
-	snprintf(e->domain, sizeof(e->domain), "%s", p->domain);
+	snprintf(e->node, sizeof(e->node), "%s", ci->node);
+	if (p && p->address[0]) {
+		snprintf(e->address, sizeof(e->address), "%s", p->address);
+		snprintf(e->domain, sizeof(e->domain), "%s", p->domain);
+	} else {
+		snprintf(e->address, sizeof(e->address), "unknown:0");
+	}
+	if (w->all) {
+		e->tier = ci->tier;
+		e->state = ckptd__coord_peer_state(p);
+	}
 	return 0;
 }
 
@@ -85,14 +98,12 @@ int ckptd_coordinator_where(ckptd_coordinator *c, const ckptd_segment_request *m
 	out->version = m->version;
 	out->rank = m->rank;
 	out->replicas = c->cfg->peer_replicas;
-	if (!(out->entries = calloc(64, sizeof(*out->entries))))
+	if (!(out->entries = calloc(WHERE_MAX, sizeof(*out->entries))))
 		return -ENOMEM;
-	where_acc w = { c, m->rank, out };
+	where_acc w = { c, m->rank, m->mode == CKPTD_SEG_COPIES, out };
 	int r = ckptd_coord_copies(c->db, m->job, m->version, m->rank, where_cb, &w);
 	if (r == -CKPT_ENOVERSION)
 		r = 0;
-	if (out->count > 64) /* never: each node holds one copy of a shard */
-		out->count = 64;
 	return r < 0 ? r : 0;
 }
 

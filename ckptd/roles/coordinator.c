@@ -65,6 +65,11 @@ peer *ckptd__coord_peer_find(ckptd_coordinator *c, const char *node)
 	return NULL;
 }
 
+uint32_t ckptd__coord_peer_state(const peer *p)
+{
+	return !p || !p->up ? CKPTD_AGENT_DOWN : CKPTD_AGENT_UP;
+}
+
 static peer *peer_get(ckptd_coordinator *c, const char *node)
 {
 	peer *p = ckptd__coord_peer_find(c, node);
@@ -490,7 +495,7 @@ int ckptd_coordinator_status(ckptd_coordinator *c, const char *job, ckptd_status
 		snprintf(e->address, sizeof(e->address), "%s", p->address[0] ? p->address : "unknown:0");
 		snprintf(e->domain, sizeof(e->domain), "%s", p->domain);
 		e->pool_bytes = p->pool_bytes;
-		e->state = p->up ? CKPTD_AGENT_UP : CKPTD_AGENT_DOWN;
+		e->state = ckptd__coord_peer_state(p);
 	}
 	out->jobs = (uint32_t)c->njobs;
 	/* Versions per tier, over the job asked about or every job known. */
@@ -721,9 +726,11 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		return ckptd_session_send(s, &ok, -1);
 	}
 	case CKPTD_MSG_SEGMENT_REQUEST: {
-		/* SEG_WHERE, passed on by a rank's agent. */
-		if (role != CKPTD_ROLE_AGENT || m->u.segment_request.mode != CKPTD_SEG_WHERE)
-			return ckptd_session_send_error(s, CKPTD_ERR_UNSUPPORTED, "the coordinator answers SEG_WHERE of agents only");
+		/* SEG_WHERE and SEG_COPIES, passed on by a rank's agent. */
+		if (role != CKPTD_ROLE_AGENT ||
+		    (m->u.segment_request.mode != CKPTD_SEG_WHERE && m->u.segment_request.mode != CKPTD_SEG_COPIES))
+			return ckptd_session_send_error(s, CKPTD_ERR_UNSUPPORTED,
+			                                "the coordinator answers SEG_WHERE and SEG_COPIES of agents only");
 		ckptd_msg rep = { .type = CKPTD_MSG_PARTNERS };
 		int r = ckptd_coordinator_where(c, &m->u.segment_request, &rep.u.partners);
 		r = r == 0 ? ckptd_session_send(s, &rep, -1)

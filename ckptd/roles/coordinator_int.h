@@ -60,6 +60,8 @@ struct ckptd_coordinator {
 /* coordinator.c */
 peer *ckptd__coord_peer_find(ckptd_coordinator *c, const char *node);
 void ckptd__coord_peer_send(ckptd_coordinator *c, peer *p, const ckptd_msg *m);
+/* CKPTD_AGENT_UP, _DOWN (also for NULL: never heard of) or _DEGRADED. */
+uint32_t ckptd__coord_peer_state(const peer *p);
 /* Commits the SHARD_DONEs queued this loop turn. */
 void ckptd__coord_flush_batch(ckptd_coordinator *c);
 

@@ -39,7 +39,9 @@ static const cfg_entry table[] = {
 	{ "coordinator", T_TCP_ADDR, F(coordinator), NULL, "CKPT_COORDINATOR", "coordinator host:port (for agents)" },
 	{ "token-file", T_PATH, F(token_file), NULL, "CKPT_TOKEN_FILE", "file holding the cluster secret, mode 0600 (unset: the CKPT_TOKEN variable)" },
 	{ "node", T_NAME, F(node), NULL, "CKPT_NODE", "this node's name (unset: the host name)" },
-	{ "max-conns", T_COUNT, F(max_conns), "1024", "CKPT_MAX_CONNS", "connections served at once; more are refused with BUSY" },
+	{ "max-conns", T_COUNT, F(max_conns), "1024", "CKPT_MAX_CONNS", "authenticated connections served at once; more are refused with BUSY" },
+	{ "max-handshakes", T_COUNT, F(max_handshakes), "64", "CKPT_MAX_HANDSHAKES", "connections still authenticating, counted apart from --max-conns; when full, the oldest handshake is dropped for a new one" },
+	{ "max-handshakes-per-peer", T_COUNT, F(max_handshakes_per_peer), "8", "CKPT_MAX_HANDSHAKES_PER_PEER", "connections still authenticating from one peer (TCP: one IP address; Unix socket: one uid); when full, that peer's oldest handshake is dropped" },
 	{ "idle-timeout", T_DURATION, F(idle_timeout_ms), "0", "CKPT_IDLE_TIMEOUT", "drop a session silent this long (0: never; ranks stay connected for a whole run)" },
 	{ "frame-timeout", T_DURATION, F(frame_timeout_ms), "10s", "CKPT_FRAME_TIMEOUT", "a frame must be complete this long after its first byte (slow clients are dropped)" },
 	{ "handshake-timeout", T_DURATION, F(handshake_timeout_ms), "5s", "CKPT_HANDSHAKE_TIMEOUT", "a connection must authenticate within this" },
@@ -67,6 +69,7 @@ static const cfg_entry table[] = {
 	{ "notice-file", T_PATH, F(notice_file), NULL, "CKPT_NOTICE_FILE", "agent: a trigger file; when it appears the node is noticed (content: empty, deadline=SECONDS, or an RFC 3339 time)" },
 	{ "notice-interval", T_DURATION, F(notice_interval_ms), "1s", "CKPT_NOTICE_INTERVAL", "agent: how often the notice sources are polled" },
 	{ "shared-dir", T_PATH, F(shared_dir), NULL, "CKPT_SHARED_DIR", "agent: a shared filesystem directory that committed versions are copied to in the background (the SHARED tier, which survives losing every node; ranks read it with the same CKPT_SHARED_DIR). Unset: no SHARED tier" },
+	{ "rank-roots", T_PATH, F(rank_roots), NULL, "CKPT_RANK_ROOTS", "agent: directories (':'-separated) that ranks' checkpoint roots must lie in; the agent deletes and reads files under a root a rank registers, so it takes one only inside these, and over the Unix socket only if owned by the rank's uid (unset: any root the rank's uid owns; over TCP none)" },
 	{ "shared-rate", T_SIZE0, F(shared_rate), "200M", "CKPT_SHARED_RATE", "agent: bytes per second the flush to --shared-dir may read and write together, so that it leaves training its bandwidth (K, M, G suffixes; 0: unthrottled)" },
 	{ "metrics-listen", T_TCP_ADDR, F(metrics_listen), NULL, "CKPT_METRICS_LISTEN", "host:port serving Prometheus metrics on GET /metrics; only this address is bound (unset: no endpoint)" },
 };

@@ -34,7 +34,9 @@ typedef struct ckptd_config {
 	char *coordinator;       /* "host:port", NULL: none */
 	char *token_file;        /* NULL: CKPT_TOKEN */
 	char *node;              /* this daemon's node name; NULL: host name */
-	uint32_t max_conns;      /* connections served at once */
+	uint32_t max_conns;      /* authenticated connections served at once */
+	uint32_t max_handshakes; /* connections not yet authenticated, all peers */
+	uint32_t max_handshakes_per_peer; /* ... from one IP address or uid */
 	uint64_t idle_timeout_ms;      /* 0: never */
 	uint64_t frame_timeout_ms;     /* a frame must complete within this */
 	uint64_t handshake_timeout_ms; /* the handshake must complete within this */
@@ -61,6 +63,7 @@ typedef struct ckptd_config {
 	char *notice_file;       /* agent: a trigger file */
 	uint64_t notice_interval_ms; /* agent: poll period */
 	char *shared_dir;        /* agent: the SHARED tier's directory (a shared filesystem); NULL: none */
+	char *rank_roots;        /* agent: ':'-separated directories ranks' roots must lie in; NULL: any the rank's uid owns */
 	uint64_t shared_rate;    /* agent: bytes/s the flush to shared_dir may move; 0: unthrottled */
 	uint8_t source[48];      /* per table entry: where its value came from */
 } ckptd_config;

@@ -90,7 +90,7 @@ static const family families[CKPTD_M__COUNT] = {
 	[CKPTD_M_PEER_EVICTED] = { "ckpt_peer_copies_evicted_total", M_COUNTER, { "ckpt_job" },
 	                           "agent: partner copies evicted to make room" },
 	[CKPTD_M_PEER_REFUSED] = { "ckpt_peer_refused_total", M_COUNTER, { "ckpt_job", "reason" },
-	                           "agent: partner leases refused (no_space) and images that failed their check (bad_image)" },
+	                           "agent: partner leases refused (no_space; restore_points: only restore points were left to evict; share: the other jobs' copies are within their shares of the pool) and images that failed their check (bad_image)" },
 	[CKPTD_M_PREEMPT_NOTICES] = { "ckpt_preempt_notices_total", M_COUNTER, { "source" },
 	                              "coordinator: preemption notices received (aws, gcp, azure, file, signal, cli)" },
 	[CKPTD_M_EMERGENCIES] = { "ckpt_emergency_checkpoints_total", M_COUNTER, { "ckpt_job", "result" },
@@ -107,6 +107,10 @@ static const family families[CKPTD_M__COUNT] = {
 	                             "agent: time to flush one shard to --shared-dir: copy, verify, rename, throttle waits included" },
 	[CKPTD_M_SHARED_BACKLOG] = { "ckpt_shared_backlog_versions", M_GAUGE, { "ckpt_job" },
 	                             "agent: committed versions waiting for (or in) their flush to --shared-dir" },
+	[CKPTD_M_PEER_JOB_USED] = { "ckpt_peer_job_used_bytes", M_GAUGE, { "ckpt_job" },
+	                            "agent: bytes of the peer pool a job's partner copies and leases hold" },
+	[CKPTD_M_PEER_PROTECTED] = { "ckpt_peer_protected_bytes", M_GAUGE, { "ckpt_job" },
+	                             "agent: of those, the copies of the job's newest committed versions (its restore point), which are never evicted" },
 };
 
 /* Seconds: a fast DRAM snapshot to a slow shared-storage flush. */
@@ -537,6 +541,10 @@ static int bind_listen(const char *addr, int *port, char *err, size_t errcap)
 	return fd;
 }
 
+#define METRICS_CONNS 64        /* all scrapers together */
+#define METRICS_CONNS_PER_IP 4   /* one scraper (Prometheus uses one) */
+#define METRICS_IDLE_S 5         /* a connection silent this long is closed */
+
 int ckptd_metrics_serve(ckptd_metrics *m, const char *addr, char *err, size_t errcap)
 {
 	if (m->httpd) {
@@ -547,10 +555,13 @@ int ckptd_metrics_serve(ckptd_metrics *m, const char *addr, char *err, size_t er
 	int fd = bind_listen(addr, &port, err, errcap);
 	if (fd < 0)
 		return fd;
-	/* Scrapes are small and rare: a few connections, short timeouts. */
+	/* Scrapes are small and rare: a few connections per scraper, a short
+	 * idle timeout. The per-address limit is what keeps one peer's slow,
+	 * half-sent requests from taking every connection a scraper needs. */
 	m->httpd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, on_request, m,
-	                            MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,
-	                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+	                            MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_CONNS,
+	                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)METRICS_CONNS_PER_IP,
+	                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_IDLE_S, MHD_OPTION_END);
 	if (!m->httpd) {
 		close(fd);
 		errf(err, errcap, "--metrics-listen %s: the HTTP server (libmicrohttpd) did not start", addr);

@@ -243,6 +243,15 @@ static int flush(ckptd_session *s)
 
 /* ---------------------------------------------------------------- handshake */
 
+/* Authenticated sessions, not counting except (the one authenticating now). */
+static uint32_t count_ready(const ckptd_server *srv, const ckptd_session *except)
+{
+	uint32_t n = 0;
+	for (const ckptd_session *s = srv->live; s; s = s->next)
+		n += s != except && s->state == S_READY;
+	return n;
+}
+
 static const char *role_name(uint32_t r)
 {
 	return r == CKPTD_ROLE_RANK ? "rank" : r == CKPTD_ROLE_AGENT ? "agent" : r == CKPTD_ROLE_CLI ? "cli" : "?";
@@ -311,6 +320,12 @@ static void on_auth(ckptd_session *s, const ckptd_msg *m)
 	if (ckptd_auth_server_verify(s->auth, m->u.auth.mac, mac) < 0) {
 		CKPTD_DEBUG(s->srv->log, s->peer, s->job, "proof of role %s does not verify", role_name(s->role));
 		drop(s, CKPTD_ERR_AUTH, "authentication failed");
+		return;
+	}
+	if (count_ready(s->srv, s) >= s->srv->cfg->max_conns) {
+		char why[96];
+		snprintf(why, sizeof(why), "refused: connection limit (%u) reached", s->srv->cfg->max_conns);
+		drop(s, CKPTD_ERR_BUSY, why);
 		return;
 	}
 	ckptd_msg ok = { .type = CKPTD_MSG_AUTH_OK };
@@ -553,6 +568,7 @@ static void peer_name(ckptd_session *s, const struct sockaddr_storage *ss)
 			s->uid = cr.uid;
 			s->gid = cr.gid;
 			snprintf(s->peer, sizeof(s->peer), "unix:pid=%d,uid=%u", (int)cr.pid, (unsigned)cr.uid);
+			snprintf(s->peer_key, sizeof(s->peer_key), "uid=%u", (unsigned)cr.uid);
 		} else {
 			snprintf(s->peer, sizeof(s->peer), "unix:?");
 		}
@@ -560,10 +576,44 @@ static void peer_name(ckptd_session *s, const struct sockaddr_storage *ss)
 	}
 	char h[INET6_ADDRSTRLEN + 1], p[8];
 	if (getnameinfo((const struct sockaddr *)ss, sizeof(*ss), h, sizeof(h), p, sizeof(p),
-	                NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+	                NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
 		snprintf(s->peer, sizeof(s->peer), ss->ss_family == AF_INET6 ? "tcp:[%s]:%s" : "tcp:%s:%s", h, p);
-	else
+		snprintf(s->peer_key, sizeof(s->peer_key), "%s", h);
+	} else
 		snprintf(s->peer, sizeof(s->peer), "tcp:?");
+}
+
+/* Handshake slots are bounded apart from --max-conns, per peer and in
+ * total. When they are full the oldest handshake gives way rather than the
+ * new one: idle connections then hold a slot for as long as it takes others
+ * to arrive, not until the handshake timeout, and a client that completes
+ * its handshake promptly always gets through. */
+static void make_handshake_room(ckptd_server *srv, const ckptd_session *n)
+{
+	ckptd_session *oldest = NULL, *oldest_peer = NULL;
+	uint32_t total = 0, same = 0;
+	for (ckptd_session *s = srv->live; s; s = s->next) {
+		if (s->state == S_READY || s->closing || s->fd < 0)
+			continue;
+		total++;
+		if (!oldest || s->hs_deadline < oldest->hs_deadline)
+			oldest = s;
+		if (!strcmp(s->peer_key, n->peer_key)) {
+			same++;
+			if (!oldest_peer || s->hs_deadline < oldest_peer->hs_deadline)
+				oldest_peer = s;
+		}
+	}
+	char why[128];
+	if (oldest_peer && same >= srv->cfg->max_handshakes_per_peer) {
+		snprintf(why, sizeof(why), "handshake limit per peer (%u) reached; the oldest gives way to a new connection",
+		         srv->cfg->max_handshakes_per_peer);
+		drop(oldest_peer, CKPTD_ERR_BUSY, why);
+	} else if (oldest && total >= srv->cfg->max_handshakes) {
+		snprintf(why, sizeof(why), "handshake limit (%u) reached; the oldest gives way to a new connection",
+		         srv->cfg->max_handshakes);
+		drop(oldest, CKPTD_ERR_BUSY, why);
+	}
 }
 
 static void on_accept(ckptd_server *srv, int lfd, int transport)
@@ -596,7 +646,7 @@ static void on_accept(ckptd_server *srv, int lfd, int transport)
 		uint64_t t = now_ns();
 		s->hs_deadline = t + ms_to_ns(srv->cfg->handshake_timeout_ms);
 		s->last_rx = t;
-		if (srv->nlive >= srv->cfg->max_conns) {
+		if (count_ready(srv, NULL) >= srv->cfg->max_conns) {
 			/* Said in one unsealed ERROR, best effort, then closed. */
 			uint8_t buf[256];
 			size_t len;
@@ -619,6 +669,7 @@ static void on_accept(ckptd_server *srv, int lfd, int transport)
 			session_free(s);
 			continue;
 		}
+		make_handshake_room(srv, s);
 		s->events = EPOLLIN;
 		s->next = srv->live;
 		if (srv->live)

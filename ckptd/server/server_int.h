@@ -53,6 +53,7 @@ struct ckptd_session {
 	int closing;    /* reads no more; closes once flushed or at close_deadline */
 	uint32_t events; /* what epoll watches now */
 	char peer[96];
+	char peer_key[64];  /* what the per-peer handshake limit counts: IP address or uid */
 	char job[CKPTD_JOB_MAX + 1];
 	uint32_t role;
 	int have_cred;

@@ -21,6 +21,9 @@ static const char *const own_errors[] = {
 		"device state changed before ckpt_fence, or corrupted between device and host",
 	[CKPT_EUNAVAIL - CKPT_ERRNO_OFFSET] =
 		"storage tier not available: no ckptd agent reachable, or DRAM segments need its Unix socket",
+	[CKPT_EUNREACHABLE - CKPT_ERRNO_OFFSET] =
+		"a committed checkpoint exists but none of its copies could be reached (see the log for where they are); "
+		"do not start from scratch",
 };
 /* Every code has its text: a new code without one fails to compile. */
 _Static_assert(sizeof(own_errors) / sizeof(own_errors[0]) == CKPT_ELAST - CKPT_ERRNO_OFFSET,

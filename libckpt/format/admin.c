@@ -1,51 +1,117 @@
 #include "admin.h"
 #include "format.h"
 #include "reader.h"
+#include "base/dirs.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+/* Removes from the version directory vfd the names the format defines;
+ * anything else (a stray directory, a file someone left) stays, is logged
+ * and counted in *stray: it is not ours to delete, and it must not keep the
+ * version's deletion from finishing. */
+static int remove_entries(int vfd, const char *vname, uint64_t version, ckpt_faults *fs, const ckpt_logger *lg,
+                          unsigned *stray)
+{
+	int dfd = dup(vfd);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		int err = -errno;
+		if (dfd >= 0)
+			close(dfd);
+		return err;
+	}
+	struct dirent *e;
+	int n = 0, err = 0;
+	while (err == 0 && (e = readdir(d))) {
+		const char *nm = e->d_name;
+		if (!strcmp(nm, ".") || !strcmp(nm, ".."))
+			continue;
+		if (ckpt__version_entry_kind(nm) == CKPT_VNAME_OTHER) {
+			LOG_W(lg, version, "delete: %s/%s left in place: not a name the checkpoint format defines", vname, nm);
+			(*stray)++;
+			continue;
+		}
+		/* unlinkat never follows: a symlink goes, not what it names. */
+		if (unlinkat(vfd, nm, 0) < 0) {
+			if (errno == ENOENT)
+				continue;
+			if (errno == EISDIR || errno == EPERM) {
+				LOG_W(lg, version, "delete: %s/%s left in place: a directory, not a shard file", vname, nm);
+				(*stray)++;
+				continue;
+			}
+			err = -errno;
+			LOG_E(lg, version, "delete: cannot remove %s/%s: %s", vname, nm, ckpt_strerror(err));
+			break;
+		}
+		if (++n == 1)
+			err = ckpt__fault(fs, "gc.mid_delete");
+	}
+	closedir(d);
+	return err;
+}
+
+/* Deletes the version's files, walking below root without following a
+ * symlink. A jobs/, job or version directory that is not a real directory
+ * (a symlink put there) is not walked; a symlink at the version's own name
+ * is removed itself. */
+static int delete_files(const char *root, const char *job, uint64_t version, ckpt_faults *fs,
+                        const ckpt_logger *lg)
+{
+	char rel[128], vname[32];
+	snprintf(rel, sizeof(rel), "jobs/%s", job);
+	snprintf(vname, sizeof(vname), "v%020llu", (unsigned long long)version);
+	int jfd = ckpt__dir_open_below(root, rel, 0, 0);
+	if (jfd == -ENOENT)
+		return 0;
+	if (jfd == -ELOOP || jfd == -ENOTDIR) {
+		LOG_W(lg, version, "delete: %s/%s is not a directory (a symlink?); not followed, nothing deleted in it",
+		      root, rel);
+		return 0;
+	}
+	if (jfd < 0)
+		return jfd;
+	int err = 0;
+	int vfd = ckpt__dir_open_at(jfd, vname, 0, 0);
+	if (vfd == -ELOOP || vfd == -ENOTDIR) {
+		LOG_W(lg, version, "delete: %s/%s/%s is not a directory (a symlink?); removing the name only", root, rel,
+		      vname);
+		if (unlinkat(jfd, vname, 0) < 0 && errno != ENOENT)
+			err = -errno;
+	} else if (vfd >= 0) {
+		unsigned stray = 0;
+		err = remove_entries(vfd, vname, version, fs, lg, &stray);
+		if (err == 0 && fsync(vfd) < 0)
+			err = -errno;
+		close(vfd);
+		if (err == 0 && stray)
+			LOG_W(lg, version, "delete: %s/%s/%s kept: it holds %u entr%s the format does not define; "
+			      "the version is deleted", root, rel, vname, stray, stray == 1 ? "y" : "ies");
+		else if (err == 0 && unlinkat(jfd, vname, AT_REMOVEDIR) < 0 && errno != ENOENT)
+			err = -errno;
+	} else if (vfd != -ENOENT) {
+		err = vfd;
+	}
+	if (err == 0 && fsync(jfd) < 0)
+		err = -errno;
+	if (err < 0)
+		LOG_E(lg, version, "delete: %s/%s/%s: %s", root, rel, vname, ckpt_strerror(err));
+	close(jfd);
+	return err;
+}
 
 int ckpt__admin_delete(const char *root, ckpt_index *ix, const char *job, uint64_t version,
                        ckpt_faults *fs, const ckpt_logger *lg)
 {
-	char dir[4096], p[4400];
+	CKPT_TRY(ckpt__job_valid(job));
 	CKPT_TRY(ckpt__index_set_state(ix, job, version, CKPT_STATE_DELETING));
-	CKPT_TRY(ckpt__version_dir(dir, sizeof(dir), root, job, version));
-	DIR *d = opendir(dir);
-	if (d) {
-		struct dirent *e;
-		int n = 0;
-		while ((e = readdir(d))) {
-			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-				continue;
-			snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-			if (unlink(p) < 0 && errno != ENOENT) {
-				int err = -errno;
-				closedir(d);
-				LOG_E(lg, version, "delete: cannot remove %s: %s", p, ckpt_strerror(err));
-				return err;
-			}
-			if (++n == 1) {
-				int r = ckpt__fault(fs, "gc.mid_delete");
-				if (r < 0) {
-					closedir(d);
-					return r;
-				}
-			}
-		}
-		closedir(d);
-		if (rmdir(dir) < 0 && errno != ENOENT) {
-			int err = -errno;
-			LOG_E(lg, version, "delete: cannot remove %s: %s", dir, ckpt_strerror(err));
-			return err;
-		}
-		ckpt__fsync_parent(dir);
-	} else if (errno != ENOENT) {
-		return -errno;
-	}
+	CKPT_TRY(delete_files(root, job, version, fs, lg));
 	CKPT_TRY(ckpt__index_remove(ix, job, version));
 	LOG_I(lg, version, "deleted");
 	return 0;
@@ -206,10 +272,23 @@ static int count_sink(void *arg, uint32_t ri, uint64_t off, const void *data, si
 	return 0;
 }
 
-static int scan_version_dir(const char *vdir, const char *job, uint64_t version, int verify_data,
-                            const ckpt_logger *lg, struct found *fd, uint32_t *bad)
+/* A directory below jfd, by name, not followed if it is a symlink; NULL
+ * when it is not there or not a real directory. */
+static DIR *opendir_at(int jfd, const char *name)
 {
-	DIR *d = opendir(vdir);
+	int fd = ckpt__dir_open_at(jfd, name, 0, 0);
+	if (fd < 0)
+		return NULL;
+	DIR *d = fdopendir(fd);
+	if (!d)
+		close(fd);
+	return d;
+}
+
+static int scan_version_dir(int jfd, const char *vdir, const char *vname, const char *job, uint64_t version,
+                            int verify_data, const ckpt_logger *lg, struct found *fd, uint32_t *bad)
+{
+	DIR *d = opendir_at(jfd, vname);
 	if (!d)
 		return 0;
 	struct dirent *e;
@@ -230,6 +309,14 @@ static int scan_version_dir(const char *vdir, const char *job, uint64_t version,
 			continue;
 		unsigned rank = (unsigned)rk;
 		char p[4700], why[512] = "";
+		struct stat st;
+		/* Only a regular file: a symlink could name any file, a FIFO would
+		 * block the scan. */
+		if (fstatat(dirfd(d), nm, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) {
+			LOG_W(lg, version, "reindex: %s/%s refused: not a regular file", vdir, nm);
+			(*bad)++;
+			continue;
+		}
 		snprintf(p, sizeof(p), "%s/%s", vdir, e->d_name);
 		ckpt_shard s;
 		int err = ckpt__shard_open(p, &s, why, sizeof(why));
@@ -286,10 +373,16 @@ static int by_created(const void *a, const void *b)
 static int reindex_job(const char *root, ckpt_index *ix, const char *job, int verify_data,
                        const ckpt_logger *lg, uint32_t *shards, uint32_t *bad)
 {
-	char jdir[4096];
+	char jdir[4096], rel[128];
 	snprintf(jdir, sizeof(jdir), "%s/jobs/%s", root, job);
+	snprintf(rel, sizeof(rel), "jobs/%s", job);
 	struct found fd = { 0 };
-	DIR *d = opendir(jdir);
+	int jfd = ckpt__dir_open_below(root, rel, 0, 0);
+	if (jfd == -ELOOP || jfd == -ENOTDIR)
+		LOG_W(lg, CKPT_NO_VERSION, "reindex: %s is not a directory (a symlink?); not followed", jdir);
+	DIR *d = jfd >= 0 ? fdopendir(jfd) : NULL;
+	if (!d && jfd >= 0)
+		close(jfd);
 	int err = 0;
 	if (d) {
 		struct dirent *e;
@@ -301,7 +394,7 @@ static int reindex_job(const char *root, ckpt_index *ix, const char *job, int ve
 				continue;
 			char vdir[4400];
 			snprintf(vdir, sizeof(vdir), "%s/%s", jdir, e->d_name);
-			err = scan_version_dir(vdir, job, v, verify_data, lg, &fd, bad);
+			err = scan_version_dir(dirfd(d), vdir, e->d_name, job, v, verify_data, lg, &fd, bad);
 		}
 		closedir(d);
 	}
@@ -326,9 +419,10 @@ int ckpt__admin_reindex(const char *root, ckpt_index *ix, const char *job, int v
 	 * files are gone). */
 	struct jobs js = { 0 };
 	int err = ckpt__index_each_job(ix, collect_job, &js);
-	char jroot[4096];
-	snprintf(jroot, sizeof(jroot), "%s/jobs", root);
-	DIR *d = opendir(jroot);
+	int jrfd = ckpt__dir_open_below(root, "jobs", 0, 0);
+	DIR *d = jrfd >= 0 ? fdopendir(jrfd) : NULL;
+	if (!d && jrfd >= 0)
+		close(jrfd);
 	if (d) {
 		struct dirent *e;
 		while (err == 0 && (e = readdir(d)))

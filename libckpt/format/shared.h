@@ -15,7 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CKPT_SHARED_MARKER "COMMITTED"
+#include "base/dirs.h"
+
+#define CKPT_SHARED_MARKER CKPT_VNAME_MARKER_NAME
 
 typedef struct ckpt_shared_mark {
 	uint32_t world_size; /* ranks of the version: every one has its file */

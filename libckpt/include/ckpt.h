@@ -29,8 +29,8 @@
  *    only carries CUDA chunks. The context keeps one mapping of the agent's
  *    pool for as long as it is open.
  *  - Regions: a registered region's memory must stay valid until the context
- *    is closed. A save copies it before ckpt_save() returns; after that the
- *    caller may change it freely.
+ *    is closed or the region removed (ckpt_region_remove). A save copies it
+ *    before ckpt_save() returns; after that the caller may change it freely.
  *  - CUDA: regions may be device memory (CKPT_DEVICE_CUDA) in a build with
  *    CUDA. libckpt uses the device that is current when the first CUDA
  *    region is added, creates its own non-blocking stream there and pins
@@ -92,6 +92,10 @@ enum {
 	CKPT_EUNAVAIL,  /* the tier is not available to this context: no ckptd
 	                   agent could be reached when it opened, or the agent's
 	                   address is TCP, where no DRAM segment can be handed over */
+	CKPT_EUNREACHABLE, /* restore: a committed version exists (the coordinator
+	                   or the index says so) but no copy of this rank's shard
+	                   could be reached; the log names where the copies were.
+	                   Never start from scratch on this error. */
 	CKPT_ELAST
 };
 
@@ -247,7 +251,17 @@ CKPT_API int ckpt_config_init(ckpt_config *cfg);
  * Returns 0, -errno if the file cannot be read, -CKPT_ECONFIG naming the line
  * on a bad key or value. */
 CKPT_API int ckpt_config_load_file(ckpt_config *cfg, const char *path);
-/* Frees string values that ckpt_config_load_file() allocated. Accepts NULL. */
+/* Sets one setting from its text form, by its name in the table (job_id,
+ * root, staging_bytes = "1G", tiers = "local_disk", ...), parsed exactly as
+ * ckpt_config_load_file parses a line: what bindings and tools use to pass
+ * settings through without knowing each field's type. String values are
+ * copied into storage tied to cfg (free with ckpt_config_free_strings).
+ * Returns 0; -CKPT_ECONFIG for an unknown key or a value that does not parse
+ * (logged, naming both; the field is then unchanged); -EINVAL when an
+ * argument is NULL; -ENOMEM. */
+CKPT_API int ckpt_config_set(ckpt_config *cfg, const char *key, const char *value);
+/* Frees string values that ckpt_config_load_file() and
+ * ckpt_config_set() allocated. Accepts NULL. */
 CKPT_API void ckpt_config_free_strings(ckpt_config *cfg);
 
 /* Writes the settings table to out: one line per setting with its name, its CKPT_*
@@ -310,6 +324,18 @@ CKPT_API void ckpt_region_desc_init(ckpt_region_desc *d, const char *name, void 
  * -EINVAL for inconsistent shape/offsets; -CKPT_ESTATE while a snapshot is
  * being taken. */
 CKPT_API int ckpt_region_add(ckpt_ctx *ctx, const ckpt_region_desc *desc);
+
+/* Unregisters the region named name: later saves leave it out and restores
+ * no longer fill it, and its memory is no longer borrowed once this returns
+ * (for a CUDA region, after the device copies of lazy saves still reading it
+ * are done: this waits for them like ckpt_fence). Saves already taken keep
+ * their copy. A binding re-registers a tensor whose storage moved this way:
+ * remove, then add with the new pointer. Not while another thread is in a
+ * call on the same context.
+ * Returns 0; -ENOENT if no region has that name; -EINVAL (NULL argument);
+ * -CKPT_EDEVICE if waiting for the device copies failed (the region is then
+ * still registered). */
+CKPT_API int ckpt_region_remove(ckpt_ctx *ctx, const char *name);
 
 /* ---------------------------------------------------------------- save */
 
@@ -455,10 +481,15 @@ CKPT_API int ckpt_preempt_notice(ckpt_ctx *ctx, uint64_t deadline_ns);
  * whose shard is corrupt or missing is logged and skipped).
  * Every chunk's checksum is verified before it reaches the region.
  * [out] restored  the version restored; may be NULL.
- * Returns 0; -CKPT_ENOVERSION if there is none; -CKPT_ECORRUPT (the log
- * names version, rank, region and chunk); -CKPT_EMISMATCH if a registered
- * region is missing from the checkpoint or has another size. On error the
- * regions' contents are unspecified. */
+ * Returns 0; -CKPT_ENOVERSION if there is none (the only answer that means
+ * a new job); -CKPT_EUNREACHABLE if a committed version exists (the
+ * coordinator lists it, or this root's index knows it) but no copy of this
+ * rank's shard could be reached, or if the agent cannot ask the coordinator
+ * and this root holds nothing (the log names where the copies are; never
+ * start from scratch on it); -CKPT_ECORRUPT (the log names version, rank,
+ * region and chunk); -CKPT_EMISMATCH if a registered region is missing from
+ * the checkpoint or has another size. On error the regions' contents are
+ * unspecified. */
 CKPT_API int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *restored);
 
 /* ---------------------------------------------------------------- listing */

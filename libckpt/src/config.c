@@ -3,6 +3,7 @@
 #include "config.h"
 #include "base/common.h"
 #include "base/parse.h"
+#include "format/format.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -223,6 +224,41 @@ static char *own(ckpt_config *cfg, const char *v)
 	return o->s;
 }
 
+/* The table entry named key, or NULL. */
+static const cfg_entry *find_entry(const char *key)
+{
+	for (size_t i = 0; i < CKPT_ARRAY_LEN(table); i++)
+		if (!strcmp(table[i].name, key))
+			return &table[i];
+	return NULL;
+}
+
+/* Sets e from val; strings the field keeps are copied onto cfg first. */
+static int set_owned(ckpt_config *cfg, const cfg_entry *e, const char *val)
+{
+	if (e->type == T_STR || e->type == T_ORDER) {
+		val = own(cfg, val);
+		if (!val)
+			return -ENOMEM;
+	}
+	return set_field(cfg, e, val) < 0 ? -CKPT_ECONFIG : 0;
+}
+
+int ckpt_config_set(ckpt_config *cfg, const char *key, const char *value)
+{
+	if (!cfg || !key || !value)
+		return -EINVAL;
+	const cfg_entry *e = find_entry(key);
+	if (!e) {
+		LOG_E(NULL, CKPT_NO_VERSION, "unknown setting '%s' (ckpt --help-config lists them)", key);
+		return -CKPT_ECONFIG;
+	}
+	int err = set_owned(cfg, e, value);
+	if (err == -CKPT_ECONFIG)
+		LOG_E(NULL, CKPT_NO_VERSION, "invalid value '%s' for %s (%s)", value, key, e->help);
+	return err;
+}
+
 int ckpt_config_load_file(ckpt_config *cfg, const char *path)
 {
 	FILE *f = fopen(path, "re");
@@ -241,25 +277,16 @@ int ckpt_config_load_file(ckpt_config *cfg, const char *path)
 			err = -CKPT_ECONFIG;
 			break;
 		}
-		size_t i;
-		for (i = 0; i < CKPT_ARRAY_LEN(table); i++)
-			if (!strcmp(table[i].name, k))
-				break;
-		if (i == CKPT_ARRAY_LEN(table)) {
+		const cfg_entry *e = find_entry(k);
+		if (!e) {
 			LOG_E(NULL, CKPT_NO_VERSION, "%s:%d: unknown setting '%s'", path, lineno, k);
 			err = -CKPT_ECONFIG;
 			break;
 		}
-		if (table[i].type == T_STR) {
-			v = own(cfg, v);
-			if (!v) {
-				err = -ENOMEM;
-				break;
-			}
-		}
-		if (set_field(cfg, &table[i], v) < 0) {
-			LOG_E(NULL, CKPT_NO_VERSION, "%s:%d: invalid value '%s' for %s", path, lineno, v, k);
-			err = -CKPT_ECONFIG;
+		/* restore_order is kept as a string too: the line buffer is not. */
+		if ((err = set_owned(cfg, e, v)) < 0) {
+			if (err == -CKPT_ECONFIG)
+				LOG_E(NULL, CKPT_NO_VERSION, "%s:%d: invalid value '%s' for %s", path, lineno, v, k);
 			break;
 		}
 	}
@@ -284,4 +311,84 @@ void ckpt_config_help(FILE *out)
 	for (size_t i = 0; i < CKPT_ARRAY_LEN(table); i++)
 		fprintf(out, "%-16s %-20s %-12s %s\n", table[i].name, table[i].env,
 		        table[i].def ? table[i].def : "-", table[i].help);
+}
+
+/* ------------------------------------------------------------- checks at open */
+
+/* config `interval`: NULL/"off" 0, "N" 1 (every N steps), "auto" 2. */
+int ckpt__config_interval(const ckpt_config *c, int *mode, uint64_t *steps)
+{
+	const char *s = c->size >= offsetof(ckpt_config, interval) + sizeof(c->interval) ? c->interval : NULL;
+	*mode = 0;
+	*steps = 0;
+	if (!s || !*s || !strcmp(s, "off"))
+		return 0;
+	if (!strcmp(s, "auto")) {
+		*mode = 2;
+		return 0;
+	}
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v == 0 || s[0] == '-')
+		return -CKPT_ECONFIG;
+	*mode = 1;
+	*steps = v;
+	return 0;
+}
+
+int ckpt__config_check(const ckpt_config *c, const ckpt_logger *lg)
+{
+	int mode;
+	uint64_t steps;
+	if (ckpt__config_interval(c, &mode, &steps) < 0) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: interval '%s': off, a number of steps, or auto", c->interval);
+		return -CKPT_ECONFIG;
+	}
+	if (c->size < offsetof(ckpt_config, faults)) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: size field not set (use ckpt_config_init)");
+		return -CKPT_ECONFIG;
+	}
+	if (ckpt__job_valid(c->job_id) < 0) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: job id '%s' invalid: 1-64 of [A-Za-z0-9._-], not starting with '.'",
+		      c->job_id ? c->job_id : "(none)");
+		return -CKPT_ENAME;
+	}
+	if (!c->root || !*c->root) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: root directory not set (CKPT_ROOT)");
+		return -CKPT_ECONFIG;
+	}
+	if (c->world_size == 0 || c->rank >= c->world_size) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: rank %u must be below world size %u", c->rank, c->world_size);
+		return -CKPT_ECONFIG;
+	}
+	if (c->chunk_bytes < CKPT_FMT_MIN_CHUNK || c->chunk_bytes > CKPT_FMT_MAX_CHUNK ||
+	    c->chunk_bytes % CKPT_ALIGN) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: chunk_bytes %llu must be a multiple of 4096 in 64 KiB..256 MiB",
+		      (unsigned long long)c->chunk_bytes);
+		return -CKPT_ECONFIG;
+	}
+	if (c->staging_bytes < c->chunk_bytes) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: staging_bytes %llu smaller than one chunk",
+		      (unsigned long long)c->staging_bytes);
+		return -CKPT_ECONFIG;
+	}
+	/* Older callers' structs end before `daemon`: they run embedded. */
+	const char *daemon = c->size >= offsetof(ckpt_config, token_file) ? c->daemon : NULL;
+	uint32_t avail = CKPT_TIER_LOCAL_DISK | (daemon && *daemon ? CKPT_TIER_LOCAL_MEM | CKPT_TIER_PEER_MEM : 0u);
+	if (c->tiers & ~avail || !(c->tiers & CKPT_TIER_LOCAL_DISK)) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: tiers 0x%x: %s", c->tiers,
+		      daemon && *daemon ? "local_mem, peer_mem and local_disk are available (local_disk required)"
+		                        : "without a ckptd daemon only local_disk is available");
+		return -CKPT_ECONFIG;
+	}
+	if (c->io_depth == 0 || c->io_depth > 1024 || c->workers == 0 || c->workers > 64) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: io_depth must be 1..1024 and workers 1..64");
+		return -CKPT_ECONFIG;
+	}
+	if ((unsigned)c->pool_policy > CKPT_POOL_SKIP) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: pool_policy invalid");
+		return -CKPT_ECONFIG;
+	}
+	return 0;
 }

@@ -11,6 +11,7 @@
 #include "format/index.h"
 #include "pool.h"
 #include "device.h"
+#include "preempt.h"
 #include "backend.h"
 
 typedef struct ckpt_region {
@@ -64,7 +65,12 @@ struct ckpt_save_op {
 	uint64_t version;
 	int refs;            /* ctx pipeline + caller's handle */
 	int fd;
-	char tmp_path[4096];
+	/* The version directory and its job directory, opened without following
+	 * a symlink below the root: the shard is created, renamed and synced
+	 * through them, so that nothing is written outside the root. */
+	int dir_fd, job_fd;
+	char tmp_name[32], final_name[32];
+	char tmp_path[4096];   /* for messages */
 	char final_path[4096];
 	char dir_path[4096];
 	uint64_t t_start;
@@ -170,10 +176,7 @@ struct ckpt_ctx {
 	struct { uint64_t every, from; } adv[8];
 	uint32_t nadv;
 	uint64_t step_sent_ns;   /* io thread: when the last report went */
-	/* the emergency checkpoint (preempt.c), with step_mu */
-	int em_active, em_local, em_asked, em_done, em_said_exit, em_logged;
-	uint64_t em_step, em_deadline; /* deadline: CLOCK_REALTIME ns */
-	uint32_t em_tier;
+	ckpt_emergency em;        /* the emergency checkpoint (preempt.h), with step_mu */
 
 	/* preemption signals (preempt.c) */
 	int preempt_sigs[8], npreempt_sigs; /* config preempt_signals, parsed */
@@ -210,7 +213,7 @@ struct ckpt_ctx {
  * from version restored+1. */
 uint64_t ckpt__lineage(uint64_t incarnation, uint64_t restored_plus_one);
 
-/* ctx.c: fills parallel arrays (ctx->ndev_regions entries) of the CUDA regions. */
+/* region.c: fills parallel arrays (ctx->ndev_regions entries) of the CUDA regions. */
 int ckpt__dev_regions(struct ckpt_ctx *ctx, void **ptrs, uint64_t *bytes, const char **names,
                       ckpt_dev_region **regs);
 

@@ -92,5 +92,9 @@ int ckpt__daemon_dial(struct ckpt_ctx *ctx, const char *addr, int timeout_ms, st
 /* PREEMPT for this rank's job and node (the agent names the node). */
 int ckpt__daemon_preempt(struct ckpt_ctx *ctx, uint64_t deadline_ns, uint32_t source, const char *text);
 int ckpt__daemon_map_span(struct ckpt_ctx *ctx, uint8_t **base, size_t *len);
+/* The host of the agent's --listen address (REGISTER_RANK's answer, 1.3),
+ * where this rank's fabric endpoint binds: the network partners use.
+ * Returns 0, or -ENOENT (an older agent, no --listen, a wildcard). */
+int ckpt__daemon_fabric_host(struct ckpt_ctx *ctx, char *host, size_t cap);
 
 #endif

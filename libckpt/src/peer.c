@@ -100,11 +100,19 @@ static int fab_ready(struct ckpt_peer *p, const char *provider, char *why, size_
 		fab_drop(p);
 	}
 	if (!p->fab) {
-		if ((r = ckpt_fab_open(provider[0] ? provider : NULL, NULL, 0, &p->fab, fw, sizeof(fw))) < 0) {
-			set_why(why, cap, "fabric: %s", fw);
+		/* Bound to the host of the agent's --listen: the network its
+		 * partners reach it on. Left to libfabric, tcp would bind to
+		 * whatever FI_TCP_IFACE or its first interface says, and a rank
+		 * bound to lo cannot write to another node. */
+		char host[CKPTD_ADDR_MAX + 1];
+		int have = ckpt__daemon_fabric_host(ctx, host, sizeof(host)) == 0;
+		if ((r = ckpt_fab_open(provider[0] ? provider : NULL, have ? host : NULL, 0, &p->fab, fw, sizeof(fw))) < 0) {
+			set_why(why, cap, "fabric%s%s: %s", have ? " on " : "", have ? host : "", fw);
 			return r;
 		}
 		snprintf(p->provider, sizeof(p->provider), "%s", ckpt_fab_provider_name(p->fab));
+		LOG_I(&ctx->log, CKPT_NO_VERSION, "peer: fabric %s opened on %s", p->provider,
+		      have ? host : "libfabric's default interface (the agent named none)");
 		if ((r = ckpt_fab_mr_reg(p->fab, p->scratch, SCRATCH_BYTES, CKPT_FAB_LOCAL, &p->scratch_mr, fw,
 		                         sizeof(fw))) < 0 ||
 		    (r = ckpt_fab_mr_reg(p->fab, ctx->pool.base, ctx->pool.map_bytes, CKPT_FAB_LOCAL, &p->pool_mr, fw,

@@ -4,6 +4,7 @@
 #include "ctx.h"
 #include "daemon.h"
 #include "peer.h"
+#include "restore.h"
 #include "format/reader.h"
 #include "format/shared.h"
 #include "ckpt_kernels.h"
@@ -82,8 +83,10 @@ static int restore_one(ckpt_ctx *ctx, uint64_t version, int listed)
 		return -CKPT_EMISMATCH;
 	}
 	if ((err = ckpt__index_get_shard(ctx->index, ctx->job, version, ctx->cfg.rank, &rec)) < 0) {
-		LOG_E(&ctx->log, version, "restore: no shard recorded for this rank");
-		return err == -ENOENT ? -CKPT_ECORRUPT : err;
+		/* Other ranks' shards are here, not this one's: it was saved on
+		 * another node (this rank moved), which is not corruption. */
+		LOG_I(&ctx->log, version, "restore: this root holds no shard of this rank");
+		return err;
 	}
 	CKPT_TRY(ckpt__shard_path(path, sizeof(path), ctx->root, ctx->job, version, ctx->cfg.rank));
 	err = restore_file(ctx, version, path, &rec.footer_checksum, 0);
@@ -594,6 +597,20 @@ static int local_candidates(ckpt_ctx *ctx, uint64_t **out, size_t *n)
 
 static int restore_timed(ckpt_ctx *ctx, uint64_t version, uint64_t *restored);
 
+/* The coordinator's committed versions; an agent that cannot reach its
+ * coordinator says so (busy) for a while after a restart or a partition:
+ * asked a few times before giving up. */
+static int list_committed(ckpt_ctx *ctx, uint64_t **v, size_t *n)
+{
+	int err = -EBUSY;
+	for (int i = 0; i < 5 && err == -EBUSY; i++) {
+		if (i)
+			usleep(400 * 1000);
+		err = ckpt__daemon_versions(ctx, v, n);
+	}
+	return err;
+}
+
 /* 1 if the SHARED tree marks version committed with this job's world size. */
 static int shared_marked(ckpt_ctx *ctx, uint64_t version)
 {
@@ -639,6 +656,15 @@ static int restore_timed(ckpt_ctx *ctx, uint64_t version, uint64_t *restored)
 				listed = cv[i] == version;
 		free(cv);
 		int err = restore_any(ctx, version, listed);
+		if (err < 0 && ckpt__restore_missed(err)) {
+			ckpt_idx_version iv;
+			uint32_t g;
+			if (listed)
+				return ckpt__restore_lost(ctx, version, "the coordinator");
+			if (ckpt__index_global(ctx->index, ctx->job, version, &g) == 0 ||
+			    (ckpt__index_get(ctx->index, ctx->job, version, &iv) == 0 && iv.state == CKPT_STATE_COMMITTED))
+				return ckpt__restore_lost(ctx, version, "this root's index");
+		}
 		if (err == 0) {
 			ctx->lineage = ckpt__lineage(ctx->cfg.incarnation, version + 1);
 			drop_stale(ctx, version + 1);
@@ -648,12 +674,14 @@ static int restore_timed(ckpt_ctx *ctx, uint64_t version, uint64_t *restored)
 		return err;
 	}
 	struct { uint64_t *v; size_t n; } a = { NULL, 0 };
-	int err = -ENOENT;
+	int err = -ENOENT, unasked = 0;
 	/* The coordinator knows what every rank committed at any tier; the
 	 * local index only what this node wrote to disk. */
-	if (ctx->daemon && (err = ckpt__daemon_versions(ctx, &a.v, &a.n)) < 0)
+	if (ctx->daemon && (err = list_committed(ctx, &a.v, &a.n)) < 0) {
 		LOG_W(&ctx->log, CKPT_NO_VERSION, "restore: daemon cannot list versions (%s); using the local index",
 		      ckpt_strerror(err));
+		unasked = err;
+	}
 	int listed = err == 0 && a.n > 0;
 	if (!listed) {
 		free(a.v);
@@ -671,13 +699,19 @@ static int restore_timed(ckpt_ctx *ctx, uint64_t version, uint64_t *restored)
 		}
 		LOG_T(&ctx->log, CKPT_NO_VERSION, "restore: %d versions in the SHARED tree %s", k, ctx->shared_dir);
 	}
-	int first_err = -CKPT_ENOVERSION;
+	int first_err = -CKPT_ENOVERSION, hard_err = 0;
 	size_t offered = 0;
+	uint64_t newest = 0;
+	const char *known_by = "this root's index";
 	for (size_t i = a.n; i-- > 0;) {
 		/* Named by the tree alone: offered only with its commit marker. */
 		if (tree && tree[i] && !shared_marked(ctx, a.v[i]))
 			continue;
-		offered++;
+		if (!offered++) {
+			newest = a.v[i];
+			known_by = listed ? "the coordinator" : tree && tree[i] ? "the SHARED tree's commit marker"
+			                                                        : "this root's index";
+		}
 		err = restore_any(ctx, a.v[i], listed || (tree && tree[i]));
 		if (err == 0) {
 			if (offered > 1)
@@ -699,13 +733,26 @@ static int restore_timed(ckpt_ctx *ctx, uint64_t version, uint64_t *restored)
 		}
 		if (first_err == -CKPT_ENOVERSION)
 			first_err = err;
+		if (!hard_err && !ckpt__restore_missed(err))
+			hard_err = err;
 		LOG_W(&ctx->log, a.v[i], "not restorable (%s); trying the previous version", ckpt_strerror(err));
 	}
 	free(a.v);
 	free(tree);
+	if (offered == 0 && unasked) {
+		/* Nothing here, and the one who knows could not be asked: a new
+		 * job and a lost node look the same from here. */
+		LOG_E(&ctx->log, CKPT_NO_VERSION, "restore: the coordinator could not be asked which versions are "
+		      "committed (%s) and this root (%s) holds none; not starting from scratch",
+		      ckpt_strerror(unasked), ctx->root);
+		return -CKPT_EUNREACHABLE;
+	}
 	if (offered == 0) {
 		LOG_I(&ctx->log, CKPT_NO_VERSION, "restore: no committed version");
 		drop_stale(ctx, 0); /* starting from scratch */
+		return first_err;
 	}
-	return first_err;
+	/* Copies that were read and found wrong say more than missing ones;
+	 * with none read at all, the version exists but is out of reach. */
+	return hard_err ? hard_err : ckpt__restore_lost(ctx, newest, known_by);
 }

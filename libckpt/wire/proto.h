@@ -33,7 +33,7 @@ extern "C" {
 /* ---------------------------------------------------------------- limits */
 
 #define CKPTD_PROTO_MAJOR 1
-#define CKPTD_PROTO_MINOR 2
+#define CKPTD_PROTO_MINOR 3
 /* A version as one number, for fields and the auth transcript. */
 #define CKPTD_VERSION_PACK(major, minor) (((uint32_t)(major) << 16) | (uint32_t)(minor))
 #define CKPTD_VERSION_MAJOR_OF(v) ((uint32_t)(v) >> 16)
@@ -167,10 +167,17 @@ enum {
 	CKPTD_SEG_PARTNERS = 5,  /* 1.2, to the own agent: where to replicate (PARTNERS) */
 	CKPTD_SEG_WHERE = 6,     /* 1.2, to the own agent, passed on to the coordinator:
 	                          * the nodes holding a live PEER_MEM copy of a shard (PARTNERS) */
+	CKPTD_SEG_COPIES = 7,    /* 1.3, to the own agent, passed on to the coordinator:
+	                          * every copy of a shard at every tier, with its node's
+	                          * state (PARTNERS with TIER and STATE) */
 };
 
 /* Agent state in STATUS_REPLY entries. */
-enum { CKPTD_AGENT_UP = 1, CKPTD_AGENT_DOWN = 2 };
+enum {
+	CKPTD_AGENT_UP = 1,
+	CKPTD_AGENT_DOWN = 2,
+	CKPTD_AGENT_DEGRADED = 3, /* 1.3: connected, but its heartbeats are late */
+};
 
 /* ERROR.code. Numbers are never reused. */
 enum {
@@ -203,6 +210,9 @@ typedef struct ckptd_error {
 typedef struct ckptd_ok {
 	uint64_t version; /* optional: the checkpoint version acknowledged */
 	uint32_t count;   /* optional (1.1): how many things the request touched */
+	char address[CKPTD_ADDR_MAX + 1]; /* optional (1.3), answering REGISTER_RANK: the agent's
+	                                   * --listen host:port; its host is where the rank's
+	                                   * fabric endpoint binds (the peer tier) */
 } ckptd_ok;
 
 typedef struct ckptd_hello {
@@ -507,6 +517,8 @@ typedef struct ckptd_partner {
 	char node[CKPTD_NAME_MAX + 1];
 	char address[CKPTD_ADDR_MAX + 1]; /* the partner agent's control address, host:port */
 	char domain[CKPTD_NAME_MAX + 1];  /* optional */
+	uint32_t tier;                    /* optional (1.3, SEG_COPIES): the copy's tier, one bit */
+	uint32_t state;                   /* optional (1.3, SEG_COPIES): CKPTD_AGENT_UP/DOWN/DEGRADED */
 } ckptd_partner;
 
 typedef struct ckptd_partners {

@@ -50,7 +50,7 @@ static const char *check_seg_request(const void *r)
 	const ckptd_segment_request *m = r;
 	if (m->mode == CKPTD_SEG_WRITE)
 		return m->bytes ? NULL : "segment of 0 bytes";
-	if (m->mode >= CKPTD_SEG_READ && m->mode <= CKPTD_SEG_WHERE)
+	if (m->mode >= CKPTD_SEG_READ && m->mode <= CKPTD_SEG_COPIES)
 		return m->bytes ? "a read or locate request names no size" : NULL;
 	return "unknown segment mode";
 }
@@ -96,7 +96,7 @@ static const char *check_versions(const void *r)
 static const char *check_agent_info(const void *r)
 {
 	const ckptd_agent_info *a = r;
-	if (a->state != CKPTD_AGENT_UP && a->state != CKPTD_AGENT_DOWN)
+	if (a->state < CKPTD_AGENT_UP || a->state > CKPTD_AGENT_DEGRADED)
 		return "unknown agent state";
 	return a->pool_used > a->pool_bytes ? "pool used exceeds pool size" : NULL;
 }
@@ -208,6 +208,14 @@ static const char *check_peer_grant(const void *r)
 	return m->offset > UINT64_MAX - m->bytes ? "slot offset + bytes overflows" : NULL;
 }
 
+static const char *check_partner(const void *r)
+{
+	const ckptd_partner *p = r;
+	if (p->tier && !one_tier(p->tier))
+		return "TIER is one tier bit";
+	return p->state <= CKPTD_AGENT_DEGRADED ? NULL : "unknown agent state";
+}
+
 static const char *check_preempt(const void *r)
 {
 	const ckptd_preempt *m = r;
@@ -251,6 +259,7 @@ static const ckptd__field f_error[] = {
 static const ckptd__field f_ok[] = {
 	F_U64(ckptd_ok, version, CKPTD_TAG_VERSION, OPT),
 	F_U32(ckptd_ok, count, CKPTD_TAG_COUNT, OPT),
+	F_STR(ckptd_ok, address, CKPTD_TAG_ADDRESS, OPT, CK_ADDR),
 };
 static const ckptd__field f_hello[] = {
 	F_U32(ckptd_hello, role, CKPTD_TAG_ROLE, REQ),
@@ -498,8 +507,10 @@ static const ckptd__field f_partner[] = {
 	F_STR(ckptd_partner, node, CKPTD_TAG_NODE, REQ, CK_NAME),
 	F_STR(ckptd_partner, address, CKPTD_TAG_ADDRESS, REQ, CK_ADDR),
 	F_STR(ckptd_partner, domain, CKPTD_TAG_DOMAIN, OPT, CK_NAME),
+	F_U32(ckptd_partner, tier, CKPTD_TAG_TIER, OPT),
+	F_U32(ckptd_partner, state, CKPTD_TAG_STATE, OPT),
 };
-static const ckptd__schema s_partner = SCHEMA(ckptd_partner, f_partner, NULL);
+static const ckptd__schema s_partner = SCHEMA(ckptd_partner, f_partner, check_partner);
 static const ckptd__field f_partners[] = {
 	F_STR(ckptd_partners, job, CKPTD_TAG_JOB, OPT, CK_JOB),
 	F_U64(ckptd_partners, version, CKPTD_TAG_VERSION, OPT),

@@ -2,10 +2,13 @@
  * (TCP connections speaking the agent protocol) send the SHARD_DONEs of N
  * ranks; the figure is the time from the first SHARD_DONE sent to the last
  * agent's COMMIT_NOTICE. A program, not a timed test:
- *   CKPT_BIN=build/bin build/tests/ckptd-roles-bench [AGENTS] [REPS] */
+ *   CKPT_BIN=build/bin build/tests/ckptd-roles-bench [AGENTS] [REPS] [RANKS...]
+ * RANKS: the world sizes to commit (default 1024 16384); the smoke test
+ * (tests/ckptd_roles/CMakeLists.txt) runs small ones. */
 #include "roles_test.h"
 
 #define MAX_AGENTS 1024
+#define MAX_WORLDS 8
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -25,26 +28,39 @@ int main(int argc, char **argv)
 	rt_env env;
 	daemon_t d;
 	int agents = argc > 1 ? atoi(argv[1]) : 64, reps = argc > 2 ? atoi(argv[2]) : 5;
-	if (agents < 1 || agents > MAX_AGENTS || reps < 1)
+	uint32_t worlds[MAX_WORLDS] = { 1024, 16384 };
+	int nworlds = 2;
+	if (argc > 3) {
+		nworlds = 0;
+		for (int a = 3; a < argc; a++) {
+			char *end;
+			unsigned long w = strtoul(argv[a], &end, 10);
+			if (*end || w < 1 || w > (1u << 20) || nworlds == MAX_WORLDS) {
+				fprintf(stderr, "ckptd-roles-bench: bad world size '%s' (1..1048576, at most %d)\n", argv[a],
+				        MAX_WORLDS);
+				return T_EXIT_FAIL;
+			}
+			worlds[nworlds++] = (uint32_t)w;
+		}
+	}
+	if (agents < 1 || agents > MAX_AGENTS || reps < 1) {
+		fprintf(stderr, "usage: ckptd-roles-bench [AGENTS 1..%d] [REPS >= 1] [RANKS...]\n", MAX_AGENTS);
 		return T_EXIT_FAIL;
+	}
 	rt_init(&env, "roles-bench");
 	static const char *const args[] = { "--role", "coordinator", "--log-level", "warn", NULL };
 	rt_daemon(&env, &d, "coord", 1, args);
 	rt_start(&env, &d);
 	static ckptd_client *ag[MAX_AGENTS];
 	for (int i = 0; i < agents; i++) {
-		ag[i] = rt_connect(d.tcp, NULL, CKPTD_ROLE_AGENT, env.cluster);
-		ckptd_msg m = { .type = CKPTD_MSG_AGENT_HELLO }, rep;
-		snprintf(m.u.agent_hello.node, sizeof(m.u.agent_hello.node), "sim%d", i);
-		snprintf(m.u.agent_hello.address, sizeof(m.u.agent_hello.address), "127.0.0.1:%d", 20000 + i);
-		m.u.agent_hello.pool_bytes = 1ull << 30;
-		T_ASSERT(ckptd_client_call(ag[i], &m, &rep) == 0 && rep.type == CKPTD_MSG_OK);
-		ckptd_msg_free(&rep);
+		char node[32], address[32];
+		snprintf(node, sizeof(node), "sim%d", i);
+		snprintf(address, sizeof(address), "127.0.0.1:%d", 20000 + i);
+		ag[i] = rt_sim_agent(&env, d.tcp, node, address, 1ull << 30);
 	}
-	static const uint32_t worlds[] = { 1024, 16384 };
 	uint64_t version = 0;
 	printf("coordinator commit latency, %d simulated agents over TCP, first SHARD_DONE -> last COMMIT_NOTICE\n", agents);
-	for (size_t w = 0; w < 2; w++) {
+	for (int w = 0; w < nworlds; w++) {
 		uint32_t world = worlds[w];
 		char job[32];
 		snprintf(job, sizeof(job), "bench%u", world);

@@ -181,13 +181,10 @@ int main(int argc, char **argv)
 
 	static ckptd_client *ag[MAX_AGENTS];
 	for (int i = 0; i < agents; i++) {
-		ag[i] = rt_connect(d.tcp, NULL, CKPTD_ROLE_AGENT, env.cluster);
-		ckptd_msg m = { .type = CKPTD_MSG_AGENT_HELLO }, rep;
-		snprintf(m.u.agent_hello.node, sizeof(m.u.agent_hello.node), "sim%d", i);
-		snprintf(m.u.agent_hello.address, sizeof(m.u.agent_hello.address), "127.0.0.1:%d", 20000 + i);
-		m.u.agent_hello.pool_bytes = 1ull << 30;
-		T_ASSERT(ckptd_client_call(ag[i], &m, &rep) == 0 && rep.type == CKPTD_MSG_OK);
-		ckptd_msg_free(&rep);
+		char node[32], address[32];
+		snprintf(node, sizeof(node), "sim%d", i);
+		snprintf(address, sizeof(address), "127.0.0.1:%d", 20000 + i);
+		ag[i] = rt_sim_agent(&env, d.tcp, node, address, 1ull << 30);
 	}
 	/* A few committed versions at two tiers: the commit counters and the
 	 * commit latency histograms get their series. */

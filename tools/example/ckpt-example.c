@@ -115,9 +115,15 @@ int main(int argc, char **argv)
 	r = ckpt_restore(ctx, CKPT_LATEST, 0, &restored);
 	if (r == 0)
 		printf("rank %u: resumed from version %" PRIu64 " at step %" PRIu64 "\n", cfg.rank, restored, s.step);
-	else if (r == -CKPT_ENOVERSION)
+	else if (r == -CKPT_ENOVERSION) /* the only answer that means a new job */
 		printf("rank %u: no checkpoint, starting fresh\n", cfg.rank);
-	else {
+	else if (r == -CKPT_EUNREACHABLE) {
+		/* A checkpoint exists but is out of reach from here: starting
+		 * fresh would train over it. The log says where the copies are. */
+		fprintf(stderr, "rank %u: a committed checkpoint exists but cannot be reached: %s\n", cfg.rank,
+		        ckpt_strerror(r));
+		return 1;
+	} else {
 		fprintf(stderr, "rank %u: restore failed: %s\n", cfg.rank, ckpt_strerror(r));
 		return 1;
 	}

@@ -1,0 +1,53 @@
+/* Loads libfabric on first use (fabric_lib.h says why). */
+#include "fabric_lib.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#ifndef CKPT_LIBFABRIC_SONAME
+#define CKPT_LIBFABRIC_SONAME "libfabric.so.1"
+#endif
+
+static ckpt_fab_lib lib;
+static const ckpt_fab_lib *loaded;
+static char why[256];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void *sym(void *h, const char *name)
+{
+	void *p = dlsym(h, name);
+	if (!p && !why[0])
+		snprintf(why, sizeof(why), "%s: no symbol %s", CKPT_LIBFABRIC_SONAME, name);
+	return p;
+}
+
+static void load(void)
+{
+	/* RTLD_LOCAL: its providers' symbols stay out of the process's scope.
+	 * Never closed: providers keep threads and handlers for the process. */
+	void *h = dlopen(CKPT_LIBFABRIC_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		const char *e = dlerror();
+		snprintf(why, sizeof(why), "cannot load %s: %s", CKPT_LIBFABRIC_SONAME, e ? e : "unknown error");
+		return;
+	}
+	*(void **)&lib.getinfo = sym(h, "fi_getinfo");
+	*(void **)&lib.freeinfo = sym(h, "fi_freeinfo");
+	*(void **)&lib.dupinfo = sym(h, "fi_dupinfo");
+	*(void **)&lib.fabric = sym(h, "fi_fabric");
+	*(void **)&lib.strerror = sym(h, "fi_strerror");
+	if (why[0]) {
+		dlclose(h);
+		return;
+	}
+	loaded = &lib;
+}
+
+const ckpt_fab_lib *ckpt__fab_lib(char *err, size_t cap)
+{
+	pthread_once(&once, load);
+	if (!loaded && err && cap)
+		snprintf(err, cap, "%s", why);
+	return loaded;
+}
