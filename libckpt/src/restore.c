@@ -55,6 +55,14 @@ static uint8_t *restore_place(struct restore_arg *a, uint32_t ri, uint64_t off, 
 	return (uint8_t *)r->ptr + off;
 }
 
+/* The reader's place callback: a chunk's bytes read straight into host
+ * regions (a range outside the region gets NULL: the sink reports it). */
+static uint8_t *read_place(void *arg, uint32_t ri, uint64_t off, size_t len)
+{
+	int bad;
+	return restore_place(arg, ri, off, len, &bad);
+}
+
 static int restore_file(ckpt_ctx *ctx, uint64_t version, const char *path, const uint64_t *sum, uint64_t lineage);
 
 /* listed: the coordinator lists the version as committed. A version whose
@@ -135,12 +143,14 @@ static int restore_file(ckpt_ctx *ctx, uint64_t version, const char *path, const
 		a.map[k] = (int32_t)i;
 		want[k] = 1;
 	}
-	/* Read buffers come from the staging pool: no allocation, no first touch. */
-	uint8_t *bufs[64];
-	int slots[64];
+	/* Read buffers come from the staging pool: no allocation, no first touch.
+	 * Chunks that can be read straight into their region need none; the
+	 * others keep the depth with one buffer more than reads in flight. */
+	uint8_t *bufs[65];
+	int slots[65];
 	uint32_t nb = 0, depth = CKPT_MIN(ctx->cfg.io_depth, 64u);
 	pthread_mutex_lock(&ctx->lock);
-	while (nb < depth) {
+	while (nb < depth + 1) {
 		int sl = ckpt__pool_get(&ctx->pool);
 		if (sl < 0) {
 			if (nb)
@@ -153,9 +163,9 @@ static int restore_file(ckpt_ctx *ctx, uint64_t version, const char *path, const
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	ckpt_read_opts o = {
-		.backend = ctx->backend_name, .depth = nb, .bufs = bufs, .nbufs = nb,
+		.backend = ctx->backend_name, .depth = depth, .bufs = bufs, .nbufs = nb,
 		.buf_bytes = ctx->pool.slot_bytes, .direct = ctx->direct_ok, .want = want,
-		.lg = &ctx->log, .why = why, .whycap = sizeof(why),
+		.lg = &ctx->log, .why = why, .whycap = sizeof(why), .place = read_place, .place_arg = &a,
 	};
 	err = ckpt__shard_read(path, &s, &o, restore_sink, &a);
 	pthread_mutex_lock(&ctx->lock);
