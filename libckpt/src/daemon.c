@@ -666,12 +666,18 @@ int ckpt__daemon_segment_release(ckpt_ctx *ctx, uint64_t id)
 int ckpt__daemon_segment_read(ckpt_ctx *ctx, uint64_t version, const uint8_t **buf, uint64_t *len, int *cold,
                               uint64_t *id)
 {
+	return ckpt__daemon_segment_read_rank(ctx, version, ctx->cfg.rank, buf, len, cold, id);
+}
+
+int ckpt__daemon_segment_read_rank(ckpt_ctx *ctx, uint64_t version, uint32_t rank, const uint8_t **buf,
+                                   uint64_t *len, int *cold, uint64_t *id)
+{
 	struct ckpt_daemon *d = ctx->daemon;
 	ckptd_msg m = { .type = CKPTD_MSG_SEGMENT_REQUEST }, rep;
 	uint8_t *p;
 	snprintf(m.u.segment_request.job, sizeof(m.u.segment_request.job), "%s", ctx->job);
 	m.u.segment_request.version = version;
-	m.u.segment_request.rank = ctx->cfg.rank;
+	m.u.segment_request.rank = rank;
 	m.u.segment_request.mode = CKPTD_SEG_READ;
 	if (!d->unix_link)
 		return -CKPT_EUNAVAIL;
@@ -750,13 +756,18 @@ void ckpt__daemon_steps(ckpt_ctx *ctx, int force)
 
 int ckpt__daemon_partners(ckpt_ctx *ctx, uint32_t mode, uint64_t version, ckptd_msg *rep)
 {
+	return ckpt__daemon_partners_rank(ctx, mode, version, ctx->cfg.rank, rep);
+}
+
+int ckpt__daemon_partners_rank(ckpt_ctx *ctx, uint32_t mode, uint64_t version, uint32_t rank, ckptd_msg *rep)
+{
 	struct ckpt_daemon *d = ctx->daemon;
 	if (!d)
 		return -CKPT_EUNAVAIL;
 	ckptd_msg m = { .type = CKPTD_MSG_SEGMENT_REQUEST };
 	snprintf(m.u.segment_request.job, sizeof(m.u.segment_request.job), "%s", ctx->job);
 	m.u.segment_request.version = version;
-	m.u.segment_request.rank = ctx->cfg.rank;
+	m.u.segment_request.rank = rank;
 	m.u.segment_request.mode = mode;
 	pthread_mutex_lock(&d->mu);
 	int err = call_expect(ctx, &m, CKPTD_MSG_PARTNERS, rep, NULL);
