@@ -178,6 +178,50 @@ run 3 "reindex refuses the file" "$ckpt" reindex --root "$r"
 run 4 "verify after reindex (no such version)" "$ckpt" verify --root "$r" --job hj --version 1
 restore_jailed "restore after reindex" 4 "$r" --version 1
 
+echo "--- region names a terminal would act on, and names that are not UTF-8"
+# Output escapes what a file says: no escape sequence reaches the terminal,
+# a newline cannot forge a line, and --json stays valid UTF-8 JSON. ckpt
+# save refuses to write such names in the first place (docs/format.md 4.2).
+r="$tmp/r7"
+printf 'x\n' > "$tmp/in/a.txt"
+printf 'y\n' > "$tmp/in/b.txt"
+save "$r" --version 1 "$tmp/in/a.txt" "$tmp/in/b.txt"
+"$patch" rename-region "$(shard "$r" 1 0)" a.txt $'\e]2;owned\a\e[2J\nversion 1 rank 0: ok' || fail "patch escape name"
+"$patch" rename-region "$(shard "$r" 1 0)" b.txt $'\xff\xfe\xc0\xafname' || fail "patch non-UTF-8 name"
+"$ckpt" reindex --root "$r" > /dev/null 2>&1
+"$ckpt" show --root "$r" --job hj --version 1 > "$tmp/show.out" 2>&1
+if LC_ALL=C grep -q $'\e' "$tmp/show.out" || grep -q '^version 1 rank 0: ok' "$tmp/show.out"; then
+	fail "show printed a region name raw: $(od -c "$tmp/show.out" | head -5)"
+else
+	ok "show escapes region names"
+fi
+[ "$(wc -l < "$tmp/show.out")" -eq 4 ] || fail "show: a name added lines: $(cat -v "$tmp/show.out")"
+"$ckpt" show --root "$r" --job hj --version 1 --json > "$tmp/show.json" 2>&1
+if python3 -c 'import json,sys; d=json.loads(open(sys.argv[1],"rb").read().decode("utf-8")); n=[g["name"] for g in d["shards"][0]["regions"]]; assert "\x1b]2;owned\x07\x1b[2J\nversion 1 rank 0: ok" in n, n; assert any(x.endswith("name") and "\ufffd" in x for x in n), n' "$tmp/show.json"; then
+	ok "show --json: valid UTF-8 JSON, controls escaped, bad bytes replaced"
+else
+	fail "show --json is not valid UTF-8 JSON: $(od -c "$tmp/show.json" | head -5)"
+fi
+"$ckpt" verify --root "$r" --job hj --version 1 > "$tmp/verify.out" 2>&1
+LC_ALL=C grep -q $'\e' "$tmp/verify.out" && fail "verify printed a raw escape"
+mkdir -p "$tmp/in8"
+v=0
+for bad in $'bad\nname' $'bell\a' $'\xff.bin' $'csi\xc2\x9b2J'; do
+	v=$((v + 1))
+	printf 'z\n' > "$tmp/in8/$bad"
+	if "$ckpt" save --root "$tmp/r8" --job hj --version $v "$tmp/in8/$bad" > "$tmp/save.out" 2>&1; then
+		fail "save accepted the region name $(printf '%q' "$bad")"
+	elif grep -q "UTF-8" "$tmp/save.out"; then
+		ok "save refuses the region name $(printf '%q' "$bad")"
+	else
+		fail "save refused $(printf '%q' "$bad") without saying why: $(cat -v "$tmp/save.out")"
+	fi
+	rm -f "$tmp/in8/$bad"
+done
+printf 'u\n' > "$tmp/in8/模型-ü.bin"
+"$ckpt" save --root "$tmp/r8" --job hj --version 10 "$tmp/in8/模型-ü.bin" > "$tmp/save.out" 2>&1 && \
+	ok "save takes a UTF-8 region name" || fail "save refused a UTF-8 name: $(cat "$tmp/save.out")"
+
 if [ "$fails" -ne 0 ]; then
 	echo "$fails checks failed"
 	exit 1
