@@ -34,7 +34,7 @@ static int bad(char *why, size_t cap, int err, const char *fmt, ...)
 
 /* ------------------------------------------------------------- header */
 
-void ckpt__fmt_header_encode(uint8_t buf[CKPT_FMT_HEADER_LEN], const ckpt_fmt_header *h)
+uint64_t ckpt__fmt_header_encode(uint8_t buf[CKPT_FMT_HEADER_LEN], const ckpt_fmt_header *h)
 {
 	memset(buf, 0, CKPT_FMT_HEADER_LEN);
 	memcpy(buf, HEADER_MAGIC, 8);
@@ -50,7 +50,9 @@ void ckpt__fmt_header_encode(uint8_t buf[CKPT_FMT_HEADER_LEN], const ckpt_fmt_he
 	memcpy(buf + JOB_FIELD_OFF, h->job, jl);
 	ckpt__put_le32(buf + JOB_FIELD_OFF + JOB_FIELD_LEN, (uint32_t)jl);
 	ckpt__put_le64(buf + LINEAGE_OFF, h->lineage);
-	ckpt__put_le64(buf + HEADER_CSUM_OFF, ckpt_kern_hash(buf, HEADER_CSUM_OFF));
+	uint64_t sum = ckpt_kern_hash(buf, HEADER_CSUM_OFF);
+	ckpt__put_le64(buf + HEADER_CSUM_OFF, sum);
+	return sum;
 }
 
 int ckpt__fmt_header_decode(const uint8_t *buf, size_t len, ckpt_fmt_header *h,
@@ -222,6 +224,98 @@ void ckpt__fmt_footer_free(ckpt_fmt_footer *f)
 	f->chunks = NULL;
 }
 
+/* Decodes region entry i at p (which lies before rend) into f->regions[i].
+ * next_chunk and data carry the running chunk index and byte total; *el
+ * receives the entry's length. */
+static int region_decode(const uint8_t *p, const uint8_t *rend, ckpt_fmt_footer *f, uint32_t i,
+                         uint64_t *next_chunk, uint64_t *data, size_t *el_out, char *why, size_t cap)
+{
+	ckpt_fmt_region *r = &f->regions[i];
+	if ((size_t)(rend - p) < CKPT_FMT_REGION_FIXED)
+		return bad(why, cap, -CKPT_ECORRUPT, "region %u runs past the region table", i);
+	uint32_t el = ckpt__get_le32(p);
+	r->name_len = ckpt__get_le16(p + 4);
+	r->dtype = p[6];
+	r->ndim = p[7];
+	r->device = ckpt__get_le32(p + 8);
+	r->chunk_count = ckpt__get_le32(p + 12);
+	r->bytes = ckpt__get_le64(p + 16);
+	r->chunk_first = ckpt__get_le64(p + 24);
+	if (r->ndim > CKPT_MAX_DIMS || r->name_len == 0 || r->name_len > CKPT_MAX_NAME ||
+	    el != ckpt__fmt_region_entry_len(r->ndim, r->name_len) || el > (size_t)(rend - p))
+		return bad(why, cap, -CKPT_ECORRUPT, "region %u entry malformed", i);
+	if (r->dtype >= CKPT_DTYPE_COUNT)
+		return bad(why, cap, -CKPT_ECORRUPT, "region %u has unknown dtype %u", i, r->dtype);
+	const uint8_t *q = p + CKPT_FMT_REGION_FIXED;
+	for (unsigned d = 0; d < r->ndim; d++) {
+		r->global_shape[d] = ckpt__get_le64(q + 8 * d);
+		r->offsets[d] = ckpt__get_le64(q + 8 * (r->ndim + d));
+		r->extents[d] = ckpt__get_le64(q + 8 * (2 * r->ndim + d));
+		if (r->offsets[d] > r->global_shape[d] || r->extents[d] > r->global_shape[d] - r->offsets[d])
+			return bad(why, cap, -CKPT_ECORRUPT, "region %u: part outside the global shape in dim %u", i, d);
+	}
+	q += 24u * r->ndim;
+	memcpy(r->name, q, r->name_len);
+	r->name[r->name_len] = 0;
+	if (ckpt__region_name_valid(r->name, r->name_len) < 0)
+		return bad(why, cap, -CKPT_ECORRUPT, "region %u has an unsafe name", i);
+	for (uint32_t j = 0; j < i; j++)
+		if (!strcmp(f->regions[j].name, r->name))
+			return bad(why, cap, -CKPT_ECORRUPT, "region name '%s' appears twice", r->name);
+	if (r->chunk_first != *next_chunk || r->chunk_count > f->chunk_count - *next_chunk)
+		return bad(why, cap, -CKPT_ECORRUPT, "region '%s' chunk range out of order or out of table", r->name);
+	uint64_t want = r->bytes / f->chunk_bytes + (r->bytes % f->chunk_bytes != 0);
+	if (want != r->chunk_count)
+		return bad(why, cap, -CKPT_ECORRUPT, "region '%s': %llu bytes need %llu chunks, table has %u", r->name,
+		           (unsigned long long)r->bytes, (unsigned long long)want, r->chunk_count);
+	*next_chunk += r->chunk_count;
+	if (r->bytes > UINT64_MAX - *data)
+		return bad(why, cap, -CKPT_ECORRUPT, "region sizes overflow");
+	*data += r->bytes;
+	*el_out = el;
+	return 0;
+}
+
+/* Decodes the chunk table at p, region by region (the regions are decoded
+ * and cover it exactly), checking each entry against its region and the data
+ * area that ends at footer_offset. */
+static int chunks_decode(const uint8_t *p, ckpt_fmt_footer *f, uint64_t footer_offset, char *why, size_t cap)
+{
+	uint64_t stored = 0;
+	for (uint32_t ri = 0; ri < f->region_count; ri++) {
+		const ckpt_fmt_region *r = &f->regions[ri];
+		for (uint32_t k = 0; k < r->chunk_count; k++) {
+			uint64_t i = r->chunk_first + k;
+			ckpt_fmt_chunk *c = &f->chunks[i];
+			const uint8_t *e = p + i * CKPT_FMT_CHUNK_ENTRY;
+			c->offset = ckpt__get_le64(e);
+			c->stored_len = ckpt__get_le32(e + 8);
+			c->raw_len = ckpt__get_le32(e + 12);
+			c->flags = ckpt__get_le32(e + 16);
+			c->region = ckpt__get_le32(e + 20);
+			c->checksum = ckpt__get_le64(e + 24);
+			uint64_t want_raw = k + 1 < r->chunk_count ? f->chunk_bytes
+			                                           : r->bytes - (uint64_t)k * f->chunk_bytes;
+			uint32_t known = CKPT_CHUNK_ZSTD | (0xffu << CKPT_CHUNK_SHUFFLE_SHIFT);
+			if (c->region != ri || c->raw_len != want_raw || (c->flags & ~known) ||
+			    c->stored_len == 0 ||
+			    ((c->flags & CKPT_CHUNK_ZSTD) ? c->stored_len > c->raw_len : c->stored_len != c->raw_len) ||
+			    (!(c->flags & CKPT_CHUNK_ZSTD) && (c->flags >> CKPT_CHUNK_SHUFFLE_SHIFT)))
+				return bad(why, cap, -CKPT_ECORRUPT, "chunk %llu of region '%s' has an invalid entry",
+				           (unsigned long long)k, r->name);
+			if (c->offset < CKPT_FMT_HEADER_LEN || c->offset % CKPT_ALIGN ||
+			    c->offset > footer_offset || c->stored_len > footer_offset - c->offset)
+				return bad(why, cap, -CKPT_ECORRUPT, "chunk %llu of region '%s' lies outside the data area",
+				           (unsigned long long)k, r->name);
+			stored += c->stored_len;
+		}
+	}
+	if (stored != f->stored_bytes)
+		return bad(why, cap, -CKPT_ECORRUPT, "chunks hold %llu stored bytes, footer says %llu",
+		           (unsigned long long)stored, (unsigned long long)f->stored_bytes);
+	return 0;
+}
+
 int ckpt__fmt_footer_decode(const uint8_t *buf, size_t len, uint64_t footer_offset,
                             ckpt_fmt_footer *f, char *why, size_t cap)
 {
@@ -265,67 +359,9 @@ int ckpt__fmt_footer_decode(const uint8_t *buf, size_t len, uint64_t footer_offs
 	const uint8_t *rend = p + rt;
 	uint64_t next_chunk = 0, data = 0;
 	for (uint32_t i = 0; i < nreg; i++) {
-		ckpt_fmt_region *r = &f->regions[i];
-		if ((size_t)(rend - p) < CKPT_FMT_REGION_FIXED) {
-			err = bad(why, cap, -CKPT_ECORRUPT, "region %u runs past the region table", i);
+		size_t el = 0;
+		if ((err = region_decode(p, rend, f, i, &next_chunk, &data, &el, why, cap)) < 0)
 			goto fail;
-		}
-		uint32_t el = ckpt__get_le32(p);
-		r->name_len = ckpt__get_le16(p + 4);
-		r->dtype = p[6];
-		r->ndim = p[7];
-		r->device = ckpt__get_le32(p + 8);
-		r->chunk_count = ckpt__get_le32(p + 12);
-		r->bytes = ckpt__get_le64(p + 16);
-		r->chunk_first = ckpt__get_le64(p + 24);
-		if (r->ndim > CKPT_MAX_DIMS || r->name_len == 0 || r->name_len > CKPT_MAX_NAME ||
-		    el != ckpt__fmt_region_entry_len(r->ndim, r->name_len) || el > (size_t)(rend - p)) {
-			err = bad(why, cap, -CKPT_ECORRUPT, "region %u entry malformed", i);
-			goto fail;
-		}
-		if (r->dtype >= CKPT_DTYPE_COUNT) {
-			err = bad(why, cap, -CKPT_ECORRUPT, "region %u has unknown dtype %u", i, r->dtype);
-			goto fail;
-		}
-		const uint8_t *q = p + CKPT_FMT_REGION_FIXED;
-		for (unsigned d = 0; d < r->ndim; d++) {
-			r->global_shape[d] = ckpt__get_le64(q + 8 * d);
-			r->offsets[d] = ckpt__get_le64(q + 8 * (r->ndim + d));
-			r->extents[d] = ckpt__get_le64(q + 8 * (2 * r->ndim + d));
-			if (r->offsets[d] > r->global_shape[d] ||
-			    r->extents[d] > r->global_shape[d] - r->offsets[d]) {
-				err = bad(why, cap, -CKPT_ECORRUPT, "region %u: part outside the global shape in dim %u", i, d);
-				goto fail;
-			}
-		}
-		q += 24u * r->ndim;
-		memcpy(r->name, q, r->name_len);
-		r->name[r->name_len] = 0;
-		if (ckpt__region_name_valid(r->name, r->name_len) < 0) {
-			err = bad(why, cap, -CKPT_ECORRUPT, "region %u has an unsafe name", i);
-			goto fail;
-		}
-		for (uint32_t j = 0; j < i; j++)
-			if (!strcmp(f->regions[j].name, r->name)) {
-				err = bad(why, cap, -CKPT_ECORRUPT, "region name '%s' appears twice", r->name);
-				goto fail;
-			}
-		if (r->chunk_first != next_chunk || r->chunk_count > nchunk - next_chunk) {
-			err = bad(why, cap, -CKPT_ECORRUPT, "region '%s' chunk range out of order or out of table", r->name);
-			goto fail;
-		}
-		uint64_t want = r->bytes / f->chunk_bytes + (r->bytes % f->chunk_bytes != 0);
-		if (want != r->chunk_count) {
-			err = bad(why, cap, -CKPT_ECORRUPT, "region '%s': %llu bytes need %llu chunks, table has %u",
-			          r->name, (unsigned long long)r->bytes, (unsigned long long)want, r->chunk_count);
-			goto fail;
-		}
-		next_chunk += r->chunk_count;
-		if (r->bytes > UINT64_MAX - data) {
-			err = bad(why, cap, -CKPT_ECORRUPT, "region sizes overflow");
-			goto fail;
-		}
-		data += r->bytes;
 		p += el;
 	}
 	if (p != rend || next_chunk != nchunk) {
@@ -337,44 +373,8 @@ int ckpt__fmt_footer_decode(const uint8_t *buf, size_t len, uint64_t footer_offs
 		          (unsigned long long)data, (unsigned long long)f->data_bytes);
 		goto fail;
 	}
-	uint64_t stored = 0;
-	for (uint32_t ri = 0; ri < nreg; ri++) {
-		const ckpt_fmt_region *r = &f->regions[ri];
-		for (uint32_t k = 0; k < r->chunk_count; k++) {
-			uint64_t i = r->chunk_first + k;
-			ckpt_fmt_chunk *c = &f->chunks[i];
-			const uint8_t *e = p + i * CKPT_FMT_CHUNK_ENTRY;
-			c->offset = ckpt__get_le64(e);
-			c->stored_len = ckpt__get_le32(e + 8);
-			c->raw_len = ckpt__get_le32(e + 12);
-			c->flags = ckpt__get_le32(e + 16);
-			c->region = ckpt__get_le32(e + 20);
-			c->checksum = ckpt__get_le64(e + 24);
-			uint64_t want_raw = k + 1 < r->chunk_count ? f->chunk_bytes
-			                                           : r->bytes - (uint64_t)k * f->chunk_bytes;
-			uint32_t known = CKPT_CHUNK_ZSTD | (0xffu << CKPT_CHUNK_SHUFFLE_SHIFT);
-			if (c->region != ri || c->raw_len != want_raw || (c->flags & ~known) ||
-			    c->stored_len == 0 ||
-			    ((c->flags & CKPT_CHUNK_ZSTD) ? c->stored_len > c->raw_len : c->stored_len != c->raw_len) ||
-			    (!(c->flags & CKPT_CHUNK_ZSTD) && (c->flags >> CKPT_CHUNK_SHUFFLE_SHIFT))) {
-				err = bad(why, cap, -CKPT_ECORRUPT, "chunk %llu of region '%s' has an invalid entry",
-				          (unsigned long long)k, r->name);
-				goto fail;
-			}
-			if (c->offset < CKPT_FMT_HEADER_LEN || c->offset % CKPT_ALIGN ||
-			    c->offset > footer_offset || c->stored_len > footer_offset - c->offset) {
-				err = bad(why, cap, -CKPT_ECORRUPT, "chunk %llu of region '%s' lies outside the data area",
-				          (unsigned long long)k, r->name);
-				goto fail;
-			}
-			stored += c->stored_len;
-		}
-	}
-	if (stored != f->stored_bytes) {
-		err = bad(why, cap, -CKPT_ECORRUPT, "chunks hold %llu stored bytes, footer says %llu",
-		          (unsigned long long)stored, (unsigned long long)f->stored_bytes);
+	if ((err = chunks_decode(p, f, footer_offset, why, cap)) < 0)
 		goto fail;
-	}
 	return 0;
 fail:
 	ckpt__fmt_footer_free(f);

@@ -76,7 +76,8 @@ typedef struct ckpt_fmt_tail {
 } ckpt_fmt_tail;
 
 /* ---- writer side ---- */
-void ckpt__fmt_header_encode(uint8_t buf[CKPT_FMT_HEADER_LEN], const ckpt_fmt_header *h);
+/* Returns the header's checksum, which the tail repeats. */
+uint64_t ckpt__fmt_header_encode(uint8_t buf[CKPT_FMT_HEADER_LEN], const ckpt_fmt_header *h);
 size_t ckpt__fmt_region_entry_len(uint32_t ndim, size_t name_len);
 /* Bytes of footer (fixed part + tables), not counting padding or tail. */
 size_t ckpt__fmt_footer_len(const ckpt_fmt_footer *f);

@@ -3,6 +3,7 @@
 #include "config.h"
 #include "base/common.h"
 #include "base/parse.h"
+#include "format/format.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -284,4 +285,84 @@ void ckpt_config_help(FILE *out)
 	for (size_t i = 0; i < CKPT_ARRAY_LEN(table); i++)
 		fprintf(out, "%-16s %-20s %-12s %s\n", table[i].name, table[i].env,
 		        table[i].def ? table[i].def : "-", table[i].help);
+}
+
+/* ------------------------------------------------------------- checks at open */
+
+/* config `interval`: NULL/"off" 0, "N" 1 (every N steps), "auto" 2. */
+int ckpt__config_interval(const ckpt_config *c, int *mode, uint64_t *steps)
+{
+	const char *s = c->size >= offsetof(ckpt_config, interval) + sizeof(c->interval) ? c->interval : NULL;
+	*mode = 0;
+	*steps = 0;
+	if (!s || !*s || !strcmp(s, "off"))
+		return 0;
+	if (!strcmp(s, "auto")) {
+		*mode = 2;
+		return 0;
+	}
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v == 0 || s[0] == '-')
+		return -CKPT_ECONFIG;
+	*mode = 1;
+	*steps = v;
+	return 0;
+}
+
+int ckpt__config_check(const ckpt_config *c, const ckpt_logger *lg)
+{
+	int mode;
+	uint64_t steps;
+	if (ckpt__config_interval(c, &mode, &steps) < 0) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: interval '%s': off, a number of steps, or auto", c->interval);
+		return -CKPT_ECONFIG;
+	}
+	if (c->size < offsetof(ckpt_config, faults)) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: size field not set (use ckpt_config_init)");
+		return -CKPT_ECONFIG;
+	}
+	if (ckpt__job_valid(c->job_id) < 0) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: job id '%s' invalid: 1-64 of [A-Za-z0-9._-], not starting with '.'",
+		      c->job_id ? c->job_id : "(none)");
+		return -CKPT_ENAME;
+	}
+	if (!c->root || !*c->root) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: root directory not set (CKPT_ROOT)");
+		return -CKPT_ECONFIG;
+	}
+	if (c->world_size == 0 || c->rank >= c->world_size) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: rank %u must be below world size %u", c->rank, c->world_size);
+		return -CKPT_ECONFIG;
+	}
+	if (c->chunk_bytes < CKPT_FMT_MIN_CHUNK || c->chunk_bytes > CKPT_FMT_MAX_CHUNK ||
+	    c->chunk_bytes % CKPT_ALIGN) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: chunk_bytes %llu must be a multiple of 4096 in 64 KiB..256 MiB",
+		      (unsigned long long)c->chunk_bytes);
+		return -CKPT_ECONFIG;
+	}
+	if (c->staging_bytes < c->chunk_bytes) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: staging_bytes %llu smaller than one chunk",
+		      (unsigned long long)c->staging_bytes);
+		return -CKPT_ECONFIG;
+	}
+	/* Older callers' structs end before `daemon`: they run embedded. */
+	const char *daemon = c->size >= offsetof(ckpt_config, token_file) ? c->daemon : NULL;
+	uint32_t avail = CKPT_TIER_LOCAL_DISK | (daemon && *daemon ? CKPT_TIER_LOCAL_MEM | CKPT_TIER_PEER_MEM : 0u);
+	if (c->tiers & ~avail || !(c->tiers & CKPT_TIER_LOCAL_DISK)) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: tiers 0x%x: %s", c->tiers,
+		      daemon && *daemon ? "local_mem, peer_mem and local_disk are available (local_disk required)"
+		                        : "without a ckptd daemon only local_disk is available");
+		return -CKPT_ECONFIG;
+	}
+	if (c->io_depth == 0 || c->io_depth > 1024 || c->workers == 0 || c->workers > 64) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: io_depth must be 1..1024 and workers 1..64");
+		return -CKPT_ECONFIG;
+	}
+	if ((unsigned)c->pool_policy > CKPT_POOL_SKIP) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: pool_policy invalid");
+		return -CKPT_ECONFIG;
+	}
+	return 0;
 }

@@ -11,6 +11,7 @@
 #include "format/index.h"
 #include "pool.h"
 #include "device.h"
+#include "preempt.h"
 #include "backend.h"
 
 typedef struct ckpt_region {
@@ -175,10 +176,7 @@ struct ckpt_ctx {
 	struct { uint64_t every, from; } adv[8];
 	uint32_t nadv;
 	uint64_t step_sent_ns;   /* io thread: when the last report went */
-	/* the emergency checkpoint (preempt.c), with step_mu */
-	int em_active, em_local, em_asked, em_done, em_said_exit, em_logged;
-	uint64_t em_step, em_deadline; /* deadline: CLOCK_REALTIME ns */
-	uint32_t em_tier;
+	ckpt_emergency em;        /* the emergency checkpoint (preempt.h), with step_mu */
 
 	/* preemption signals (preempt.c) */
 	int preempt_sigs[8], npreempt_sigs; /* config preempt_signals, parsed */
@@ -215,7 +213,7 @@ struct ckpt_ctx {
  * from version restored+1. */
 uint64_t ckpt__lineage(uint64_t incarnation, uint64_t restored_plus_one);
 
-/* ctx.c: fills parallel arrays (ctx->ndev_regions entries) of the CUDA regions. */
+/* region.c: fills parallel arrays (ctx->ndev_regions entries) of the CUDA regions. */
 int ckpt__dev_regions(struct ckpt_ctx *ctx, void **ptrs, uint64_t *bytes, const char **names,
                       ckpt_dev_region **regs);
 

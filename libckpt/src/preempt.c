@@ -151,15 +151,14 @@ void ckpt__preempt_disarm(ckpt_ctx *ctx)
 	pthread_mutex_unlock(&install_mu);
 }
 
-/* With step_mu: a local emergency (no agent to choose for the job). */
+/* With step_mu, in NONE: a local emergency (no agent to choose for the job). */
 static void local_emergency(ckpt_ctx *ctx, uint64_t deadline)
 {
-	ctx->em_active = 1;
-	ctx->em_local = 1;
-	ctx->em_step = ctx->step_cur + 1;
-	ctx->em_deadline = deadline;
-	ctx->em_tier = CKPT_TIER_LOCAL_DISK;
-	ctx->em_asked = ctx->em_done = 0;
+	ctx->em.state = CKPT_EM_WAIT;
+	ctx->em.local = 1;
+	ctx->em.step = ctx->step_cur + 1;
+	ctx->em.deadline = deadline;
+	ctx->em.tier = CKPT_TIER_LOCAL_DISK;
 }
 
 static int raise_notice(ckpt_ctx *ctx, uint64_t deadline, uint32_t source, const char *what)
@@ -177,9 +176,9 @@ static int raise_notice(ckpt_ctx *ctx, uint64_t deadline, uint32_t source, const
 		      "step on this node alone", what, ckpt_strerror(r));
 	}
 	pthread_mutex_lock(&ctx->step_mu);
-	if (!ctx->em_active)
+	if (ctx->em.state == CKPT_EM_NONE)
 		local_emergency(ctx, deadline);
-	uint64_t step = ctx->em_step;
+	uint64_t step = ctx->em.step;
 	pthread_mutex_unlock(&ctx->step_mu);
 	LOG_W(&ctx->log, CKPT_NO_VERSION, "preemption (%s): saving step %llu to local disk, %.1f s left", what,
 	      (unsigned long long)step, left / 1e9);
@@ -204,28 +203,34 @@ int ckpt_preempt_notice(ckpt_ctx *ctx, uint64_t deadline_ns)
 	return raise_notice(ctx, deadline_ns, CKPTD_NOTICE_SRC_CLI, "ckpt_preempt_notice");
 }
 
+/* Whether the emergency is WAIT or SAVING for step: what SAFE may follow. */
+static int em_unsafe_at(const ckpt_emergency *em, uint64_t step)
+{
+	return (em->state == CKPT_EM_WAIT || em->state == CKPT_EM_SAVING) && em->step == step;
+}
+
 void ckpt__preempt_emergency(ckpt_ctx *ctx, uint64_t step, uint64_t deadline, uint32_t tier, int final)
 {
+	ckpt_emergency *em = &ctx->em;
 	if (final) {
 		pthread_mutex_lock(&ctx->step_mu);
-		int mine = ctx->em_active && ctx->em_step == step && !ctx->em_done;
+		int mine = em_unsafe_at(em, step);
 		if (mine)
-			ctx->em_done = 1;
+			em->state = CKPT_EM_SAFE;
 		pthread_mutex_unlock(&ctx->step_mu);
 		if (mine)
 			LOG_W(&ctx->log, step, "emergency checkpoint safe off the noticed nodes: ckpt_step says EXIT");
 		return;
 	}
 	pthread_mutex_lock(&ctx->step_mu);
-	int again = ctx->em_active && !ctx->em_local && ctx->em_step == step;
+	int again = em->state != CKPT_EM_NONE && !em->local && em->step == step;
 	if (!again) {
-		ctx->em_asked = ctx->em_done = 0;
-		ctx->em_local = 0;
+		em->state = CKPT_EM_WAIT;
+		em->local = 0;
 	}
-	ctx->em_active = 1;
-	ctx->em_step = step;
-	ctx->em_deadline = deadline;
-	ctx->em_tier = tier;
+	em->step = step;
+	em->deadline = deadline;
+	em->tier = tier;
 	uint64_t cur = ctx->step_cur;
 	pthread_mutex_unlock(&ctx->step_mu);
 	uint64_t w = wall_ns();
@@ -239,29 +244,32 @@ void ckpt__preempt_emergency(ckpt_ctx *ctx, uint64_t step, uint64_t deadline, ui
 
 void ckpt__preempt_committed(ckpt_ctx *ctx, uint64_t version, uint32_t tiers)
 {
+	ckpt_emergency *em = &ctx->em;
 	pthread_mutex_lock(&ctx->step_mu);
 	/* With an agent, the coordinator says when (EMERGENCY FINAL): only it
 	 * knows where every rank's copy is. */
-	int done = ctx->em_active && ctx->em_local && !ctx->em_done && version == ctx->em_step && (tiers & ctx->em_tier);
+	int done = em->local && em_unsafe_at(em, version) && (tiers & em->tier);
 	if (done)
-		ctx->em_done = 1;
+		em->state = CKPT_EM_SAFE;
 	pthread_mutex_unlock(&ctx->step_mu);
 	if (done)
 		LOG_W(&ctx->log, version, "emergency checkpoint committed at tier 0x%x: ckpt_step says EXIT", tiers);
 }
 
-int ckpt__preempt_step(ckpt_ctx *ctx, uint64_t step, int act)
+int ckpt__preempt_step(ckpt_ctx *ctx, uint64_t step, int act, int *say_exit)
 {
-	if (!ctx->em_active)
+	ckpt_emergency *em = &ctx->em;
+	*say_exit = 0;
+	if (em->state == CKPT_EM_NONE)
 		return act;
 	uint64_t margin = (uint64_t)ctx->cfg.preempt_exit_margin_ms * 1000000ull;
-	if (ctx->em_done || wall_ns() + margin >= ctx->em_deadline) {
-		if (!ctx->em_said_exit)
-			ctx->em_said_exit = ctx->em_done ? 1 : 2; /* ckpt_step logs it, unlocked */
+	if (em->state == CKPT_EM_SAFE || wall_ns() + margin >= em->deadline) {
+		if (!em->exit_said)
+			*say_exit = em->exit_said = em->state == CKPT_EM_SAFE ? CKPT_EM_EXIT_SAFE : CKPT_EM_EXIT_LATE;
 		return CKPT_STEP_EXIT;
 	}
-	if (step == ctx->em_step && !ctx->em_asked) {
-		ctx->em_asked = 1;
+	if (step == em->step && em->state == CKPT_EM_WAIT) {
+		em->state = CKPT_EM_SAVING;
 		return CKPT_STEP_SAVE;
 	}
 	return CKPT_STEP_CONTINUE; /* no interval saves while the emergency runs */

@@ -907,58 +907,70 @@ static int slot_take(ckpt_ctx *ctx)
 	return slot;
 }
 
-int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out)
+/* Chunks of the registered regions, in all and on the device. */
+static void count_chunks(ckpt_ctx *ctx, uint64_t *nchunks, uint64_t *ndev)
 {
-	if (out)
-		*out = NULL;
-	if (!ctx || (flags & ~CKPT_SAVE_LAZY) || version == CKPT_LATEST)
-		return -EINVAL;
-	int lazy = (flags & CKPT_SAVE_LAZY) != 0;
-	if (ctx->nregions == 0) {
-		LOG_E(&ctx->log, version, "save: no region registered");
-		return -CKPT_ESTATE;
-	}
-	uint64_t t0 = ckpt__now_ns();
-	uint64_t cb = ctx->cfg.chunk_bytes, nchunks = 0, ndev = 0;
+	uint64_t cb = ctx->cfg.chunk_bytes;
+	*nchunks = *ndev = 0;
 	for (uint32_t i = 0; i < ctx->nregions; i++) {
 		uint64_t n = (ctx->regions[i].bytes + cb - 1) / cb;
-		nchunks += n;
+		*nchunks += n;
 		if (ctx->regions[i].device == CKPT_DEVICE_CUDA)
-			ndev += n;
+			*ndev += n;
 	}
-	if (nchunks > UINT32_MAX)
-		return -CKPT_ETOOBIG;
+}
 
-	/* A version already committed with this rank in it is never rewritten. */
+/* What the index says of saving version: a version already committed with
+ * this rank in it is never rewritten. */
+static int index_admits(ckpt_ctx *ctx, uint64_t version)
+{
 	ckpt_idx_shard old;
 	ckpt_idx_version v;
-	if (ckpt__index_get(ctx->index, ctx->job, version, &v) == 0) {
-		if (v.state == CKPT_STATE_DELETING)
-			return -CKPT_ESTATE;
-		if (v.state == CKPT_STATE_COMMITTED &&
-		    ckpt__index_get_shard(ctx->index, ctx->job, version, ctx->cfg.rank, &old) == 0) {
-			LOG_E(&ctx->log, version, "save: version already committed");
-			return -EEXIST;
-		}
-		if (v.world_size != ctx->cfg.world_size) {
-			LOG_E(&ctx->log, version, "save: version exists with world size %u", v.world_size);
-			return -CKPT_EMISMATCH;
-		}
+	if (ckpt__index_get(ctx->index, ctx->job, version, &v) != 0)
+		return 0;
+	if (v.state == CKPT_STATE_DELETING)
+		return -CKPT_ESTATE;
+	if (v.state == CKPT_STATE_COMMITTED &&
+	    ckpt__index_get_shard(ctx->index, ctx->job, version, ctx->cfg.rank, &old) == 0) {
+		LOG_E(&ctx->log, version, "save: version already committed");
+		return -EEXIST;
 	}
-	/* Into a segment, only device chunks take staging slots (they cross
-	 * through pinned memory); the rest is checked again if no segment comes. */
-	int mem = ctx->mem_tier && ckpt__daemon_segments(ctx);
+	if (v.world_size != ctx->cfg.world_size) {
+		LOG_E(&ctx->log, version, "save: version exists with world size %u", v.world_size);
+		return -CKPT_EMISMATCH;
+	}
+	return 0;
+}
+
+static int pool_admits(ckpt_ctx *ctx, uint64_t version, uint64_t slots)
+{
 	pthread_mutex_lock(&ctx->lock);
+	int r = pool_skip(ctx, version, slots);
+	pthread_mutex_unlock(&ctx->lock);
+	return r;
+}
+
+/* No save of version already in flight, and the pool policy lets it go with
+ * `slots` staging slots. */
+static int pipeline_admits(ckpt_ctx *ctx, uint64_t version, uint64_t slots)
+{
 	int r = 0;
+	pthread_mutex_lock(&ctx->lock);
 	for (ckpt_save_op *l = ctx->live; l; l = l->next_live)
 		if (l->version == version)
 			r = -EEXIST;
 	if (r == 0)
-		r = pool_skip(ctx, version, mem ? ndev : nchunks);
+		r = pool_skip(ctx, version, slots);
 	pthread_mutex_unlock(&ctx->lock);
-	if (r < 0)
-		return r;
+	return r;
+}
 
+/* The op, its temp file, the caller's handle (when out is wanted) and, with
+ * mem, its LOCAL_MEM segment. On failure nothing is left behind. */
+static int op_start(ckpt_ctx *ctx, uint64_t version, uint64_t nchunks, uint64_t ndev, int mem, int want_handle,
+                    ckpt_save_op **opp, ckpt_handle **hp)
+{
+	int r;
 	ckpt_save_op *op = op_new(ctx, version, nchunks);
 	if (!op)
 		return -ENOMEM;
@@ -971,7 +983,7 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 		op_discard(op, h);
 		return r;
 	}
-	if (out) {
+	if (want_handle) {
 		h = calloc(1, sizeof(*h));
 		if (!h) {
 			op_discard(op, h);
@@ -981,54 +993,55 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 	}
 	if (mem) {
 		take_segment(ctx, op);
-		if (!op->seg && nchunks > ndev) {
-			pthread_mutex_lock(&ctx->lock);
-			r = pool_skip(ctx, version, nchunks);
-			pthread_mutex_unlock(&ctx->lock);
-			if (r < 0) {
-				op_discard(op, h);
-				return r;
-			}
+		/* Without a segment every chunk is staged: check the pool again. */
+		if (!op->seg && nchunks > ndev && (r = pool_admits(ctx, version, nchunks)) < 0) {
+			op_discard(op, h);
+			return r;
 		}
 	} else if (op->tiers & CKPT_TIER_LOCAL_MEM) {
 		op->mem_state = -1;
 		op->mem_error = ctx->mem_unavail ? ctx->mem_unavail : -ENOTCONN;
 	}
+	*opp = op;
+	*hp = h;
+	return 0;
+}
 
-	/* The save point on the device: checksums taken in the trainer's stream
-	 * order, before anything is queued. */
-	if (ctx->ndev_regions) {
-		uint32_t n = ctx->ndev_regions;
-		void *ptrs[n];
-		uint64_t bytes[n];
-		const char *names[n];
-		ckpt_dev_region *regs[n];
-		ckpt__dev_regions(ctx, ptrs, bytes, names, regs);
-		r = ckpt__dev_save_point(ctx->dev, ptrs, bytes, regs, n, cb, lazy && ctx->cfg.lazy_check);
-		if (r < 0) {
-			if (op->seg)
-				LOG_W(&ctx->log, version, "save failed before its LOCAL_MEM segment was filled; the agent "
-				      "frees it when this process leaves");
-			op_discard(op, h);
-			return r;
-		}
-	}
-	op->refs = h ? 3 : 2; /* pipeline, handle, and this call until the snapshot ends */
+/* The save point on the device: checksums taken in the trainer's stream
+ * order, before anything is queued. */
+static int device_save_point(ckpt_ctx *ctx, ckpt_save_op *op, int lazy)
+{
+	uint32_t n = ctx->ndev_regions;
+	if (!n)
+		return 0;
+	void *ptrs[n];
+	uint64_t bytes[n];
+	const char *names[n];
+	ckpt_dev_region *regs[n];
+	ckpt__dev_regions(ctx, ptrs, bytes, names, regs);
+	int r = ckpt__dev_save_point(ctx->dev, ptrs, bytes, regs, n, ctx->cfg.chunk_bytes, lazy && ctx->cfg.lazy_check);
+	if (r < 0 && op->seg)
+		LOG_W(&ctx->log, op->version, "save failed before its LOCAL_MEM segment was filled; the agent "
+		      "frees it when this process leaves");
+	return r;
+}
+
+/* Makes the op live: its header encoded (and copied into the segment's
+ * image), the op on the live list, the header's write submitted. */
+static void op_go_live(ckpt_ctx *ctx, ckpt_save_op *op, uint64_t t0)
+{
 	op->t_start = t0;
 	op->created_ns = ckpt__wall_ns();
 	op->next_off = op->fixed_layout ? op->img_footer_off : CKPT_FMT_HEADER_LEN;
 	op->lineage = ctx->lineage;
 	ckpt_fmt_header hd = {
-		.version = version, .rank = ctx->cfg.rank, .world_size = ctx->cfg.world_size,
+		.version = op->version, .rank = ctx->cfg.rank, .world_size = ctx->cfg.world_size,
 		.created_ns = op->created_ns, .lineage = ctx->lineage,
 	};
 	snprintf(hd.job, sizeof(hd.job), "%s", ctx->job);
-	ckpt__fmt_header_encode(op->header_buf, &hd);
-	op->header_checksum = ckpt__get_le64(op->header_buf + 248);
-	/* The io thread takes op->seg back once every chunk is checksummed. */
-	uint8_t *seg = op->seg;
-	if (seg)
-		memcpy(seg, op->header_buf, CKPT_FMT_HEADER_LEN);
+	op->header_checksum = ckpt__fmt_header_encode(op->header_buf, &hd);
+	if (op->seg)
+		memcpy(op->seg, op->header_buf, CKPT_FMT_HEADER_LEN);
 
 	pthread_mutex_lock(&ctx->lock);
 	op->next_live = ctx->live;
@@ -1036,9 +1049,67 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 	ctx->nlive++;
 	pthread_mutex_unlock(&ctx->lock);
 	submit_aux(ctx, op, IO_HEADER, CKPT_IO_WRITE, op->header_buf, CKPT_FMT_HEADER_LEN, 0);
+}
 
-	/* The snapshot: the only part the caller waits for. */
-	uint64_t ci = 0, t_copy = ckpt__now_ns();
+/* Copies one chunk (bytes [off, off+len) of region rg) into its segment
+ * place or a staging slot, and queues it for the workers. */
+static void snapshot_chunk(ckpt_ctx *ctx, ckpt_save_op *op, uint8_t *seg, const ckpt_region *rg, uint64_t off,
+                           uint32_t len, uint64_t ci, unsigned elem)
+{
+	size_t padded = CKPT_ALIGN_UP(len, CKPT_ALIGN);
+	int dev = rg->device == CKPT_DEVICE_CUDA;
+	ckpt_chunk_task *t = &op->tasks[ci];
+	int slot = -1;
+	uint8_t *dst;
+	if (seg) {
+		/* Padding is part of the image, and of the disk write. */
+		t->mem = seg + t->img_off;
+		if (padded > len)
+			memset(t->mem + len, 0, padded - len);
+	}
+	if (!seg || dev) {
+		slot = slot_take(ctx);
+		dst = ckpt__pool_slot(&ctx->pool, slot);
+		if (padded > len)
+			memset(dst + len, 0, padded - len);
+	} else {
+		dst = t->mem;
+	}
+	t->dev = dev;
+	if (dev) {
+		int r = ckpt__dev_copy_chunk(ctx->dev, slot, dst, (const uint8_t *)rg->ptr + off, len, &rg->dev,
+		                             (uint32_t)(off / ctx->cfg.chunk_bytes));
+		if (r < 0) {
+			op_fail(op, r, 0);
+			t->dev = 0; /* nothing to wait for; the save fails */
+		}
+	} else {
+		memcpy(dst, (const uint8_t *)rg->ptr + off, len);
+	}
+	t->op = op;
+	t->index = (uint32_t)ci;
+	t->slot = slot;
+	t->cbuf = -1;
+	t->raw_len = len;
+	t->elem = elem;
+	t->next = NULL;
+	pthread_mutex_lock(&ctx->lock);
+	if (ctx->work_tail)
+		ctx->work_tail->next = t;
+	else
+		ctx->work_head = t;
+	ctx->work_tail = t;
+	if (!ctx->hold_work)
+		pthread_cond_signal(&ctx->work_cv);
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+/* The snapshot: the only part the caller waits for. The io thread takes
+ * op->seg back once every chunk is checksummed, so the segment is read once
+ * here, before anything is queued. */
+static void snapshot(ckpt_ctx *ctx, ckpt_save_op *op, uint8_t *seg)
+{
+	uint64_t cb = ctx->cfg.chunk_bytes, ci = 0;
 	if (!ctx->overlap) {
 		pthread_mutex_lock(&ctx->lock);
 		ctx->hold_work = 1;
@@ -1047,82 +1118,79 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 	for (uint32_t i = 0; i < ctx->nregions; i++) {
 		const ckpt_region *rg = &ctx->regions[i];
 		unsigned elem = shuffle_elem(rg->dtype);
-		int dev = rg->device == CKPT_DEVICE_CUDA;
-		for (uint64_t off = 0; off < rg->bytes; off += cb, ci++) {
-			uint32_t len = (uint32_t)CKPT_MIN(cb, rg->bytes - off);
-			size_t padded = CKPT_ALIGN_UP(len, CKPT_ALIGN);
-			ckpt_chunk_task *t = &op->tasks[ci];
-			int slot = -1;
-			uint8_t *dst;
-			if (seg) {
-				/* Padding is part of the image, and of the disk write. */
-				t->mem = seg + t->img_off;
-				if (padded > len)
-					memset(t->mem + len, 0, padded - len);
-			}
-			if (!seg || dev) {
-				slot = slot_take(ctx);
-				dst = ckpt__pool_slot(&ctx->pool, slot);
-				if (padded > len)
-					memset(dst + len, 0, padded - len);
-			} else {
-				dst = t->mem;
-			}
-			t->dev = dev;
-			if (dev) {
-				r = ckpt__dev_copy_chunk(ctx->dev, slot, dst, (const uint8_t *)rg->ptr + off, len, &rg->dev,
-				                         (uint32_t)(off / cb));
-				if (r < 0) {
-					op_fail(op, r, 0);
-					t->dev = 0; /* nothing to wait for; the save fails */
-				}
-			} else {
-				memcpy(dst, (const uint8_t *)rg->ptr + off, len);
-			}
-			t->op = op;
-			t->index = (uint32_t)ci;
-			t->slot = slot;
-			t->cbuf = -1;
-			t->raw_len = len;
-			t->elem = elem;
-			t->next = NULL;
-			pthread_mutex_lock(&ctx->lock);
-			if (ctx->work_tail)
-				ctx->work_tail->next = t;
-			else
-				ctx->work_head = t;
-			ctx->work_tail = t;
-			if (!ctx->hold_work)
-				pthread_cond_signal(&ctx->work_cv);
-			pthread_mutex_unlock(&ctx->lock);
-		}
+		for (uint64_t off = 0; off < rg->bytes; off += cb, ci++)
+			snapshot_chunk(ctx, op, seg, rg, off, (uint32_t)CKPT_MIN(cb, rg->bytes - off), ci, elem);
 	}
 	pthread_mutex_lock(&ctx->lock);
 	ctx->hold_work = 0;
-	if (seg && nchunks == 0) {
+	if (seg && op->chunks_total == 0) {
 		op->mem_ready = 1; /* nothing to checksum */
 		wake_io_locked(ctx);
 	}
 	pthread_cond_broadcast(&ctx->work_cv);
 	pthread_mutex_unlock(&ctx->lock);
-	/* Eager: the caller may change its state once we return, so the device
-	 * copies must be done. Lazy: ckpt_fence waits for them. */
-	if (ctx->ndev_regions) {
-		r = ckpt__dev_save_end(ctx->dev, !lazy);
-		if (r < 0)
-			op_fail(op, r, 0);
-	}
+}
+
+/* The snapshot's stall, for the handle and the step report (goodput). */
+static void snapshot_account(ckpt_ctx *ctx, ckpt_save_op *op, uint64_t t0, uint64_t t_copy, int in_seg)
+{
 	uint64_t t1 = ckpt__now_ns(), stall = t1 - t0;
 	pthread_mutex_lock(&op->mu);
 	op->stall_ns = stall;
 	pthread_mutex_unlock(&op->mu);
-	pthread_mutex_lock(&ctx->step_mu); /* goodput: the step report says how much was stall */
+	pthread_mutex_lock(&ctx->step_mu);
 	ctx->step_stall_ns += stall;
 	ctx->step_saves++;
 	pthread_mutex_unlock(&ctx->step_mu);
-	LOG_T(&ctx->log, version, "snapshot taken: %llu bytes in %.3f ms, %.3f ms of it copying%s",
+	LOG_T(&ctx->log, op->version, "snapshot taken: %llu bytes in %.3f ms, %.3f ms of it copying%s",
 	      (unsigned long long)op->footer.data_bytes, stall / 1e6, (t1 - t_copy) / 1e6,
-	      seg ? " (into the LOCAL_MEM segment)" : "");
+	      in_seg ? " (into the LOCAL_MEM segment)" : "");
+}
+
+int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out)
+{
+	if (out)
+		*out = NULL;
+	if (!ctx || (flags & ~CKPT_SAVE_LAZY) || version == CKPT_LATEST)
+		return -EINVAL;
+	int lazy = (flags & CKPT_SAVE_LAZY) != 0;
+	if (ctx->nregions == 0) {
+		LOG_E(&ctx->log, version, "save: no region registered");
+		return -CKPT_ESTATE;
+	}
+	uint64_t t0 = ckpt__now_ns();
+	uint64_t nchunks, ndev;
+	count_chunks(ctx, &nchunks, &ndev);
+	if (nchunks > UINT32_MAX)
+		return -CKPT_ETOOBIG;
+	int r;
+	if ((r = index_admits(ctx, version)) < 0)
+		return r;
+	/* Into a segment, only device chunks take staging slots (they cross
+	 * through pinned memory); the rest is checked again if no segment comes. */
+	int mem = ctx->mem_tier && ckpt__daemon_segments(ctx);
+	if ((r = pipeline_admits(ctx, version, mem ? ndev : nchunks)) < 0)
+		return r;
+
+	ckpt_save_op *op;
+	ckpt_handle *h;
+	if ((r = op_start(ctx, version, nchunks, ndev, mem, out != NULL, &op, &h)) < 0)
+		return r;
+	if ((r = device_save_point(ctx, op, lazy)) < 0) {
+		op_discard(op, h);
+		return r;
+	}
+	op->refs = h ? 3 : 2; /* pipeline, handle, and this call until the snapshot ends */
+	uint8_t *seg = op->seg;
+	op_go_live(ctx, op, t0);
+
+	uint64_t t_copy = ckpt__now_ns();
+	snapshot(ctx, op, seg);
+	/* Eager: the caller may change its state once we return, so the device
+	 * copies must be done. Lazy: ckpt_fence waits for them. */
+	if (ctx->ndev_regions && (r = ckpt__dev_save_end(ctx->dev, !lazy)) < 0)
+		op_fail(op, r, 0);
+	snapshot_account(ctx, op, t0, t_copy, seg != NULL);
 	ckpt__op_release(op);
 	if (out)
 		*out = h;

@@ -521,336 +521,414 @@ static int max_version(ckpt_ctx *ctx, uint64_t *out)
 	return r;
 }
 
-int main(int argc, char **argv)
-{
+/* One run: the options, the context's settings, the regions and the
+ * buffers of the memcpy limits, the iterations done. */
+typedef struct bench {
 	bench_opts o;
-	if (parse_args(argc, argv, &o) < 0)
-		return 2;
+	ckpt_config cfg;
+	int mem;              /* LOCAL_MEM saved and timed */
+	bench_region *rg;
+	uint32_t nalloc;      /* regions mapped */
+	bench_iter *it;
+	uint32_t done_iters;
+	uint8_t *dst, *shm;   /* memcpy targets: private, and shared like the agent's pool */
+	size_t dst_map, shm_map;
+	double memcpy_s, shm_s; /* the best of every memcpy timed */
+	ckpt_ctx *ctx;
+} bench;
 
-	int rc = 1, err;
-	bench_region *rg = NULL;
-	bench_iter *it = NULL;
-	uint8_t *dst = NULL, *shm = NULL;
-	size_t dst_map = 0, shm_map = 0;
-	ckpt_ctx *ctx = NULL;
-	uint32_t nalloc = 0, done_iters = 0;
-	int created_root = 0;
-
-	if (mkdir(o.root, 0700) == 0) {
-		created_root = 1;
+/* The root is created, or holds only an earlier run's checkpoints (its
+ * contents are removed at the end). */
+static int bench_root(const bench_opts *o, int *created)
+{
+	*created = 0;
+	if (mkdir(o->root, 0700) == 0) {
+		*created = 1;
 	} else if (errno != EEXIST) {
-		fprintf(stderr, "ckpt-bench: cannot create %s: %s\n", o.root, strerror(errno));
-		return 1;
-	} else if (!o.keep && !root_is_ours(o.root)) {
+		fprintf(stderr, "ckpt-bench: cannot create %s: %s\n", o->root, strerror(errno));
+		return -1;
+	} else if (!o->keep && !root_is_ours(o->root)) {
 		fprintf(stderr,
 		        "ckpt-bench: %s holds files other than ckpt-bench's own checkpoints, and would be emptied at "
 		        "the end; use an empty or new directory, or --keep\n",
-		        o.root);
-		return 1;
+		        o->root);
+		return -1;
 	}
+	return 0;
+}
 
-	ckpt_config cfg;
-	if ((err = ckpt_config_init(&cfg)) < 0) {
+static int bench_config(bench *b)
+{
+	ckpt_config *cfg = &b->cfg;
+	int err;
+	if ((err = ckpt_config_init(cfg)) < 0) {
 		fprintf(stderr, "ckpt-bench: configuration from the environment: %s\n", ckpt_strerror(err));
-		goto out;
+		return -1;
 	}
-	cfg.job_id = "bench";
-	cfg.rank = 0;
-	cfg.world_size = 1;
-	cfg.root = o.root;
-	cfg.compress = o.compress;
-	cfg.pool_policy = CKPT_POOL_WAIT;
-	if (o.chunk_bytes)
-		cfg.chunk_bytes = o.chunk_bytes;
-	if (o.workers)
-		cfg.workers = o.workers;
-	if (o.io_depth)
-		cfg.io_depth = o.io_depth;
-	if (o.tiers)
-		cfg.tiers = o.tiers;
-	int mem = (cfg.tiers & CKPT_TIER_LOCAL_MEM) != 0;
-	if (mem) {
-		if (!cfg.daemon || !*cfg.daemon) {
+	cfg->job_id = "bench";
+	cfg->rank = 0;
+	cfg->world_size = 1;
+	cfg->root = b->o.root;
+	cfg->compress = b->o.compress;
+	cfg->pool_policy = CKPT_POOL_WAIT;
+	if (b->o.chunk_bytes)
+		cfg->chunk_bytes = b->o.chunk_bytes;
+	if (b->o.workers)
+		cfg->workers = b->o.workers;
+	if (b->o.io_depth)
+		cfg->io_depth = b->o.io_depth;
+	if (b->o.tiers)
+		cfg->tiers = b->o.tiers;
+	b->mem = (cfg->tiers & CKPT_TIER_LOCAL_MEM) != 0;
+	if (b->mem) {
+		if (!cfg->daemon || !*cfg->daemon) {
 			fprintf(stderr, "ckpt-bench: --tiers local_mem needs a ckptd agent: set CKPT_DAEMON=unix:/path "
 			        "and CKPT_TOKEN_FILE\n");
-			goto out;
+			return -1;
 		}
 		/* Measure the agent or nothing: no quiet fallback to disk alone. */
-		cfg.daemon_required = 1;
+		cfg->daemon_required = 1;
 	}
+	return 0;
+}
 
-	rg = calloc(o.nregions, sizeof(*rg));
-	it = calloc(o.iters, sizeof(*it));
-	if (!rg || !it) {
-		fprintf(stderr, "ckpt-bench: out of memory\n");
-		goto out;
-	}
-
-	/* Regions, and the chunk count that sizes the staging pool: each chunk
-	 * takes a whole slot, so the pool must hold every region's chunks for the
-	 * stall to be the copy alone. */
-	uint64_t per = o.bytes / o.nregions, nchunks = 0;
-	for (uint32_t i = 0; i < o.nregions; i++) {
-		bench_region *r = &rg[i];
-		r->bytes = per + (i == o.nregions - 1 ? o.bytes % o.nregions : 0);
+/* The regions, filled; *nchunks receives the chunk count that sizes the
+ * staging pool: each chunk takes a whole slot, so the pool must hold every
+ * region's chunks for the stall to be the copy alone. */
+static int bench_regions(bench *b, uint64_t *nchunks)
+{
+	const bench_opts *o = &b->o;
+	uint64_t per = o->bytes / o->nregions;
+	*nchunks = 0;
+	for (uint32_t i = 0; i < o->nregions; i++) {
+		bench_region *r = &b->rg[i];
+		r->bytes = per + (i == o->nregions - 1 ? o->bytes % o->nregions : 0);
 		snprintf(r->name, sizeof(r->name), "layer%04u.weight", i);
 		r->ptr = map_touched(r->bytes, &r->map_bytes);
 		if (!r->ptr) {
 			fprintf(stderr, "ckpt-bench: cannot allocate region %u (%zu bytes): %s\n", i, r->bytes,
 			        strerror(errno));
-			goto out;
+			return -1;
 		}
-		nalloc++;
+		b->nalloc++;
 		fill_region(r, 0x5eed0000ull + i);
 		r->sum = digest(r->ptr, r->bytes);
-		nchunks += (r->bytes + cfg.chunk_bytes - 1) / cfg.chunk_bytes;
+		*nchunks += (r->bytes + b->cfg.chunk_bytes - 1) / b->cfg.chunk_bytes;
 	}
+	return 0;
+}
 
-	/* The physical limit of the snapshot: memcpy of the same regions into a
-	 * touched buffer, a few times before the context exists and once more
-	 * right before each save, so that drift in a shared machine's speed
-	 * shows up in both figures alike. */
-	dst = map_touched(o.bytes, &dst_map);
-	if (!dst) {
-		fprintf(stderr, "ckpt-bench: cannot allocate the memcpy buffer (%" PRIu64 " bytes): %s\n", o.bytes,
-		        strerror(errno));
-		goto out;
-	}
-	double memcpy_s = 0, shm_s = 0;
+/* Best of a few memcpys of every region into dst. */
+static double best_memcpy(uint8_t *dst, const bench *b)
+{
+	double best = 0;
 	for (int k = 0; k < BENCH_MEMCPY_REPS; k++) {
-		double t = time_memcpy(dst, rg, o.nregions);
-		if (k == 0 || t < memcpy_s)
-			memcpy_s = t;
+		double t = time_memcpy(dst, b->rg, b->o.nregions);
+		if (k == 0 || t < best)
+			best = t;
 	}
-	if (mem) {
-		if (!(shm = map_shared_touched(o.bytes, &shm_map))) {
-			fprintf(stderr, "ckpt-bench: cannot allocate shared memory (%" PRIu64 " bytes): %s\n", o.bytes,
-			        strerror(errno));
-			goto out;
-		}
-		for (int k = 0; k < BENCH_MEMCPY_REPS; k++) {
-			double t = time_memcpy(shm, rg, o.nregions);
-			if (k == 0 || t < shm_s)
-				shm_s = t;
-		}
-	}
+	return best;
+}
 
+/* The physical limit of the snapshot: memcpy of the same regions into a
+ * touched buffer, a few times before the context exists and once more
+ * right before each save, so that drift in a shared machine's speed
+ * shows up in both figures alike. */
+static int bench_limits(bench *b)
+{
+	uint64_t bytes = b->o.bytes;
+	if (!(b->dst = map_touched(bytes, &b->dst_map))) {
+		fprintf(stderr, "ckpt-bench: cannot allocate the memcpy buffer (%" PRIu64 " bytes): %s\n", bytes,
+		        strerror(errno));
+		return -1;
+	}
+	b->memcpy_s = best_memcpy(b->dst, b);
+	if (!b->mem)
+		return 0;
+	if (!(b->shm = map_shared_touched(bytes, &b->shm_map))) {
+		fprintf(stderr, "ckpt-bench: cannot allocate shared memory (%" PRIu64 " bytes): %s\n", bytes,
+		        strerror(errno));
+		return -1;
+	}
+	b->shm_s = best_memcpy(b->shm, b);
+	return 0;
+}
+
+/* A memcpy into dst timed now, kept as the best if it is. */
+static double memcpy_now(bench *b, uint8_t *dst, double *best)
+{
+	double t = time_memcpy(dst, b->rg, b->o.nregions);
+	if (t < *best)
+		*best = t;
+	return t;
+}
+
+/* Saves version v, waits for LOCAL_MEM (if saved there) then LOCAL_DISK;
+ * fills the iteration's save figures. t0 receives the save's start. */
+static int bench_save(bench *b, bench_iter *it, uint64_t v, double *t0)
+{
+	ckpt_handle *h = NULL;
+	ckpt_status st = { .size = sizeof(st) };
+	double c0, q0, c1, q1;
+	int sched_ok = thread_sched(&c0, &q0) == 0;
+	*t0 = now_s();
+	int err = ckpt_save(b->ctx, v, CKPT_SAVE_DEFAULT, &h);
+	double t1 = now_s();
+	sched_ok = sched_ok && thread_sched(&c1, &q1) == 0;
+	if (err < 0) {
+		fprintf(stderr, "ckpt-bench: save of version %" PRIu64 " failed: %s\n", v, ckpt_strerror(err));
+		return -1;
+	}
+	double tm = 0;
+	if (b->mem) {
+		ckpt_status sm = { .size = sizeof(sm) };
+		err = ckpt_handle_wait(h, CKPT_TIER_LOCAL_MEM, -1, &sm);
+		tm = now_s();
+		if (err < 0) {
+			fprintf(stderr, "ckpt-bench: version %" PRIu64 " did not commit in DRAM: %s\n", v,
+			        ckpt_strerror(err));
+			ckpt_handle_free(h);
+			return -1;
+		}
+	}
+	err = ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, -1, &st);
+	double t2 = now_s();
+	ckpt_handle_free(h);
+	if (err < 0) {
+		fprintf(stderr, "ckpt-bench: version %" PRIu64 " did not become durable: %s%s%s\n", v,
+		        ckpt_strerror(err), st.sys_errno ? " / " : "", st.sys_errno ? ckpt_strerror(st.sys_errno) : "");
+		return -1;
+	}
+	it->stall_s = t1 - *t0;
+	it->stall_ratio = it->stall_s / it->memcpy_s;
+	it->stall_shm_ratio = b->mem ? it->stall_s / it->shm_memcpy_s : 0;
+	it->durable_s = t2 - *t0;
+	it->mem_s = b->mem ? tm - *t0 : 0;
+	it->lib_stall_s = (double)st.stall_ns * 1e-9;
+	it->lib_durable_s = (double)st.durable_ns * 1e-9;
+	it->stall_cpu_s = sched_ok ? c1 - c0 : -1;
+	it->stall_runq_s = sched_ok ? q1 - q0 : -1;
+	it->stored_bytes = st.stored_bytes;
+	return 0;
+}
+
+/* Zeroes the regions, restores version v into them and checks every one. */
+static int bench_restore(bench *b, bench_iter *it, uint64_t v)
+{
+	for (uint32_t i = 0; i < b->o.nregions; i++)
+		memset(b->rg[i].ptr, 0, b->rg[i].bytes);
+	double t3 = 0, t4 = 0;
+	if (b->mem) {
+		if ((t4 = restore_from_mem(&b->cfg, b->rg, b->o.nregions, v)) < 0)
+			return -1;
+	} else {
+		uint64_t got = 0;
+		t3 = now_s();
+		int err = ckpt_restore(b->ctx, v, 0, &got);
+		t4 = now_s();
+		if (err < 0) {
+			fprintf(stderr, "ckpt-bench: restore of version %" PRIu64 " failed: %s\n", v, ckpt_strerror(err));
+			return -1;
+		}
+	}
+	for (uint32_t i = 0; i < b->o.nregions; i++)
+		if (digest(b->rg[i].ptr, b->rg[i].bytes) != b->rg[i].sum) {
+			fprintf(stderr, "ckpt-bench: version %" PRIu64 ": region %s restored with wrong contents\n", v,
+			        b->rg[i].name);
+			return -1;
+		}
+	it->restore_s = t4 - t3;
+	it->restore_ratio = it->restore_memcpy_s / it->restore_s;
+	return 0;
+}
+
+/* Iteration k: save version v and restore it, each after a memcpy timed
+ * right before it. */
+static int bench_iteration(bench *b, uint32_t k, uint64_t v)
+{
+	bench_iter *it = &b->it[k];
+	if (b->mem)
+		it->shm_memcpy_s = memcpy_now(b, b->shm, &b->shm_s);
+	it->memcpy_s = memcpy_now(b, b->dst, &b->memcpy_s);
+	double t0;
+	if (bench_save(b, it, v, &t0) < 0)
+		return -1;
+	it->restore_memcpy_s = memcpy_now(b, b->dst, &b->memcpy_s);
+	if (bench_restore(b, it, v) < 0)
+		return -1;
+	b->done_iters++;
+	if (!b->o.json) {
+		char memc[64] = "";
+		if (b->mem)
+			snprintf(memc, sizeof(memc), "LOCAL_MEM commit %.4f s, ", it->mem_s);
+		fprintf(stderr,
+		        "iter %u: version %" PRIu64 " memcpy %.4f s, stall %.4f s (on cpu %.4f, run queue %.4f), "
+		        "%sdurable %.4f s, restore%s %.4f s\n",
+		        k, v, it->memcpy_s, it->stall_s, it->stall_cpu_s, it->stall_runq_s, memc, it->durable_s,
+		        b->mem ? " from LOCAL_MEM" : "", it->restore_s);
+	}
+	return 0;
+}
+
+/* The medians over the iterations done. */
+typedef struct bench_summary {
+	double stall, durable, restore, paired, stall_cpu, stall_runq, mem_commit, restore_ratio, stall_shm_paired;
+	double gib;
+	int direct;
+} bench_summary;
+
+static void report_json(const bench *b, const bench_summary *m)
+{
+	const bench_iter *it = b->it;
+	uint32_t n = b->done_iters;
+	const ckpt_config *cfg = &b->cfg;
+	printf("{\"bytes\": %" PRIu64 ", \"regions\": %u, \"chunk_bytes\": %" PRIu64
+	       ", \"compress\": %d, \"workers\": %u, \"io_depth\": %u, \"iters\": %u, \"direct_io\": %d, "
+	       "\"stored_bytes\": %" PRIu64 ", \"tiers\": \"%s\", \"staging_bytes\": %" PRIu64 ", ",
+	       b->o.bytes, b->o.nregions, (uint64_t)cfg->chunk_bytes, cfg->compress, cfg->workers, cfg->io_depth, n,
+	       m->direct, it[n - 1].stored_bytes, b->mem ? "local_mem,local_disk" : "local_disk",
+	       (uint64_t)cfg->staging_bytes);
+	if (b->mem)
+		printf("\"mem_commit_s\": %.6f, \"mem_commit_vs_durable\": %.4f, \"memcpy_shm_s\": %.6f, "
+		       "\"stall_vs_memcpy_shm\": %.4f, \"stall_vs_memcpy_shm_paired\": %.4f, ",
+		       m->mem_commit, m->mem_commit / m->durable, b->shm_s, m->stall / b->shm_s, m->stall_shm_paired);
+	printf("\"restore_vs_memcpy\": %.4f, \"restore_vs_memcpy_paired\": %.4f, ", b->memcpy_s / m->restore,
+	       m->restore_ratio);
+	printf("\"stall_s\": %.6f, \"durable_s\": %.6f, \"restore_s\": %.6f, \"memcpy_s\": %.6f, "
+	       "\"stall_vs_memcpy\": %.4f, \"stall_vs_memcpy_paired\": %.4f, "
+	       "\"stall_gib_s\": %.4f, \"durable_gib_s\": %.4f, \"restore_gib_s\": %.4f, "
+	       "\"memcpy_gib_s\": %.4f, ",
+	       m->stall, m->durable, m->restore, b->memcpy_s, m->stall / b->memcpy_s, m->paired, m->gib / m->stall,
+	       m->gib / m->durable, m->gib / m->restore, m->gib / b->memcpy_s);
+	printf("\"lib_stall_s\": %.6f, \"lib_durable_s\": %.6f, \"stall_cpu_s\": %.6f, "
+	       "\"stall_runq_s\": %.6f, ",
+	       MEDIAN(it, n, lib_stall_s), MEDIAN(it, n, lib_durable_s), m->stall_cpu, m->stall_runq);
+	printf("\"memcpy_s_all\": ");
+	SERIES(it, n, memcpy_s);
+	printf(", \"stall_s_all\": ");
+	SERIES(it, n, stall_s);
+	printf(", \"durable_s_all\": ");
+	SERIES(it, n, durable_s);
+	printf(", \"restore_s_all\": ");
+	SERIES(it, n, restore_s);
+	if (b->mem) {
+		printf(", \"mem_commit_s_all\": ");
+		SERIES(it, n, mem_s);
+	}
+	printf("}\n");
+}
+
+static void report_text(const bench *b, const bench_summary *m)
+{
+	const ckpt_config *cfg = &b->cfg;
+	double gib = m->gib;
+	printf("ckpt-bench: %.3f GiB in %u regions, chunk %" PRIu64 " KiB, %s, %u workers, io depth %u, "
+	       "%u iterations (median), %s I/O\n",
+	       gib, b->o.nregions, (uint64_t)cfg->chunk_bytes >> 10, cfg->compress ? "compressed" : "uncompressed",
+	       cfg->workers, cfg->io_depth, b->done_iters, m->direct ? "direct" : "buffered");
+	printf("  memcpy   %9.4f s  %7.2f GiB/s  (best of %u)\n", b->memcpy_s, gib / b->memcpy_s,
+	       BENCH_MEMCPY_REPS + 2 * b->done_iters);
+	printf("  stall    %9.4f s  %7.2f GiB/s  %.2fx memcpy (%.2fx the memcpy just before each save)\n", m->stall,
+	       gib / m->stall, m->stall / b->memcpy_s, m->paired);
+	if (m->stall_cpu >= 0)
+		printf("           on cpu %.4f s, waiting for a cpu %.4f s\n", m->stall_cpu, m->stall_runq);
+	if (b->mem)
+		printf("           %.2fx a memcpy into shared memory like the agent's (%.4f s; %.2fx paired)\n",
+		       m->stall / b->shm_s, b->shm_s, m->stall_shm_paired);
+	if (b->mem)
+		printf("  LOCAL_MEM %8.4f s  %7.2f GiB/s  (save to committed in node DRAM)\n", m->mem_commit,
+		       gib / m->mem_commit);
+	printf("  durable  %9.4f s  %7.2f GiB/s  (save to fdatasync + index commit)\n", m->durable, gib / m->durable);
+	printf("  restore  %9.4f s  %7.2f GiB/s  %.2fx memcpy's speed (%.2fx the memcpy just before each; "
+	       "verified%s)\n", m->restore, gib / m->restore, b->memcpy_s / m->restore, m->restore_ratio,
+	       b->mem ? ", from LOCAL_MEM" : "");
+	if (b->o.compress)
+		printf("  stored   %" PRIu64 " of %" PRIu64 " bytes\n", b->it[b->done_iters - 1].stored_bytes, b->o.bytes);
+}
+
+static void bench_report(const bench *b)
+{
+	const bench_iter *it = b->it;
+	uint32_t n = b->done_iters;
+	bench_summary m = {
+		.stall = MEDIAN(it, n, stall_s), .durable = MEDIAN(it, n, durable_s), .restore = MEDIAN(it, n, restore_s),
+		.paired = MEDIAN(it, n, stall_ratio), .stall_cpu = MEDIAN(it, n, stall_cpu_s),
+		.stall_runq = MEDIAN(it, n, stall_runq_s), .mem_commit = MEDIAN(it, n, mem_s),
+		.restore_ratio = MEDIAN(it, n, restore_ratio), .stall_shm_paired = MEDIAN(it, n, stall_shm_ratio),
+		.gib = (double)b->o.bytes / GIB, .direct = probe_direct(b->o.root),
+	};
+	if (b->o.json)
+		report_json(b, &m);
+	else
+		report_text(b, &m);
+}
+
+/* Regions, limits, the context, then every iteration and the report. */
+static int bench_run(bench *b)
+{
+	int err;
+	uint64_t nchunks;
+	b->rg = calloc(b->o.nregions, sizeof(*b->rg));
+	b->it = calloc(b->o.iters, sizeof(*b->it));
+	if (!b->rg || !b->it) {
+		fprintf(stderr, "ckpt-bench: out of memory\n");
+		return -1;
+	}
+	if (bench_regions(b, &nchunks) < 0 || bench_limits(b) < 0)
+		return -1;
 	/* Into LOCAL_MEM the snapshot takes no staging slot. */
-	cfg.staging_bytes = nchunks * cfg.chunk_bytes;
-	if (mem && cfg.staging_bytes > (64u << 20))
-		cfg.staging_bytes = 64u << 20;
-	if (o.staging)
-		cfg.staging_bytes = o.staging;
-	if (open_registered(&cfg, rg, o.nregions, &ctx) < 0)
-		goto out;
-
+	b->cfg.staging_bytes = nchunks * b->cfg.chunk_bytes;
+	if (b->mem && b->cfg.staging_bytes > (64u << 20))
+		b->cfg.staging_bytes = 64u << 20;
+	if (b->o.staging)
+		b->cfg.staging_bytes = b->o.staging;
+	if (open_registered(&b->cfg, b->rg, b->o.nregions, &b->ctx) < 0)
+		return -1;
 	/* A root kept from an earlier run already holds versions: go past them. */
 	uint64_t base;
-	if ((err = max_version(ctx, &base)) < 0) {
+	if ((err = max_version(b->ctx, &base)) < 0) {
 		fprintf(stderr, "ckpt-bench: cannot list versions: %s\n", ckpt_strerror(err));
-		goto out;
+		return -1;
 	}
-
-	for (uint32_t k = 0; k < o.iters; k++) {
-		uint64_t v = base + 1 + k;
-		ckpt_handle *h = NULL;
-		ckpt_status st;
-		memset(&st, 0, sizeof(st));
-		st.size = sizeof(st);
-
-		if (mem) {
-			it[k].shm_memcpy_s = time_memcpy(shm, rg, o.nregions);
-			if (it[k].shm_memcpy_s < shm_s)
-				shm_s = it[k].shm_memcpy_s;
-		}
-		it[k].memcpy_s = time_memcpy(dst, rg, o.nregions);
-		if (it[k].memcpy_s < memcpy_s)
-			memcpy_s = it[k].memcpy_s;
-
-		double c0, q0, c1, q1;
-		int sched_ok = thread_sched(&c0, &q0) == 0;
-		double t0 = now_s();
-		err = ckpt_save(ctx, v, CKPT_SAVE_DEFAULT, &h);
-		double t1 = now_s();
-		sched_ok = sched_ok && thread_sched(&c1, &q1) == 0;
-		if (err < 0) {
-			fprintf(stderr, "ckpt-bench: save of version %" PRIu64 " failed: %s\n", v, ckpt_strerror(err));
-			goto out;
-		}
-		double tm = 0;
-		if (mem) {
-			ckpt_status sm;
-			memset(&sm, 0, sizeof(sm));
-			sm.size = sizeof(sm);
-			err = ckpt_handle_wait(h, CKPT_TIER_LOCAL_MEM, -1, &sm);
-			tm = now_s();
-			if (err < 0) {
-				fprintf(stderr, "ckpt-bench: version %" PRIu64 " did not commit in DRAM: %s\n", v,
-				        ckpt_strerror(err));
-				ckpt_handle_free(h);
-				goto out;
-			}
-		}
-		err = ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, -1, &st);
-		double t2 = now_s();
-		ckpt_handle_free(h);
-		if (err < 0) {
-			fprintf(stderr, "ckpt-bench: version %" PRIu64 " did not become durable: %s%s%s\n", v,
-			        ckpt_strerror(err), st.sys_errno ? " / " : "",
-			        st.sys_errno ? ckpt_strerror(st.sys_errno) : "");
-			goto out;
-		}
-
-		it[k].restore_memcpy_s = time_memcpy(dst, rg, o.nregions);
-		if (it[k].restore_memcpy_s < memcpy_s)
-			memcpy_s = it[k].restore_memcpy_s;
-		for (uint32_t i = 0; i < o.nregions; i++)
-			memset(rg[i].ptr, 0, rg[i].bytes);
-		uint64_t got = 0;
-		double t3 = 0, t4 = 0;
-		if (mem) {
-			if ((t4 = restore_from_mem(&cfg, rg, o.nregions, v)) < 0)
-				goto out;
-		} else {
-			t3 = now_s();
-			err = ckpt_restore(ctx, v, 0, &got);
-			t4 = now_s();
-			if (err < 0) {
-				fprintf(stderr, "ckpt-bench: restore of version %" PRIu64 " failed: %s\n", v,
-				        ckpt_strerror(err));
-				goto out;
-			}
-		}
-		for (uint32_t i = 0; i < o.nregions; i++)
-			if (digest(rg[i].ptr, rg[i].bytes) != rg[i].sum) {
-				fprintf(stderr, "ckpt-bench: version %" PRIu64 ": region %s restored with wrong contents\n",
-				        v, rg[i].name);
-				goto out;
-			}
-
-		it[k].stall_s = t1 - t0;
-		it[k].stall_ratio = it[k].stall_s / it[k].memcpy_s;
-		it[k].stall_shm_ratio = mem ? it[k].stall_s / it[k].shm_memcpy_s : 0;
-		it[k].durable_s = t2 - t0;
-		it[k].restore_s = t4 - t3;
-		it[k].restore_ratio = it[k].restore_memcpy_s / it[k].restore_s;
-		it[k].mem_s = mem ? tm - t0 : 0;
-		it[k].lib_stall_s = (double)st.stall_ns * 1e-9;
-		it[k].lib_durable_s = (double)st.durable_ns * 1e-9;
-		it[k].stall_cpu_s = sched_ok ? c1 - c0 : -1;
-		it[k].stall_runq_s = sched_ok ? q1 - q0 : -1;
-		it[k].stored_bytes = st.stored_bytes;
-		done_iters++;
-		if (!o.json) {
-			char memc[64] = "";
-			if (mem)
-				snprintf(memc, sizeof(memc), "LOCAL_MEM commit %.4f s, ", it[k].mem_s);
-			fprintf(stderr,
-			        "iter %u: version %" PRIu64 " memcpy %.4f s, stall %.4f s (on cpu %.4f, run queue %.4f), "
-			        "%sdurable %.4f s, restore%s %.4f s\n",
-			        k, v, it[k].memcpy_s, it[k].stall_s, it[k].stall_cpu_s, it[k].stall_runq_s, memc,
-			        it[k].durable_s, mem ? " from LOCAL_MEM" : "", it[k].restore_s);
-		}
-	}
-
-	if ((err = ckpt_ctx_close(ctx)) < 0) {
-		ctx = NULL;
+	for (uint32_t k = 0; k < b->o.iters; k++)
+		if (bench_iteration(b, k, base + 1 + k) < 0)
+			return -1;
+	err = ckpt_ctx_close(b->ctx);
+	b->ctx = NULL;
+	if (err < 0) {
 		fprintf(stderr, "ckpt-bench: closing the context: %s\n", ckpt_strerror(err));
-		goto out;
+		return -1;
 	}
-	ctx = NULL;
+	bench_report(b);
+	return 0;
+}
 
-	double stall = MEDIAN(it, done_iters, stall_s);
-	double durable = MEDIAN(it, done_iters, durable_s);
-	double restore = MEDIAN(it, done_iters, restore_s);
-	double paired = MEDIAN(it, done_iters, stall_ratio);
-	double stall_cpu = MEDIAN(it, done_iters, stall_cpu_s);
-	double stall_runq = MEDIAN(it, done_iters, stall_runq_s);
-	double mem_commit = MEDIAN(it, done_iters, mem_s);
-	double restore_ratio = MEDIAN(it, done_iters, restore_ratio);
-	double stall_shm_paired = MEDIAN(it, done_iters, stall_shm_ratio);
-	double gib = (double)o.bytes / GIB;
-	int direct = probe_direct(o.root);
-	if (o.json) {
-		printf("{\"bytes\": %" PRIu64 ", \"regions\": %u, \"chunk_bytes\": %" PRIu64
-		       ", \"compress\": %d, \"workers\": %u, \"io_depth\": %u, \"iters\": %u, \"direct_io\": %d, "
-		       "\"stored_bytes\": %" PRIu64 ", \"tiers\": \"%s\", \"staging_bytes\": %" PRIu64 ", ",
-		       o.bytes, o.nregions, (uint64_t)cfg.chunk_bytes, cfg.compress, cfg.workers, cfg.io_depth,
-		       done_iters, direct, it[done_iters - 1].stored_bytes, mem ? "local_mem,local_disk" : "local_disk",
-		       (uint64_t)cfg.staging_bytes);
-		if (mem)
-			printf("\"mem_commit_s\": %.6f, \"mem_commit_vs_durable\": %.4f, \"memcpy_shm_s\": %.6f, "
-			       "\"stall_vs_memcpy_shm\": %.4f, \"stall_vs_memcpy_shm_paired\": %.4f, ",
-			       mem_commit, mem_commit / durable, shm_s, stall / shm_s, stall_shm_paired);
-		printf("\"restore_vs_memcpy\": %.4f, \"restore_vs_memcpy_paired\": %.4f, ", memcpy_s / restore,
-		       restore_ratio);
-		printf("\"stall_s\": %.6f, \"durable_s\": %.6f, \"restore_s\": %.6f, \"memcpy_s\": %.6f, "
-		       "\"stall_vs_memcpy\": %.4f, \"stall_vs_memcpy_paired\": %.4f, "
-		       "\"stall_gib_s\": %.4f, \"durable_gib_s\": %.4f, \"restore_gib_s\": %.4f, "
-		       "\"memcpy_gib_s\": %.4f, ",
-		       stall, durable, restore, memcpy_s, stall / memcpy_s, paired, gib / stall, gib / durable,
-		       gib / restore, gib / memcpy_s);
-		printf("\"lib_stall_s\": %.6f, \"lib_durable_s\": %.6f, \"stall_cpu_s\": %.6f, "
-		       "\"stall_runq_s\": %.6f, ",
-		       MEDIAN(it, done_iters, lib_stall_s), MEDIAN(it, done_iters, lib_durable_s), stall_cpu,
-		       stall_runq);
-		printf("\"memcpy_s_all\": ");
-		SERIES(it, done_iters, memcpy_s);
-		printf(", \"stall_s_all\": ");
-		SERIES(it, done_iters, stall_s);
-		printf(", \"durable_s_all\": ");
-		SERIES(it, done_iters, durable_s);
-		printf(", \"restore_s_all\": ");
-		SERIES(it, done_iters, restore_s);
-		if (mem) {
-			printf(", \"mem_commit_s_all\": ");
-			SERIES(it, done_iters, mem_s);
-		}
-		printf("}\n");
-	} else {
-		printf("ckpt-bench: %.3f GiB in %u regions, chunk %" PRIu64 " KiB, %s, %u workers, io depth %u, "
-		       "%u iterations (median), %s I/O\n",
-		       gib, o.nregions, (uint64_t)cfg.chunk_bytes >> 10, cfg.compress ? "compressed" : "uncompressed",
-		       cfg.workers, cfg.io_depth, done_iters, direct ? "direct" : "buffered");
-		printf("  memcpy   %9.4f s  %7.2f GiB/s  (best of %u)\n", memcpy_s, gib / memcpy_s,
-		       BENCH_MEMCPY_REPS + 2 * done_iters);
-		printf("  stall    %9.4f s  %7.2f GiB/s  %.2fx memcpy (%.2fx the memcpy just before each save)\n",
-		       stall, gib / stall, stall / memcpy_s, paired);
-		if (stall_cpu >= 0)
-			printf("           on cpu %.4f s, waiting for a cpu %.4f s\n", stall_cpu, stall_runq);
-		if (mem)
-			printf("           %.2fx a memcpy into shared memory like the agent's (%.4f s; %.2fx paired)\n",
-			       stall / shm_s, shm_s, stall_shm_paired);
-		if (mem)
-			printf("  LOCAL_MEM %8.4f s  %7.2f GiB/s  (save to committed in node DRAM)\n", mem_commit,
-			       gib / mem_commit);
-		printf("  durable  %9.4f s  %7.2f GiB/s  (save to fdatasync + index commit)\n", durable,
-		       gib / durable);
-		printf("  restore  %9.4f s  %7.2f GiB/s  %.2fx memcpy's speed (%.2fx the memcpy just before each; "
-		       "verified%s)\n", restore, gib / restore, memcpy_s / restore, restore_ratio,
-		       mem ? ", from LOCAL_MEM" : "");
-		if (o.compress)
-			printf("  stored   %" PRIu64 " of %" PRIu64 " bytes\n", it[done_iters - 1].stored_bytes, o.bytes);
-	}
-	rc = 0;
-out:
-	if (ctx) {
-		err = ckpt_ctx_close(ctx);
+int main(int argc, char **argv)
+{
+	bench b = { 0 };
+	if (parse_args(argc, argv, &b.o) < 0)
+		return 2;
+	int created_root;
+	if (bench_root(&b.o, &created_root) < 0)
+		return 1;
+	int rc = bench_config(&b) == 0 && bench_run(&b) == 0 ? 0 : 1;
+	if (b.ctx) {
+		int err = ckpt_ctx_close(b.ctx);
 		if (err < 0)
 			fprintf(stderr, "ckpt-bench: closing the context: %s\n", ckpt_strerror(err));
 	}
-	for (uint32_t i = 0; i < nalloc; i++)
-		munmap(rg[i].ptr, rg[i].map_bytes);
-	if (dst)
-		munmap(dst, dst_map);
-	if (shm)
-		munmap(shm, shm_map);
-	free(rg);
-	free(it);
-	if (!o.keep) {
-		remove_contents(o.root);
+	for (uint32_t i = 0; i < b.nalloc; i++)
+		munmap(b.rg[i].ptr, b.rg[i].map_bytes);
+	if (b.dst)
+		munmap(b.dst, b.dst_map);
+	if (b.shm)
+		munmap(b.shm, b.shm_map);
+	free(b.rg);
+	free(b.it);
+	if (!b.o.keep) {
+		remove_contents(b.o.root);
 		if (created_root)
-			rmdir(o.root);
+			rmdir(b.o.root);
 	}
 	return rc;
 }

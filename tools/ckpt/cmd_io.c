@@ -28,132 +28,149 @@ void help_save(FILE *o)
 	           "ranks have saved it.\n");
 }
 
-int cmd_save(cli *c, int argc, char **argv)
+typedef struct save_args {
+	uint32_t world;
+	int compress;
+	uint64_t chunk;
+	uint32_t tiers;
+	char **files;
+	int nfiles;
+} save_args;
+
+typedef struct mapped_file {
+	void *p;
+	size_t n;
+} mapped_file;
+
+/* save's own options and its FILEs; 0, or the exit code of a bad command. */
+static int save_parse(cli *c, int argc, char **argv, save_args *a)
 {
-	uint32_t world = 1;
-	int compress = 0;
-	uint64_t chunk = 0;
-	uint32_t tiers = 0;
-	char **files = calloc((size_t)argc, sizeof(char *));
-	int nfiles = 0;
-	if (!files)
-		return EXIT_ERROR;
 	for (int i = 1; i < argc; i++) {
 		int r = cli_daemon_opt(c, argc, argv, &i);
 		if (r == 0)
 			r = cli_common_opt(c, argc, argv, &i);
-		if (r < 0) {
-			free(files);
+		if (r < 0)
 			return cli_usage("save", "bad value for %s", argv[i]);
-		}
 		if (r)
 			continue;
 		char *end;
 		if (!strcmp(argv[i], "--world-size") && i + 1 < argc) {
 			unsigned long w = strtoul(argv[++i], &end, 10);
-			if (*end || w == 0 || w > UINT32_MAX) {
-				free(files);
+			if (*end || w == 0 || w > UINT32_MAX)
 				return cli_usage("save", "--world-size needs a positive count");
-			}
-			world = (uint32_t)w;
+			a->world = (uint32_t)w;
 		} else if (!strcmp(argv[i], "--compress")) {
-			compress = 1;
+			a->compress = 1;
 		} else if (!strcmp(argv[i], "--tiers") && i + 1 < argc) {
-			if (!(tiers = cli_tiers_parse(argv[++i]))) {
-				free(files);
+			if (!(a->tiers = cli_tiers_parse(argv[++i])))
 				return cli_usage("save", "--tiers: a list of local_mem, local_disk");
-			}
 		} else if (!strcmp(argv[i], "--chunk-bytes") && i + 1 < argc) {
-			if (ckpt__parse_size(argv[++i], &chunk) < 0) {
-				free(files);
+			if (ckpt__parse_size(argv[++i], &a->chunk) < 0)
 				return cli_usage("save", "--chunk-bytes needs a size");
-			}
 		} else if (argv[i][0] == '-' && argv[i][1]) {
-			free(files);
 			return cli_usage("save", "unknown option '%s'", argv[i]);
 		} else {
-			files[nfiles++] = argv[i];
+			a->files[a->nfiles++] = argv[i];
 		}
 	}
-	int rc = EXIT_ERROR;
-	if (cli_need(c, 1, 1) < 0 || c->version >= VERSION_UNSET || c->version == VERSION_ALL || !nfiles) {
-		free(files);
+	if (cli_need(c, 1, 1) < 0 || c->version >= VERSION_UNSET || c->version == VERSION_ALL || !a->nfiles)
 		return cli_usage("save", "--root, --job, --version N and at least one FILE are required");
-	}
-	ckpt_config cfg;
-	if (ckpt_config_init(&cfg) < 0) {
-		free(files);
-		return EXIT_USAGE;
-	}
-	cfg.job_id = c->job;
-	cfg.root = c->root;
-	cfg.rank = c->rank < 0 ? 0 : (uint32_t)c->rank;
-	cfg.world_size = world;
-	cfg.compress = compress;
-	if (chunk)
-		cfg.chunk_bytes = chunk;
+	return 0;
+}
+
+/* The context's settings: the environment's, then the command line's. */
+static int save_config(cli *c, const save_args *a, ckpt_config *cfg)
+{
+	if (ckpt_config_init(cfg) < 0)
+		return -1;
+	uint32_t tiers = a->tiers;
+	cfg->job_id = c->job;
+	cfg->root = c->root;
+	cfg->rank = c->rank < 0 ? 0 : (uint32_t)c->rank;
+	cfg->world_size = a->world;
+	cfg->compress = a->compress;
+	if (a->chunk)
+		cfg->chunk_bytes = a->chunk;
 	/* --daemon: through the node's agent, into its DRAM as well by default. */
 	if (c->daemon_flag) {
-		cfg.daemon = c->daemon;
+		cfg->daemon = c->daemon;
 		if (!tiers && !getenv("CKPT_TIERS"))
 			tiers = CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK;
 	}
 	if (c->token_file)
-		cfg.token_file = c->token_file;
+		cfg->token_file = c->token_file;
 	if (tiers)
-		cfg.tiers = tiers;
-	struct mapped { void *p; size_t n; } *maps = calloc((size_t)nfiles, sizeof(*maps));
-	ckpt_ctx *ctx = NULL;
-	ckpt_handle *h = NULL;
-	uint64_t total = 0;
-	if (!maps)
-		goto out;
-	for (int i = 0; i < nfiles; i++) {
-		int fd = open(files[i], O_RDONLY | O_CLOEXEC);
+		cfg->tiers = tiers;
+	return 0;
+}
+
+/* Maps each file read-only; *total receives their sizes in whole chunks.
+ * Returns EXIT_OK or the exit code, having said what was wrong. */
+static int save_map(const save_args *a, mapped_file *maps, uint64_t chunk_bytes, uint64_t *total)
+{
+	*total = 0;
+	for (int i = 0; i < a->nfiles; i++) {
+		int fd = open(a->files[i], O_RDONLY | O_CLOEXEC);
 		struct stat st;
 		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-			fprintf(stderr, "ckpt save: %s: %s\n", files[i], fd < 0 ? strerror(errno) : "not a regular file");
+			fprintf(stderr, "ckpt save: %s: %s\n", a->files[i], fd < 0 ? strerror(errno) : "not a regular file");
 			if (fd >= 0)
 				close(fd);
-			rc = EXIT_USAGE;
-			goto out;
+			return EXIT_USAGE;
 		}
 		maps[i].n = (size_t)st.st_size;
 		if (maps[i].n) {
 			maps[i].p = mmap(NULL, maps[i].n, PROT_READ, MAP_PRIVATE, fd, 0);
 			if (maps[i].p == MAP_FAILED) {
 				maps[i].p = NULL;
-				fprintf(stderr, "ckpt save: %s: %s\n", files[i], strerror(errno));
+				fprintf(stderr, "ckpt save: %s: %s\n", a->files[i], strerror(errno));
 				close(fd);
-				goto out;
+				return EXIT_ERROR;
 			}
 		}
 		close(fd);
-		total += CKPT_ALIGN_UP((uint64_t)maps[i].n, cfg.chunk_bytes);
+		*total += CKPT_ALIGN_UP((uint64_t)maps[i].n, chunk_bytes);
 	}
-	/* Staging just large enough (at most the configured pool): the tool's
-	 * state is known before the context opens. */
-	cfg.staging_bytes = CKPT_MAX(cfg.chunk_bytes, CKPT_MIN(total, cfg.staging_bytes));
-	int err = ckpt_ctx_open(&cfg, &ctx);
-	if (err < 0) {
-		fprintf(stderr, "ckpt save: %s\n", ckpt_strerror(err));
-		rc = err == -CKPT_ECONFIG || err == -CKPT_ENAME ? EXIT_USAGE : EXIT_ERROR;
-		goto out;
-	}
-	for (int i = 0; i < nfiles; i++) {
-		const char *base = strrchr(files[i], '/');
-		base = base ? base + 1 : files[i];
+	return EXIT_OK;
+}
+
+/* mem: -1 no DRAM copy asked for, else whether it committed. */
+static void save_report(const cli *c, const ckpt_config *cfg, const ckpt_status *st, int mem)
+{
+	if (c->json)
+		printf("{\"job\": \"%s\", \"version\": %llu, \"rank\": %u, \"bytes\": %llu, \"stored_bytes\": %llu, "
+		       "\"committed\": %s%s}\n", c->job, (unsigned long long)c->version, cfg->rank,
+		       (unsigned long long)st->bytes, (unsigned long long)st->stored_bytes,
+		       st->committed ? "true" : "false",
+		       mem < 0 ? "" : mem ? ", \"local_mem\": true" : ", \"local_mem\": false");
+	else
+		printf("saved job %s version %llu rank %u: %llu bytes (%llu stored), %s\n", c->job,
+		       (unsigned long long)c->version, cfg->rank, (unsigned long long)st->bytes,
+		       (unsigned long long)st->stored_bytes,
+		       st->committed ? "version COMMITTED" : "waiting for other ranks");
+	if (!c->json && mem >= 0)
+		printf("node DRAM copy: %s\n", mem ? "committed" : "not committed (see the daemon's log)");
+}
+
+/* Registers the mapped files as regions of ctx, saves them and waits for
+ * the disk copy. */
+static int save_run(cli *c, const save_args *a, const ckpt_config *cfg, ckpt_ctx *ctx, mapped_file *maps)
+{
+	ckpt_handle *h = NULL;
+	int err, rc = EXIT_ERROR;
+	for (int i = 0; i < a->nfiles; i++) {
+		const char *base = strrchr(a->files[i], '/');
+		base = base ? base + 1 : a->files[i];
 		ckpt_region_desc d;
 		ckpt_region_desc_init(&d, base, maps[i].p, maps[i].n);
 		if ((err = ckpt_region_add(ctx, &d)) < 0) {
-			fprintf(stderr, "ckpt save: %s: %s\n", files[i], ckpt_strerror(err));
-			rc = EXIT_USAGE;
-			goto out;
+			fprintf(stderr, "ckpt save: %s: %s\n", a->files[i], ckpt_strerror(err));
+			return EXIT_USAGE;
 		}
 	}
 	if ((err = ckpt_save(ctx, c->version, 0, &h)) < 0) {
 		fprintf(stderr, "ckpt save: %s\n", ckpt_strerror(err));
-		goto out;
+		return EXIT_ERROR;
 	}
 	ckpt_status st = { .size = sizeof(st) };
 	if ((err = ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, -1, &st)) < 0) {
@@ -163,32 +180,55 @@ int cmd_save(cli *c, int argc, char **argv)
 	/* Through a daemon, the DRAM copy's global commit too (bounded: the
 	 * other ranks of a multi-rank job may not have saved yet). */
 	int mem = -1;
-	if (cfg.daemon && *cfg.daemon && (cfg.tiers & CKPT_TIER_LOCAL_MEM)) {
+	if (cfg->daemon && *cfg->daemon && (cfg->tiers & CKPT_TIER_LOCAL_MEM)) {
 		ckpt_status ms = { .size = sizeof(ms) };
 		mem = ckpt_handle_wait(h, CKPT_TIER_LOCAL_MEM, 10000, &ms) == 0 && ms.committed;
 	}
-	if (c->json)
-		printf("{\"job\": \"%s\", \"version\": %llu, \"rank\": %u, \"bytes\": %llu, \"stored_bytes\": %llu, "
-		       "\"committed\": %s%s}\n", c->job, (unsigned long long)c->version, cfg.rank,
-		       (unsigned long long)st.bytes, (unsigned long long)st.stored_bytes,
-		       st.committed ? "true" : "false",
-		       mem < 0 ? "" : mem ? ", \"local_mem\": true" : ", \"local_mem\": false");
-	else
-		printf("saved job %s version %llu rank %u: %llu bytes (%llu stored), %s\n", c->job,
-		       (unsigned long long)c->version, cfg.rank, (unsigned long long)st.bytes,
-		       (unsigned long long)st.stored_bytes,
-		       st.committed ? "version COMMITTED" : "waiting for other ranks");
-	if (!c->json && mem >= 0)
-		printf("node DRAM copy: %s\n", mem ? "committed" : "not committed (see the daemon's log)");
+	save_report(c, cfg, &st, mem);
 	rc = EXIT_OK;
 out:
 	ckpt_handle_free(h);
+	return rc;
+}
+
+int cmd_save(cli *c, int argc, char **argv)
+{
+	save_args a = { .world = 1, .files = calloc((size_t)argc, sizeof(char *)) };
+	if (!a.files)
+		return EXIT_ERROR;
+	int rc = save_parse(c, argc, argv, &a);
+	if (rc) {
+		free(a.files);
+		return rc;
+	}
+	ckpt_config cfg;
+	if (save_config(c, &a, &cfg) < 0) {
+		free(a.files);
+		return EXIT_USAGE;
+	}
+	mapped_file *maps = calloc((size_t)a.nfiles, sizeof(*maps));
+	ckpt_ctx *ctx = NULL;
+	uint64_t total;
+	rc = EXIT_ERROR;
+	if (!maps || (rc = save_map(&a, maps, cfg.chunk_bytes, &total)) != EXIT_OK)
+		goto out;
+	/* Staging just large enough (at most the configured pool): the tool's
+	 * state is known before the context opens. */
+	cfg.staging_bytes = CKPT_MAX(cfg.chunk_bytes, CKPT_MIN(total, cfg.staging_bytes));
+	int err = ckpt_ctx_open(&cfg, &ctx);
+	if (err < 0) {
+		fprintf(stderr, "ckpt save: %s\n", ckpt_strerror(err));
+		rc = err == -CKPT_ECONFIG || err == -CKPT_ENAME ? EXIT_USAGE : EXIT_ERROR;
+		goto out;
+	}
+	rc = save_run(c, &a, &cfg, ctx, maps);
+out:
 	ckpt_ctx_close(ctx);
-	for (int i = 0; maps && i < nfiles; i++)
+	for (int i = 0; maps && i < a.nfiles; i++)
 		if (maps[i].p)
 			munmap(maps[i].p, maps[i].n);
 	free(maps);
-	free(files);
+	free(a.files);
 	return rc;
 }
 
