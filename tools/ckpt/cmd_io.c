@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <dirent.h>
@@ -38,7 +37,7 @@ typedef struct save_args {
 } save_args;
 
 typedef struct mapped_file {
-	void *p;
+	void *p; /* the file's bytes, read whole */
 	size_t n;
 } mapped_file;
 
@@ -104,31 +103,60 @@ static int save_config(cli *c, const save_args *a, ckpt_config *cfg)
 	return 0;
 }
 
-/* Maps each file read-only; *total receives their sizes in whole chunks.
- * Returns EXIT_OK or the exit code, having said what was wrong. */
-static int save_map(const save_args *a, mapped_file *maps, uint64_t chunk_bytes, uint64_t *total)
+/* Reads one input file whole into memory. Only a regular file: a FIFO or
+ * a device would block or never end (the open does not block: O_NONBLOCK).
+ * read(), not mmap: a file that shrinks under an mmap kills the process
+ * with SIGBUS; here it is a short read, and an error naming the file. */
+static int save_read_one(cli *c, const char *path, mapped_file *m)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st, st2;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		fprintf(stderr, "ckpt save: %s: %s\n", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return EXIT_USAGE;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		fprintf(stderr, "ckpt save: %s: not a regular file (%s); save reads regular files only\n", path,
+		        S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory"
+		        : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "a socket or other");
+		close(fd);
+		return EXIT_USAGE;
+	}
+	int rc = EXIT_ERROR, err = 0;
+	m->n = (size_t)st.st_size;
+	if (m->n && !(m->p = malloc(m->n))) {
+		fprintf(stderr, "ckpt save: %s: no memory for %zu bytes\n", path, m->n);
+		goto out;
+	}
+	ckpt__fault(&c->faults, "cli.save_read");
+	if (m->n && (err = ckpt__pread_full(fd, m->p, m->n, 0)) < 0) {
+		int shrank = fstat(fd, &st2) == 0 && st2.st_size < st.st_size;
+		fprintf(stderr, "ckpt save: %s: %s\n", path,
+		        shrank ? "the file shrank while it was read; nothing saved" : ckpt_strerror(err));
+		goto out;
+	}
+	if (fstat(fd, &st2) == 0 && (st2.st_size != st.st_size || st2.st_mtim.tv_sec != st.st_mtim.tv_sec ||
+	                             st2.st_mtim.tv_nsec != st.st_mtim.tv_nsec)) {
+		fprintf(stderr, "ckpt save: %s: the file changed while it was read; nothing saved\n", path);
+		goto out;
+	}
+	rc = EXIT_OK;
+out:
+	close(fd);
+	return rc;
+}
+
+/* Reads each file; *total receives their sizes in whole chunks. Returns
+ * EXIT_OK or the exit code, having said what was wrong. */
+static int save_map(cli *c, const save_args *a, mapped_file *maps, uint64_t chunk_bytes, uint64_t *total)
 {
 	*total = 0;
 	for (int i = 0; i < a->nfiles; i++) {
-		int fd = open(a->files[i], O_RDONLY | O_CLOEXEC);
-		struct stat st;
-		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-			fprintf(stderr, "ckpt save: %s: %s\n", a->files[i], fd < 0 ? strerror(errno) : "not a regular file");
-			if (fd >= 0)
-				close(fd);
-			return EXIT_USAGE;
-		}
-		maps[i].n = (size_t)st.st_size;
-		if (maps[i].n) {
-			maps[i].p = mmap(NULL, maps[i].n, PROT_READ, MAP_PRIVATE, fd, 0);
-			if (maps[i].p == MAP_FAILED) {
-				maps[i].p = NULL;
-				fprintf(stderr, "ckpt save: %s: %s\n", a->files[i], strerror(errno));
-				close(fd);
-				return EXIT_ERROR;
-			}
-		}
-		close(fd);
+		int rc = save_read_one(c, a->files[i], &maps[i]);
+		if (rc != EXIT_OK)
+			return rc;
 		*total += CKPT_ALIGN_UP((uint64_t)maps[i].n, chunk_bytes);
 	}
 	return EXIT_OK;
@@ -164,7 +192,13 @@ static int save_run(cli *c, const save_args *a, const ckpt_config *cfg, ckpt_ctx
 		ckpt_region_desc d;
 		ckpt_region_desc_init(&d, base, maps[i].p, maps[i].n);
 		if ((err = ckpt_region_add(ctx, &d)) < 0) {
-			fprintf(stderr, "ckpt save: %s: %s\n", a->files[i], ckpt_strerror(err));
+			char tb[1100];
+			if (err == -CKPT_ENAME)
+				fprintf(stderr, "ckpt save: '%s' cannot name a region (a region is named after its file): "
+				        "1-255 bytes of well-formed UTF-8, no control characters, no '\\', unique\n",
+				        cli_text(base, tb, sizeof(tb)));
+			else
+				fprintf(stderr, "ckpt save: %s: %s\n", cli_text(a->files[i], tb, sizeof(tb)), ckpt_strerror(err));
 			return EXIT_USAGE;
 		}
 	}
@@ -210,7 +244,7 @@ int cmd_save(cli *c, int argc, char **argv)
 	ckpt_ctx *ctx = NULL;
 	uint64_t total;
 	rc = EXIT_ERROR;
-	if (!maps || (rc = save_map(&a, maps, cfg.chunk_bytes, &total)) != EXIT_OK)
+	if (!maps || (rc = save_map(c, &a, maps, cfg.chunk_bytes, &total)) != EXIT_OK)
 		goto out;
 	/* Staging just large enough (at most the configured pool): the tool's
 	 * state is known before the context opens. */
@@ -225,8 +259,7 @@ int cmd_save(cli *c, int argc, char **argv)
 out:
 	ckpt_ctx_close(ctx);
 	for (int i = 0; maps && i < a.nfiles; i++)
-		if (maps[i].p)
-			munmap(maps[i].p, maps[i].n);
+		free(maps[i].p);
 	free(maps);
 	free(a.files);
 	return rc;
