@@ -506,6 +506,10 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 	if (rs->pool_ref)
 		ckptd__prefetch_register(a, rs->job, rs->rank);
 	ckptd_msg ok = { .type = CKPTD_MSG_OK };
+	/* The rank's fabric endpoint binds to the host partners reach this
+	 * node at: the network the peer tier runs on (docs/operations.md). */
+	if (a->cfg->listen && strlen(a->cfg->listen) <= CKPTD_ADDR_MAX)
+		snprintf(ok.u.ok.address, sizeof(ok.u.ok.address), "%s", a->cfg->listen);
 	int r = ckptd_session_send(s, &ok, -1);
 	/* A rank that joins (or comes back) saves at the steps the others do. */
 	for (size_t i = 0; r == 0 && i < a->nadvice; i++)
