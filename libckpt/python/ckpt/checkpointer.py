@@ -165,9 +165,14 @@ class Checkpointer:
                                (_state.MANIFEST, bytearray(man)), (_state.OBJECTS, bytearray(objs))):
                 want[name] = _state.Leaf("bytes", "bytes", (), len(data), _ckpt.DEVICE_HOST, data,
                                          ("meta", name, id(data)), owner=data)
+            cuda = False
             for leaf in flat.leaves.values():
                 if leaf.sync_in:
                     leaf.sync_in()
+                cuda = cuda or leaf.device == _ckpt.DEVICE_CUDA
+            if cuda:  # the snapshot follows the work queued on torch's current stream
+                from .torch import current_stream_handle
+                self._ctx.cuda_stream_set(current_stream_handle())
             self._sync(want)
             return SaveHandle(self._ctx.save(step, lazy), step)
 
