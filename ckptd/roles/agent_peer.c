@@ -255,7 +255,7 @@ static pslot *slot_new(ckptd_agent *a, const char *job, uint64_t version, uint64
 	if (len > pp->size || len < bytes)
 		return NULL;
 	while (find_gap(pp, len, &off, &idx) < 0) {
-		pslot *v = victim(pp, ckptd__now_ns(), job, version, len, why);
+		pslot *v = victim(pp, ckpt__now_ns(), job, version, len, why);
 		if (!v)
 			return NULL;
 		char what[160];
@@ -327,7 +327,7 @@ static int on_lease(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd
 	sl->lineage = m->lineage;
 	sl->bytes = m->bytes;
 	sl->writer = rs->serial;
-	sl->deadline_ns = ckptd__now_ns() + a->cfg->peer_lease_ms * 1000000ull;
+	sl->deadline_ns = ckpt__now_ns() + a->cfg->peer_lease_ms * 1000000ull;
 	CKPTD_DEBUG(a->log, NULL, m->job, "leased %llu bytes to version %llu rank %u of node %s",
 	            (unsigned long long)m->bytes, (unsigned long long)m->version, m->rank,
 	            m->node[0] ? m->node : "?");
@@ -347,7 +347,7 @@ static void check_done(void *arg, ckptd_vtask *t, ckptd_vitem *items, size_t n)
 			pp->checks[i] = pp->checks[--pp->nchecks];
 	pslot *s = slot_by_id(pp, c->id);
 	rank_sess *rs = ckptd__agent_rank_by_serial(a, c->serial);
-	uint64_t took_ns = ckptd__now_ns() - c->start_ns;
+	uint64_t took_ns = ckpt__now_ns() - c->start_ns;
 	free(c);
 	if (!s)
 		return;
@@ -363,7 +363,7 @@ static void check_done(void *arg, ckptd_vtask *t, ckptd_vitem *items, size_t n)
 		return;
 	}
 	s->state = SLOT_STORED;
-	s->stored_ns = ckptd__now_ns();
+	s->stored_ns = ckpt__now_ns();
 	for (size_t i = 0; i < pp->n; i++) /* commits announced before this copy came */
 		if (pp->slots[i].version == s->version && !strcmp(pp->slots[i].job, s->job))
 			s->committed |= pp->slots[i].committed;
@@ -417,7 +417,7 @@ static int on_commit(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckpt
 	c->a = a;
 	c->id = sl->id;
 	c->serial = rs->serial;
-	c->start_ns = ckptd__now_ns();
+	c->start_ns = ckpt__now_ns();
 	int r = ckptd_vtask_start(a->srv, sl->job, sl->version, it, 1, check_done, c, &c->t);
 	if (r < 0) {
 		free(it);
