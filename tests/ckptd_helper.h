@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -48,6 +49,8 @@ typedef struct td_daemon {
 	char log[600];            /* stdout and stderr, appended across restarts */
 	char root[600];           /* a directory made for --root (TD_ROOT); the caller passes it */
 	int started;              /* started once: restarts keep the port */
+	char netns[64];           /* a network namespace the test made (tests/netns_helper.h): the
+	                           * daemon runs there, on a fixed port; "" for the test's own */
 	/* the caller's flags, copied, reused by restarts */
 	char argbuf[4096];
 	size_t arglen;
@@ -156,6 +159,20 @@ static inline void td_daemon_init(td_daemon *d, const char *dir, const char *nam
 	}
 }
 
+/* As td_daemon_init with TD_SOCKET (the test reaches it over its Unix
+ * socket: a path works across network namespaces), for a daemon in
+ * network namespace netns listening on host:port there (a namespace of the
+ * test's own: nothing else holds the port). */
+static inline void td_daemon_init_ns(td_daemon *d, const char *dir, const char *name, const char *netns,
+                                     const char *host, int port, int flags)
+{
+	td_daemon_init(d, dir, name, NULL, flags | TD_SOCKET);
+	snprintf(d->netns, sizeof(d->netns), "%s", netns);
+	snprintf(d->host, sizeof(d->host), "%s", host);
+	d->port = port;
+	snprintf(d->tcp, sizeof(d->tcp), "%s:%d", host, port);
+}
+
 /* Replaces the daemon's flags (copied). */
 static inline void td_daemon_set_args(td_daemon *d, const char *const *args)
 {
@@ -171,10 +188,25 @@ static inline void td_daemon_set_args(td_daemon *d, const char *const *args)
 	}
 }
 
+/* In a child: joins the named network namespace (/run/netns/NAME, made by
+ * `ip netns add`). Returns 0 or -errno. */
+static inline int td_enter_netns(const char *netns)
+{
+	char p[128];
+	snprintf(p, sizeof(p), "/run/netns/%s", netns);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int r = setns(fd, CLONE_NEWNET) == 0 ? 0 : -errno;
+	close(fd);
+	return r;
+}
+
 /* Forks and execs argv (argv[0]: the program) with stdin from /dev/null and
- * stdout and stderr appended to log. The child dies with this process and
- * does not see CKPT_TOKEN (secrets come from token files). */
-static inline pid_t td_spawn(const char *const *argv, const char *log)
+ * stdout and stderr appended to log, in network namespace netns (NULL or
+ * "": the test's). The child dies with this process and does not see
+ * CKPT_TOKEN (secrets come from token files). */
+static inline pid_t td_spawn_ns(const char *const *argv, const char *log, const char *netns)
 {
 	pid_t parent = getpid();
 	fflush(NULL);
@@ -184,6 +216,8 @@ static inline pid_t td_spawn(const char *const *argv, const char *log)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent) /* the test died before prctl took hold */
 			_exit(127);
+		if (netns && netns[0] && td_enter_netns(netns) < 0)
+			_exit(126);
 		int in = open("/dev/null", O_RDONLY);
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
 		if (in < 0 || fd < 0)
@@ -199,6 +233,11 @@ static inline pid_t td_spawn(const char *const *argv, const char *log)
 		_exit(127);
 	}
 	return pid;
+}
+
+static inline pid_t td_spawn(const char *const *argv, const char *log)
+{
+	return td_spawn_ns(argv, log, NULL);
 }
 
 /* Waits up to timeout_ms (< 0: forever) for pid. Returns 0 and its wait
@@ -373,7 +412,7 @@ static inline void td_daemon_start(td_daemon *d, const char *const *args)
 			argv[n++] = d->args[i];
 		argv[n] = NULL;
 		long logpos = td_file_size(d->log);
-		d->pid = td_spawn(argv, d->log);
+		d->pid = td_spawn_ns(argv, d->log, d->netns);
 		uint64_t end = td_ms() + TD_START_MS;
 		int st, exited = 0;
 		while (!exited && td_ms() < end) {
@@ -396,7 +435,7 @@ static inline void td_daemon_start(td_daemon *d, const char *const *args)
 		d->pid = 0;
 		int in_use = d->host[0] && td_file_has(d->log, logpos, "Address already in use");
 		if (in_use && attempt < 5) {
-			if (!d->started) {
+			if (!d->started && !d->netns[0]) {
 				d->port = td_free_port(d->host);
 				snprintf(d->tcp, sizeof(d->tcp), "%s:%d", d->host, d->port);
 			} else {

@@ -20,7 +20,9 @@
 #
 # usage: tools/bench-preempt.sh [--size 1G] [--iters 3] [--step-ms 20] [--save-at 50]
 #                               [--deadline 60s] [--pool-size M] [--peer-pool-size M]
-#                               [--torch-iters 3] [--dir DIR] [--keep] [--json] [--out FILE]
+#                               [--torch-iters 3] [--no-torch] [--dir DIR] [--keep] [--json]
+#                               [--out FILE]
+# --no-torch leaves the torch baseline out (it is not a target).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -34,6 +36,7 @@ deadline=60s
 pool=""
 peer_pool=""
 torch_iters=3
+torch=1
 dir=""
 json=""
 keep=""
@@ -54,6 +57,7 @@ while [ $# -gt 0 ]; do
 	--pool-size) pool=$2; shift 2 ;;
 	--peer-pool-size) peer_pool=$2; shift 2 ;;
 	--torch-iters) torch_iters=$2; shift 2 ;;
+	--no-torch) torch=""; shift ;;
 	--dir) dir=$2; shift 2 ;;
 	--json) json=1; shift ;;
 	--keep) keep=1; shift ;;
@@ -74,14 +78,14 @@ done
 bytes=$(to_bytes "$size")
 [ "$bytes" -ge $((1 << 20)) ] || die "--size: at least 1M"
 mib=$(( (bytes + (1 << 20) - 1) >> 20 ))
-# Node pools: two images (the regular checkpoint and the emergency one).
-# Peer pools: one image (four nodes' pools must fit this machine's memory
-# at 1 GiB a rank). Placement gives n1 and n3 two nodes' copies each, so a
-# partner copy can be refused there and go to the next partner, or evict
-# another rank's copy of the same version (docs/benchmarks.md,
-# "Preemption"); --peer-pool-size 2200M (per GiB of state) avoids both.
+# Node pools and peer pools: two images each (the regular checkpoint and
+# the emergency one). A peer pool of one image cannot take the emergency
+# copy: the job's restore point there (the regular checkpoint, newest
+# committed at PEER_MEM) is never evicted, so every lease is refused and
+# the notice is never safe. Four nodes' pools at 1 GiB a rank need about
+# 22 GiB; --size 512M fits a machine with 16 GiB free.
 [ -n "$pool" ] || pool=$(( mib * 2200 / 1024 ))M
-[ -n "$peer_pool" ] || peer_pool=$(( mib * 1100 / 1024 ))M
+[ -n "$peer_pool" ] || peer_pool=$(( mib * 2200 / 1024 ))M
 for v in "$pool" "$peer_pool"; do
 	[[ $v =~ ^[0-9]+[KkMmGg]?$ ]] || die "pool size '$v' is not a number with an optional K/M/G suffix"
 done
@@ -102,10 +106,14 @@ apt_install() {
 		return 1
 	fi
 }
-[ -x "$py" ] || die "$py not found (apt-get install python3-torch)"
-"$py" -c 'import torch' 2>/dev/null || apt_install python3-torch ||
-	die "$py cannot import torch (apt-get install python3-torch)"
-"$py" -c 'import torch' 2>/dev/null || die "$py still cannot import torch"
+if [ -n "$torch" ]; then
+	[ -x "$py" ] || die "$py not found (apt-get install python3-torch)"
+	"$py" -c 'import torch' 2>/dev/null || apt_install python3-torch ||
+		die "$py cannot import torch (apt-get install python3-torch)"
+	"$py" -c 'import torch' 2>/dev/null || die "$py still cannot import torch"
+else
+	[ -x "$py" ] || py=python3
+fi
 
 # Four ranks' state, four agents' node and peer pools, and a margin.
 need_kib=$(( ( (4 * bytes + 4 * ($(to_bytes "$pool") + $(to_bytes "$peer_pool"))) >> 10) + (3 << 19) ))
@@ -322,14 +330,16 @@ cl_stop_all
 
 # ------------------------------------------------------------ torch
 
-log "torch.save + fsync / torch.load of one $size tensor ($torch_iters iterations)"
-drop_caches || true
-"$py" "$here/bench/torch-baseline.py" --path "$work/torch.pt" --size "$bytes" --tensors 1 \
-	--iters "$torch_iters" | sed 's/^{/{"kind": "torch", /' >>"$raw"
-# What a restarted python trainer pays before torch.load can run.
-t0=$(date +%s%N)
-"$py" -c 'import torch' || die "$py cannot import torch"
-echo "{\"kind\": \"torch_import\", \"s\": $(( $(date +%s%N) - t0 ))e-9}" >>"$raw"
+if [ -n "$torch" ]; then
+	log "torch.save + fsync / torch.load of one $size tensor ($torch_iters iterations)"
+	drop_caches || true
+	"$py" "$here/bench/torch-baseline.py" --path "$work/torch.pt" --size "$bytes" --tensors 1 \
+		--iters "$torch_iters" | sed 's/^{/{"kind": "torch", /' >>"$raw"
+	# What a restarted python trainer pays before torch.load can run.
+	t0=$(date +%s%N)
+	"$py" -c 'import torch' || die "$py cannot import torch"
+	echo "{\"kind\": \"torch_import\", \"s\": $(( $(date +%s%N) - t0 ))e-9}" >>"$raw"
+fi
 t_total=$(( $(date +%s) - t_start ))
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -351,9 +361,9 @@ allnotices = [r for r in rows if r["kind"] == "notice"]
 notices = [r for r in allnotices if not r["missed"]]
 regular_peer = sum(all(x["regular_peer"] == "committed" for x in n["ranks"]) for n in allnotices)
 restores = [r for r in rows if r["kind"] == "restore"]
-torch = next(r for r in rows if r["kind"] == "torch")
-torch_import = next(r["s"] for r in rows if r["kind"] == "torch_import")
-size = torch["bytes"]
+torch = next((r for r in rows if r["kind"] == "torch"), None)  # None: --no-torch
+torch_import = next((r["s"] for r in rows if r["kind"] == "torch_import"), None)
+size = $bytes
 gib = size / float(1 << 30)
 
 def s(a, b):
@@ -377,8 +387,8 @@ res = {"bytes": size, "ranks": 4, "iters": len(allnotices), "safe_in_time": len(
        "regular_committed_at_peer": regular_peer,
        "n2_copies": [n["ranks"][1]["emergency_copies"] for n in allnotices],
        "step_ms": $step_ms, "deadline": "$deadline", "tier": sorted({n["tier"] for n in allnotices}),
-       "torch_save_fsync_s": torch["save_fsync_s"], "torch_load_s": torch["load_s"],
-       "torch_save_fsync_s_all": torch["save_fsync_s_all"], "torch_load_s_all": torch["load_s_all"],
+       "torch_save_fsync_s": torch and torch["save_fsync_s"], "torch_load_s": torch and torch["load_s"],
+       "torch_save_fsync_s_all": torch and torch["save_fsync_s_all"], "torch_load_s_all": torch and torch["load_s_all"],
        "torch_import_s": torch_import, "memcpy_s": min(mc) if mc else None}
 for k, v in fig.items():
     res[k] = med(v) if v else None
@@ -398,7 +408,8 @@ def m(v):
     return "%.3f" % med(v) if v else "-"
 
 print("Machine: $(nproc) vCPUs ($cpu), $mem RAM, filesystem $fs, kernel $(uname -r); 4 agents and 4 ranks on it,")
-print("libfabric tcp;ofi_rxm on lo; pools $pool, peer pools $peer_pool. torch %s via $py. Commit $commit.  " % torch["torch"])
+print("libfabric tcp;ofi_rxm on lo; pools $pool, peer pools $peer_pool. torch %s via $py. Commit $commit.  "
+      % (torch["torch"] if torch else "(not run)"))
 print("Run took ${t_total} s. Load average (1, 5, 15 min) at start: $load_start; at end: $load_end.")
 print()
 print("Emergency versions safe off n2 before the deadline: %d of %d notices. Regular checkpoints committed at "
@@ -415,8 +426,9 @@ print("| emergency step to \"safe off the noticed nodes\" (n2's shard in partner
       % (m(fig["step_to_safe_s"]), rng(fig["step_to_safe_s"])))
 print("| **notice to emergency version safe** (%d of %d) | **%s** | %s |" % (len(notices), len(allnotices), m(fig["notice_to_safe_s"]), rng(fig["notice_to_safe_s"])))
 print("| notice to every rank's EXIT | %s | %s |" % (m(fig["notice_to_exit_s"]), rng(fig["notice_to_exit_s"])))
-print("| torch.save + flush + fsync of one %g GiB tensor (one process; %d runs) | %.3f | %s |"
-      % (gib, len(torch["save_fsync_s_all"]), torch["save_fsync_s"], rng(torch["save_fsync_s_all"])))
+if torch:
+    print("| torch.save + flush + fsync of one %g GiB tensor (one process; %d runs) | %.3f | %s |"
+          % (gib, len(torch["save_fsync_s_all"]), torch["save_fsync_s"], rng(torch["save_fsync_s_all"])))
 print()
 print("| restart of one rank, %g GiB, from | ckpt_restore (s, median) | open + restore (s) | range of restore (s) | GiB/s | exec to main() (s) |" % gib)
 print("|---|---:|---:|---:|---:|---:|")
@@ -427,8 +439,9 @@ for t in ("LOCAL_MEM", "PEER_MEM", "LOCAL_DISK"):
     print("| %s | %s | %s | %s | %s | %s |" % (names[t], m(d["restore_s"]), m(d["resumed_s"]), rng(d["restore_s"]),
                                              "%.2f" % (gib / med(d["restore_s"])) if d["restore_s"] else "-",
                                              m(d["exec_s"])))
-print("| torch.load, page cache dropped (%d runs) | %.3f | | %s | %.2f | %.3f (python3 -c 'import torch') |"
-      % (len(torch["load_s_all"]), torch["load_s"], rng(torch["load_s_all"]), gib / torch["load_s"], torch_import))
+if torch:
+    print("| torch.load, page cache dropped (%d runs) | %.3f | | %s | %.2f | %.3f (python3 -c 'import torch') |"
+          % (len(torch["load_s_all"]), torch["load_s"], rng(torch["load_s_all"]), gib / torch["load_s"], torch_import))
 if mc:
     print("| memcpy of the same bytes (best of %d) | %.3f | | | %.2f | |" % (len(mc), min(mc), gib / min(mc)))
 print()

@@ -5,8 +5,9 @@
 # context must reach the agent: daemon_required). Afterwards `ckpt
 # stragglers` shows the coordinator received the bench's step reports.
 #
-# usage: tools/bench-step.sh [ckpt-step-bench options: --calls N --runs R
-#                             --cpu-seconds S --period-us U --step-ms MS]
+# usage: tools/bench-step.sh [--dir DIR] [ckpt-step-bench options: --calls N
+#                             --runs R --cpu-seconds S --period-us U --step-ms MS]
+# --dir: where the temporary directory goes (default: build/ of the repository).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -18,8 +19,16 @@ for exe in ckptd ckpt ckpt-step-bench; do
 	[ -x "$bin/$exe" ] || die "no $bin/$exe: build the project first (cmake --build build)"
 done
 
-mkdir -p "$repo/build"
-dir=$(mktemp -d "$repo/build/bench-step-XXXXXX")
+parent=$repo/build
+args=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--dir) parent=$2; shift 2 ;;
+	*) args+=("$1"); shift ;;
+	esac
+done
+mkdir -p "$parent"
+dir=$(mktemp -d "$parent/bench-step-XXXXXX")
 pid=
 cleanup() {
 	if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
@@ -44,7 +53,7 @@ done
 
 set +e
 env -u CKPT_TOKEN -u CKPT_CONFIG CKPT_DAEMON="unix:$sock" CKPT_TOKEN_FILE="$dir/token" \
-	"$bin/ckpt-step-bench" --root "$dir/root" "$@"
+	"$bin/ckpt-step-bench" --root "$dir/root" ${args[@]+"${args[@]}"}
 rc=$?
 set -e
 [ "$rc" = 0 ] || { tail -n 20 "$dir/ckptd.log" >&2; die "ckpt-step-bench failed ($rc)"; }

@@ -6,6 +6,11 @@
 #
 # usage: tools/bench.sh [--sizes "1G 4G"] [--dir DIR] [--out FILE]
 #                       [--iters K] [--fio-reps R] [--torch-iters T]
+#                       [--no-torch] [--no-drop-caches] [--json]
+# --no-torch: leave the torch baseline out (it is not a target);
+# --no-drop-caches: do not drop the page cache (every ckpt and fio read is
+# O_DIRECT anyway); --json: one JSON object (ratios and targets per size)
+# instead of the markdown report.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -21,9 +26,12 @@ regions=64
 chunk=8M       # ckpt's default chunk; fio's block size matches it
 iodepth=8      # ckpt's default io_depth; fio's matches it
 py=/usr/bin/python3   # Debian's python3-torch; a pyenv python3 on PATH lacks torch
+torch=1
+drop=1
+json=0
 
 usage() {
-	sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -34,6 +42,9 @@ while [ $# -gt 0 ]; do
 	--iters) iters=$2; shift 2 ;;
 	--fio-reps) fio_reps=$2; shift 2 ;;
 	--torch-iters) torch_iters=$2; shift 2 ;;
+	--no-torch) torch=0; shift ;;
+	--no-drop-caches) drop=0; shift ;;
+	--json) json=1; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "bench.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
 	esac
@@ -48,7 +59,7 @@ done
 
 # ------------------------------------------------------------ prerequisites
 
-bench=${CKPT_BENCH:-$repo/build/bin/ckpt-bench}
+bench=${CKPT_BENCH:-${CKPT_BIN:-$repo/build/bin}/ckpt-bench}
 if [ ! -x "$bench" ]; then
 	log "building ckpt-bench"
 	if ! { cmake -S "$repo" -B "$repo/build" >/dev/null && cmake --build "$repo/build" --target ckpt-bench -j2 >/dev/null; }; then
@@ -67,10 +78,14 @@ apt_install() {
 }
 
 command -v fio >/dev/null || apt_install fio || die "fio is missing (apt-get install fio)"
-[ -x "$py" ] || die "$py not found (apt-get install python3-torch)"
-"$py" -c 'import torch' 2>/dev/null || apt_install python3-torch ||
-	die "$py cannot import torch (apt-get install python3-torch)"
-"$py" -c 'import torch' 2>/dev/null || die "$py still cannot import torch"
+if [ "$torch" = 1 ]; then
+	[ -x "$py" ] || die "$py not found (apt-get install python3-torch)"
+	"$py" -c 'import torch' 2>/dev/null || apt_install python3-torch ||
+		die "$py cannot import torch (apt-get install python3-torch)"
+	"$py" -c 'import torch' 2>/dev/null || die "$py still cannot import torch"
+else
+	[ -x "$py" ] || py=python3
+fi
 
 # ------------------------------------------------------------ work directory
 
@@ -112,10 +127,11 @@ avail_mem=$(( $(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo) * 1024 ))
 # earlier steps' pages from skewing later ones.
 cache_note="dropped before each read (/proc/sys/vm/drop_caches)"
 drop_caches() {
+	[ "$drop" = 1 ] || return 1
 	sync
 	echo 3 2>/dev/null >/proc/sys/vm/drop_caches || return 1
 }
-drop_caches || cache_note="not droppable here (no permission); reads use O_DIRECT, torch.load uses posix_fadvise(DONTNEED)"
+drop_caches || cache_note="not dropped (--no-drop-caches or no permission); reads use O_DIRECT, torch.load uses posix_fadvise(DONTNEED)"
 
 # ------------------------------------------------------------ measurements
 
@@ -162,10 +178,12 @@ for s in $sizes; do
 		sed 's/^{/{"kind": "ckpt", /' >>"$raw" ||
 		{ cat "$work/ckpt-bench.log" >&2; die "ckpt-bench failed"; }
 
-	log "size $s: torch.save + fsync / torch.load ($torch_iters iterations)"
-	drop_caches || true
-	"$py" "$here/bench/torch-baseline.py" --path "$work/torch.pt" --size "$bytes" --tensors "$regions" \
-		--iters "$torch_iters" | sed 's/^{/{"kind": "torch", /' >>"$raw"
+	if [ "$torch" = 1 ]; then
+		log "size $s: torch.save + fsync / torch.load ($torch_iters iterations)"
+		drop_caches || true
+		"$py" "$here/bench/torch-baseline.py" --path "$work/torch.pt" --size "$bytes" --tensors "$regions" \
+			--iters "$torch_iters" | sed 's/^{/{"kind": "torch", /' >>"$raw"
+	fi
 
 	log "size $s: fio write/read/overwrite again (x$((fio_reps - fio_reps / 2)))"
 	for ((r = fio_reps / 2; r < fio_reps; r++)); do fio_pair "$s"; done
@@ -182,10 +200,15 @@ commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git -C "$repo" status --porcelain 2>/dev/null | head -1)
 [ -n "$dirty" ] && commit="$commit (with uncommitted changes)"
 
-report=$("$py" - "$raw" <<EOF
+report=$("$py" - "$raw" "$json" <<EOF
 import json, statistics, sys
 
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+want_json = sys.argv[2] == "1"
+if want_json:  # the same computation; only the JSON object is printed
+    import io
+    real_stdout, sys.stdout = sys.stdout, io.StringIO()
+per_size = []
 GIB = float(1 << 30)
 med = statistics.median
 
@@ -194,7 +217,7 @@ def human(b):
 
 print("Machine: $(nproc) vCPUs ($cpu), $mem RAM, filesystem $fs, kernel $(uname -r).  ")
 print("fio $(fio --version), torch %s via $py. Commit $commit. Run took ${t_total} s.  " %
-      next((r["torch"] for r in rows if r["kind"] == "torch"), "?"))
+      next((r["torch"] for r in rows if r["kind"] == "torch"), "(not run)"))
 print("Load average (1, 5, 15 min) at start: $load_start; at end: $load_end.  ")
 print("Page cache: $cache_note.")
 print()
@@ -225,6 +248,11 @@ for size in sorted({r["bytes"] for r in rows if r["kind"] == "ckpt"}):
         row("torch.load (cache dropped)", tc["load_s"])
     dur_r = (g / ck["durable_s"]) / (g / fw_s)
     res_r = (g / ck["restore_s"]) / (g / fr_s)
+    per_size.append({"bytes": size, "stall_vs_memcpy": ck["stall_vs_memcpy"],
+                     "stall_vs_memcpy_paired": ck["stall_vs_memcpy_paired"], "durable_vs_fio_write": dur_r,
+                     "restore_vs_fio_read": res_r, "stall_s": ck["stall_s"], "memcpy_s": ck["memcpy_s"],
+                     "durable_s": ck["durable_s"], "restore_s": ck["restore_s"], "fio_write_s": fw_s,
+                     "fio_read_s": fr_s})
     ratios.append((h, "ckpt stall / memcpy (median stall / best memcpy)", ck["stall_vs_memcpy"], "<= 1.3",
                    ck["stall_vs_memcpy"] <= 1.3))
     ratios.append((h, "ckpt stall / memcpy taken just before each save (median of pairs)",
@@ -253,6 +281,9 @@ for r in rows:
     print(json.dumps(r))
 print("\`\`\`")
 print("</details>")
+if want_json:
+    sys.stdout = real_stdout
+    print(json.dumps({"sizes": per_size, "commit": "$commit", "seconds": $t_total}))
 EOF
 )
 

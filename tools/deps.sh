@@ -7,6 +7,7 @@ ckpt_install_deps() {
 	want+=(libjansson-dev python3-matplotlib) # ckpt-sim: reads ckpt-bench's JSON; --plot
 	want+=(libcurl4-openssl-dev) # ckptd's preemption-notice pollers (ckptd/notice)
 	want+=(libfabric-dev libfabric-bin) # the peer-DRAM tier's transport (storage/fabric.c; fi_info in tests)
+	want+=(python3-dev python3-venv) # the Python binding (libckpt/python) and its test environment
 	local missing=()
 	for p in "${want[@]}"; do
 		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -20,4 +21,29 @@ ckpt_install_deps() {
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# The Python virtual environment of the binding's tests, examples and
+# benchmarks: torch (PyPI's default wheel, which runs on CPU), numpy, pytest,
+# safetensors, and the build backend, at the versions of
+# tools/python-requirements.txt. Created once at ${CKPT_VENV:-.venv} (ignored
+# by git); a later call returns at once unless the requirements changed.
+# Prints nothing when there is nothing to do. Sets CKPT_PY to its python.
+ckpt_python_env() {
+	local repo venv req stamp want
+	repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	venv=${CKPT_VENV:-$repo/.venv}
+	req=$repo/tools/python-requirements.txt
+	stamp=$venv/.ckpt-requirements
+	want=$(sha256sum "$req" | cut -d' ' -f1)
+	CKPT_PY=$venv/bin/python
+	if [ -x "$CKPT_PY" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+		return 0
+	fi
+	echo "python env: installing $req into $venv (torch is large: minutes the first time)"
+	# Debian's interpreter, whatever else is first on PATH: its python3-dev
+	# headers are the ones the extension is built against.
+	[ -x "$CKPT_PY" ] || /usr/bin/python3 -m venv "$venv" || return 1
+	"$CKPT_PY" -m pip install -q --disable-pip-version-check -r "$req" || return 1
+	echo "$want" >"$stamp"
 }

@@ -37,3 +37,17 @@ echo "== tests under sanitizers"
 
 echo "== tests"
 (cd build && ctest -j"$jobs" --output-on-failure)
+
+echo "== python (pip install . into the test environment, then pytest)"
+ckpt_python_env
+# A persistent build folder (pyproject.toml): only what changed is rebuilt.
+"$CKPT_PY" -m pip install -q --disable-pip-version-check --no-build-isolation .
+set +e
+(cd libckpt/python/tests && "$CKPT_PY" -m pytest -q -p no:cacheprovider .)
+rc=$?
+set -e
+# 5: no test collected; the test files themselves make that a failure.
+if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then
+	echo "PYTHON TESTS FAILED" >&2
+	exit 1
+fi

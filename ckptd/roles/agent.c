@@ -506,6 +506,10 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 	if (rs->pool_ref)
 		ckptd__prefetch_register(a, rs->job, rs->rank);
 	ckptd_msg ok = { .type = CKPTD_MSG_OK };
+	/* The rank's fabric endpoint binds to the host partners reach this
+	 * node at: the network the peer tier runs on (docs/operations.md). */
+	if (a->cfg->listen && strlen(a->cfg->listen) <= CKPTD_ADDR_MAX)
+		snprintf(ok.u.ok.address, sizeof(ok.u.ok.address), "%s", a->cfg->listen);
 	int r = ckptd_session_send(s, &ok, -1);
 	/* A rank that joins (or comes back) saves at the steps the others do. */
 	for (size_t i = 0; r == 0 && i < a->nadvice; i++)
@@ -696,7 +700,7 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	case CKPTD_MSG_SHARD_DONE:
 		return on_shard_done(a, s, rs, &m->u.shard_done);
 	case CKPTD_MSG_PREEMPT:
-		return ckptd__agent_preempt(a, s, &m->u.preempt);
+		return ckptd__agent_preempt(a, s, &m->u.preempt, 0);
 	case CKPTD_MSG_SEGMENT_RELEASE:
 		return ckptd__agent_release(a, s, rs, m->u.segment_release.segment_id);
 	case CKPTD_MSG_STEP_REPORT: {

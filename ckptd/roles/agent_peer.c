@@ -54,8 +54,8 @@ typedef struct pslot {
 	uint64_t deadline_ns; /* WRITING: reclaimable after */
 	uint64_t stored_ns;
 	uint32_t pins;
-	uint32_t committed;   /* tiers the version was announced COMMITTED at */
-	int keep;             /* scratch of victim(): part of its job's restore point */
+	int keep;             /* scratch of mark_keep(): part of its job's restore point */
+	int gone;             /* scratch of slot_new(): planned for eviction */
 } pslot;
 
 typedef struct ppin {
@@ -68,6 +68,15 @@ typedef struct pcheck {
 	uint64_t start_ns;
 	ckptd_vtask *t;
 } pcheck;
+
+/* A job's newest versions announced COMMITTED (at PEER_MEM, at any tier):
+ * its restore point, wherever this pool holds copies of them. */
+typedef struct pjob {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t peer_v, any_v;
+	int has_peer, has_any;  /* announced at all */
+} pjob;
+#define PJOBS_MAX 256 /* beyond: the entries of jobs with no copy here go */
 
 struct ckptd_peerpool {
 	ckpt_fab *fab;
@@ -82,6 +91,8 @@ struct ckptd_peerpool {
 	pcheck **checks; /* verifications in flight */
 	size_t nchecks, capchecks;
 	uint64_t next_id;
+	pjob *jobs;
+	size_t njobs;
 };
 
 /* ---------------------------------------------------------------- slots */
@@ -121,43 +132,24 @@ static void slot_free(ckptd_agent *a, pslot *s, const char *why)
 	pp->n--;
 }
 
-/* Marks the stored slots that make up their job's restore point here
- * (keep): its newest version committed at PEER_MEM, and its newest
- * committed at any tier. A pool holds a few hundred slots: quadratic is
- * fine, and keeps no second structure to get out of step. */
+static pjob *pjob_find(ckptd_peerpool *pp, const char *job)
+{
+	for (size_t i = 0; i < pp->njobs; i++)
+		if (!strcmp(pp->jobs[i].job, job))
+			return &pp->jobs[i];
+	return NULL;
+}
+
+/* Marks the stored slots that make up their job's restore point (keep):
+ * copies of its newest version committed at PEER_MEM, and of its newest
+ * committed at any tier. */
 static void mark_keep(ckptd_peerpool *pp)
 {
-	for (size_t i = 0; i < pp->n; i++)
-		pp->slots[i].keep = 0;
 	for (size_t i = 0; i < pp->n; i++) {
-		const pslot *s = &pp->slots[i];
-		uint64_t peer_v = 0, any_v = 0;
-		int seen_peer = 0, seen_any = 0, first = 1;
-		for (size_t j = 0; j < pp->n; j++) { /* the job's newest committed versions */
-			const pslot *t = &pp->slots[j];
-			if (strcmp(t->job, s->job))
-				continue;
-			if (j < i) {
-				first = 0; /* done with this job already */
-				break;
-			}
-			if ((t->committed & CKPT_TIER_PEER_MEM) && (!seen_peer || t->version > peer_v)) {
-				peer_v = t->version;
-				seen_peer = 1;
-			}
-			if (t->committed && (!seen_any || t->version > any_v)) {
-				any_v = t->version;
-				seen_any = 1;
-			}
-		}
-		if (!first)
-			continue;
-		for (size_t j = i; j < pp->n; j++) {
-			pslot *t = &pp->slots[j];
-			if (!strcmp(t->job, s->job) && t->state == SLOT_STORED &&
-			    ((seen_peer && t->version == peer_v) || (seen_any && t->version == any_v)))
-				t->keep = 1;
-		}
+		pslot *s = &pp->slots[i];
+		const pjob *j = pjob_find(pp, s->job);
+		s->keep = j && s->state == SLOT_STORED &&
+		          ((j->has_peer && s->version == j->peer_v) || (j->has_any && s->version == j->any_v));
 	}
 }
 
@@ -173,7 +165,7 @@ static uint64_t job_used(const ckptd_peerpool *pp, const char *job, uint32_t *nj
 		while (k < i && strcmp(pp->slots[k].job, s->job))
 			k++;
 		n += k == i; /* first slot of its job */
-		if (!strcmp(s->job, job)) {
+		if (!s->gone && !strcmp(s->job, job)) {
 			used += s->len;
 			mine = 1;
 		}
@@ -184,25 +176,25 @@ static uint64_t job_used(const ckptd_peerpool *pp, const char *job, uint32_t *nj
 }
 
 /* What may go to make room for a lease of job's version: never a slot of
- * its restore point, pinned or being checked, and never a copy of the
+ * a restore point, pinned or being checked, and never a copy of the
  * version being leased (another rank's shard of it is as new as this one,
  * and evicting it would keep the version from ever being whole in partner
  * DRAM; the writer goes to its next partner). The job's own stored copies
- * first, oldest first; then, while the job is within its share (want:
- * the bytes it asks for), the oldest of another job over its share; then a
- * lease past its deadline. *why: the reason when there is none. */
-static pslot *victim(ckptd_peerpool *pp, uint64_t now, const char *job, uint64_t version, uint64_t want,
-                     const char **why)
+ * first, oldest first; then the oldest of another job while that job holds
+ * more than its share (the pool over the jobs in it: nobody is pushed
+ * below it by others); then a lease past its deadline. *why: the reason
+ * when there is none. */
+static pslot *victim(ckptd_peerpool *pp, uint64_t now, const char *job, uint64_t version, const char **why)
 {
 	pslot *own = NULL, *other = NULL;
 	uint32_t njobs = 1;
 	int kept = 0, shared_out = 0;
 	mark_keep(pp);
-	uint64_t mine = job_used(pp, job, &njobs);
+	(void)job_used(pp, job, &njobs);
 	uint64_t share = pp->size / (njobs ? njobs : 1);
 	for (size_t i = 0; i < pp->n; i++) {
 		pslot *s = &pp->slots[i];
-		if (s->state != SLOT_STORED || s->pins || (s->version == version && !strcmp(s->job, job)))
+		if (s->gone || s->state != SLOT_STORED || s->pins || (s->version == version && !strcmp(s->job, job)))
 			continue;
 		if (s->keep) {
 			kept = 1;
@@ -211,8 +203,8 @@ static pslot *victim(ckptd_peerpool *pp, uint64_t now, const char *job, uint64_t
 		if (!strcmp(s->job, job)) {
 			if (!own || s->stored_ns < own->stored_ns)
 				own = s;
-		} else if (mine + want > share || job_used(pp, s->job, NULL) <= share) {
-			shared_out = 1; /* ours over the share, or theirs within it */
+		} else if (job_used(pp, s->job, NULL) <= share) {
+			shared_out = 1; /* theirs within their share */
 		} else if (!other || s->stored_ns < other->stored_ns) {
 			other = s;
 		}
@@ -220,18 +212,21 @@ static pslot *victim(ckptd_peerpool *pp, uint64_t now, const char *job, uint64_t
 	if (own || other)
 		return own ? own : other;
 	for (size_t i = 0; i < pp->n; i++)
-		if (pp->slots[i].state == SLOT_WRITING && pp->slots[i].deadline_ns < now)
+		if (!pp->slots[i].gone && pp->slots[i].state == SLOT_WRITING && pp->slots[i].deadline_ns < now)
 			return &pp->slots[i];
 	*why = shared_out ? "share" : kept ? "restore_points" : "no_space";
 	return NULL;
 }
 
-/* First fit; -ENOSPC when no gap is wide enough. [out] idx: where the new
- * slot goes in the sorted array. */
+/* First fit, as if the slots planned for eviction (gone) were free;
+ * -ENOSPC when no gap is wide enough. [out] idx: where the new slot goes in
+ * the sorted array (meaningful once no slot is gone). */
 static int find_gap(ckptd_peerpool *pp, uint64_t len, uint64_t *off, size_t *idx)
 {
 	uint64_t at = 0;
 	for (size_t i = 0; i <= pp->n; i++) {
+		if (i < pp->n && pp->slots[i].gone)
+			continue;
 		uint64_t end = i < pp->n ? pp->slots[i].off : pp->size;
 		if (end - at >= len) {
 			*off = at;
@@ -254,14 +249,31 @@ static pslot *slot_new(ckptd_agent *a, const char *job, uint64_t version, uint64
 	*why = "no_space";
 	if (len > pp->size || len < bytes)
 		return NULL;
+	/* Planned first, evicted after: a lease that cannot be granted evicts
+	 * nothing (freed slots need not be adjacent). */
+	for (size_t i = 0; i < pp->n; i++)
+		pp->slots[i].gone = 0;
+	int evict = 0;
 	while (find_gap(pp, len, &off, &idx) < 0) {
-		pslot *v = victim(pp, ckpt__now_ns(), job, version, len, why);
-		if (!v)
+		pslot *v = victim(pp, ckpt__now_ns(), job, version, why);
+		if (!v) {
+			for (size_t i = 0; i < pp->n; i++)
+				pp->slots[i].gone = 0;
 			return NULL;
+		}
+		v->gone = 1;
+		evict = 1;
+	}
+	if (evict) {
 		char what[160];
 		snprintf(what, sizeof(what), "evicted for version %llu of job %s", (unsigned long long)version, job);
-		ckptd_metrics_add(a->mx, CKPTD_M_PEER_EVICTED, v->job, NULL, 1);
-		slot_free(a, v, what);
+		for (size_t i = pp->n; i-- > 0;)
+			if (pp->slots[i].gone) {
+				ckptd_metrics_add(a->mx, CKPTD_M_PEER_EVICTED, pp->slots[i].job, NULL, 1);
+				slot_free(a, &pp->slots[i], what);
+			}
+		if (find_gap(pp, len, &off, &idx) < 0)
+			return NULL; /* never: the plan found this gap */
 	}
 	*why = NULL;
 	if (pp->n == pp->cap) {
@@ -312,7 +324,7 @@ static int on_lease(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd
 	if (!sl) {
 		const char *text = !strcmp(why, "restore_points")
 		                       ? "the peer pool holds only restore points (newest committed versions) it must keep"
-		                 : !strcmp(why, "share") ? "this job holds its share of the peer pool; the other jobs' copies are within theirs"
+		                 : !strcmp(why, "share") ? "the other jobs' copies in the peer pool are within their shares of it"
 		                                         : "the peer pool has no room for that image";
 		CKPTD_WARN(a->log, NULL, m->job, "cannot keep a partner copy of version %llu rank %u (%llu bytes): %s",
 		            (unsigned long long)m->version, m->rank, (unsigned long long)m->bytes, text);
@@ -364,9 +376,6 @@ static void check_done(void *arg, ckptd_vtask *t, ckptd_vitem *items, size_t n)
 	}
 	s->state = SLOT_STORED;
 	s->stored_ns = ckpt__now_ns();
-	for (size_t i = 0; i < pp->n; i++) /* commits announced before this copy came */
-		if (pp->slots[i].version == s->version && !strcmp(pp->slots[i].job, s->job))
-			s->committed |= pp->slots[i].committed;
 	CKPTD_DEBUG(a->log, NULL, s->job, "partner copy of version %llu rank %u checked (%llu bytes in %.1f ms)",
 	            (unsigned long long)s->version, s->rank, (unsigned long long)s->bytes, took_ns / 1e6);
 	ckptd_metrics_add(a->mx, CKPTD_M_PEER_STORED, s->job, NULL, 1);
@@ -536,9 +545,31 @@ int ckptd__peer_delete(ckptd_agent *a, const char *job, uint64_t version)
 void ckptd__peer_committed(ckptd_agent *a, const char *job, uint64_t version, uint32_t tier)
 {
 	ckptd_peerpool *pp = a->peer;
-	for (size_t i = 0; pp && i < pp->n; i++)
-		if (pp->slots[i].version == version && !strcmp(pp->slots[i].job, job))
-			pp->slots[i].committed |= tier;
+	if (!pp)
+		return;
+	pjob *j = pjob_find(pp, job);
+	if (!j && pp->njobs == PJOBS_MAX) { /* full: forget the jobs with no copy here */
+		size_t k = 0;
+		for (size_t i = 0; i < pp->njobs; i++)
+			if (job_used(pp, pp->jobs[i].job, NULL))
+				pp->jobs[k++] = pp->jobs[i];
+		pp->njobs = k;
+	}
+	if (!j && pp->njobs < PJOBS_MAX) {
+		j = &pp->jobs[pp->njobs++];
+		memset(j, 0, sizeof(*j));
+		snprintf(j->job, sizeof(j->job), "%s", job);
+	}
+	if (!j)
+		return; /* 256 jobs with copies here: this one's are evicted as any */
+	if (tier == CKPT_TIER_PEER_MEM && (!j->has_peer || version > j->peer_v)) {
+		j->peer_v = version;
+		j->has_peer = 1;
+	}
+	if (!j->has_any || version > j->any_v) {
+		j->any_v = version;
+		j->has_any = 1;
+	}
 }
 
 void ckptd__peer_gauges(ckptd_agent *a)
@@ -601,6 +632,10 @@ int ckptd__peer_open(ckptd_agent *a, char *err, size_t errcap)
 	listen_host(cfg->listen, host, sizeof(host));
 	int r;
 	pp->size = cfg->peer_pool_size / SLOT_ALIGN * SLOT_ALIGN;
+	if (!(pp->jobs = calloc(PJOBS_MAX, sizeof(*pp->jobs)))) {
+		free(pp);
+		return -ENOMEM;
+	}
 	pp->mem = mmap(NULL, pp->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (pp->mem == MAP_FAILED) {
 		r = -errno;
@@ -643,6 +678,7 @@ void ckptd__peer_close(ckptd_agent *a)
 	free(pp->slots);
 	free(pp->pins);
 	free(pp->checks);
+	free(pp->jobs);
 	free(pp);
 	a->peer = NULL;
 }

@@ -91,7 +91,7 @@ static const family families[CKPTD_M__COUNT] = {
 	[CKPTD_M_PEER_EVICTED] = { "ckpt_peer_copies_evicted_total", M_COUNTER, { "ckpt_job" },
 	                           "agent: partner copies evicted to make room" },
 	[CKPTD_M_PEER_REFUSED] = { "ckpt_peer_refused_total", M_COUNTER, { "ckpt_job", "reason" },
-	                           "agent: partner leases refused (no_space; restore_points: only restore points were left to evict; share: the job is over its share of the pool and the others within theirs) and images that failed their check (bad_image)" },
+	                           "agent: partner leases refused (no_space; restore_points: only restore points were left to evict; share: the other jobs' copies are within their shares of the pool) and images that failed their check (bad_image)" },
 	[CKPTD_M_PREEMPT_NOTICES] = { "ckpt_preempt_notices_total", M_COUNTER, { "source" },
 	                              "coordinator: preemption notices received (aws, gcp, azure, file, signal, cli)" },
 	[CKPTD_M_EMERGENCIES] = { "ckpt_emergency_checkpoints_total", M_COUNTER, { "ckpt_job", "result" },

@@ -20,6 +20,19 @@
  *    threads and the LMDB environment do not survive fork). Open a new one.
  *  - Signals: no function here is async-signal-safe. Background threads block
  *    no signals of their own; install handlers in the main thread as usual.
+ *    ckpt_preempt_install() calls the handler it finds in place after its own,
+ *    except one that a shared library installed from its constructor when it
+ *    was loaded with libckpt, before the program ran: Debian's libinfinipath
+ *    (PSM, pulled in by libfabric) installs SIGTERM and SIGINT handlers that
+ *    exit the process with status 1, which would end every rank on the
+ *    signal launchers send (Kubernetes, systemd, Slurm, torchrun) before it
+ *    could save. The log names each handler left out. Handlers the program
+ *    installs itself, or that libraries loaded before libckpt installed, are
+ *    chained as before; the handlers left out come back when the last
+ *    context armed with the signal closes. When libckpt loads libfabric
+ *    itself (on the first use of the PEER_MEM tier), every signal
+ *    disposition that load changed is put back at once, whether or not a
+ *    context is armed.
  *  - Memory: the staging pool is allocated, pre-faulted and (where the memlock
  *    limit allows) locked when the context opens, and reused for every save.
  *    Its size bounds the memory libckpt uses for snapshots; it never grows.
@@ -29,8 +42,8 @@
  *    only carries CUDA chunks. The context keeps one mapping of the agent's
  *    pool for as long as it is open.
  *  - Regions: a registered region's memory must stay valid until the context
- *    is closed. A save copies it before ckpt_save() returns; after that the
- *    caller may change it freely.
+ *    is closed or the region removed (ckpt_region_remove). A save copies it
+ *    before ckpt_save() returns; after that the caller may change it freely.
  *  - CUDA: regions may be device memory (CKPT_DEVICE_CUDA) in a build with
  *    CUDA. libckpt uses the device that is current when the first CUDA
  *    region is added, creates its own non-blocking stream there and pins
@@ -251,7 +264,17 @@ CKPT_API int ckpt_config_init(ckpt_config *cfg);
  * Returns 0, -errno if the file cannot be read, -CKPT_ECONFIG naming the line
  * on a bad key or value. */
 CKPT_API int ckpt_config_load_file(ckpt_config *cfg, const char *path);
-/* Frees string values that ckpt_config_load_file() allocated. Accepts NULL. */
+/* Sets one setting from its text form, by its name in the table (job_id,
+ * root, staging_bytes = "1G", tiers = "local_disk", ...), parsed exactly as
+ * ckpt_config_load_file parses a line: what bindings and tools use to pass
+ * settings through without knowing each field's type. String values are
+ * copied into storage tied to cfg (free with ckpt_config_free_strings).
+ * Returns 0; -CKPT_ECONFIG for an unknown key or a value that does not parse
+ * (logged, naming both; the field is then unchanged); -EINVAL when an
+ * argument is NULL; -ENOMEM. */
+CKPT_API int ckpt_config_set(ckpt_config *cfg, const char *key, const char *value);
+/* Frees string values that ckpt_config_load_file() and
+ * ckpt_config_set() allocated. Accepts NULL. */
 CKPT_API void ckpt_config_free_strings(ckpt_config *cfg);
 
 /* Writes the settings table to out: one line per setting with its name, its CKPT_*
@@ -314,6 +337,18 @@ CKPT_API void ckpt_region_desc_init(ckpt_region_desc *d, const char *name, void 
  * -EINVAL for inconsistent shape/offsets; -CKPT_ESTATE while a snapshot is
  * being taken. */
 CKPT_API int ckpt_region_add(ckpt_ctx *ctx, const ckpt_region_desc *desc);
+
+/* Unregisters the region named name: later saves leave it out and restores
+ * no longer fill it, and its memory is no longer borrowed once this returns
+ * (for a CUDA region, after the device copies of lazy saves still reading it
+ * are done: this waits for them like ckpt_fence). Saves already taken keep
+ * their copy. A binding re-registers a tensor whose storage moved this way:
+ * remove, then add with the new pointer. Not while another thread is in a
+ * call on the same context.
+ * Returns 0; -ENOENT if no region has that name; -EINVAL (NULL argument);
+ * -CKPT_EDEVICE if waiting for the device copies failed (the region is then
+ * still registered). */
+CKPT_API int ckpt_region_remove(ckpt_ctx *ctx, const char *name);
 
 /* ---------------------------------------------------------------- save */
 
@@ -432,7 +467,9 @@ CKPT_API int ckpt_step(ckpt_ctx *ctx, uint64_t step);
  * async-signal-safe: it only marks the context; the context's io thread
  * then raises a notice with a deadline `preempt_grace_ms` away, like
  * ckpt_preempt_notice. A handler installed before is still called after
- * ours (a SIG_DFL or SIG_IGN one is not: the process must live to save).
+ * ours (a SIG_DFL or SIG_IGN one is not: the process must live to save; nor
+ * one a library's constructor installed when it was loaded with libckpt,
+ * see Caveats).
  * The handlers go back to what they were when the last context armed with
  * them closes. At most 16 contexts per process. Returns 0, -EINVAL (a
  * signal that cannot be caught, ctx NULL), -ENOSPC (16 armed), -errno.
@@ -458,6 +495,18 @@ CKPT_API int ckpt_preempt_notice(ckpt_ctx *ctx, uint64_t deadline_ns);
  * committed version that verifies when version is CKPT_LATEST (a version
  * whose shard is corrupt or missing is logged and skipped).
  * Every chunk's checksum is verified before it reaches the region.
+ *
+ * Elastic restore: when the version was saved by another number of ranks,
+ * or a region's layout differs from the saved one, each region is filled
+ * from the saved pieces that overlap what it describes (global_shape,
+ * offsets, extents of its ckpt_region_desc), reading only the chunks it
+ * needs, every saved rank's shard from the first tier of restore_order
+ * holding an intact copy. A region with ndim 0 (a blob) gets the copy this
+ * rank saved when the saved job had this rank, else the copy of the lowest
+ * saved rank (rank 0: for replicated state such as step counters); a
+ * registered blob whose name the checkpoint holds as a tensor gets the
+ * whole global tensor. Same world size and layout: each rank reads its own
+ * shard, as before.
  * [out] restored  the version restored; may be NULL.
  * Returns 0; -CKPT_ENOVERSION if there is none (the only answer that means
  * a new job); -CKPT_EUNREACHABLE if a committed version exists (the
@@ -465,9 +514,11 @@ CKPT_API int ckpt_preempt_notice(ckpt_ctx *ctx, uint64_t deadline_ns);
  * rank's shard could be reached, or if the agent cannot ask the coordinator
  * and this root holds nothing (the log names where the copies are; never
  * start from scratch on it); -CKPT_ECORRUPT (the log names version, rank,
- * region and chunk); -CKPT_EMISMATCH if a registered region is missing from
- * the checkpoint or has another size. On error the regions' contents are
- * unspecified. */
+ * region and chunk; also saved pieces that overlap or disagree on shape);
+ * -CKPT_EMISMATCH if a registered region is missing from the checkpoint,
+ * has another dtype, global shape or size, or asks for elements no saved
+ * rank holds (the log names the region and the elements missing). On error
+ * the regions' contents are unspecified: some may have been written. */
 CKPT_API int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *restored);
 
 /* ---------------------------------------------------------------- listing */
@@ -491,6 +542,90 @@ typedef struct ckpt_version_info {
  * Returns 0 or -CKPT_EINDEX. */
 CKPT_API int ckpt_versions_list(ckpt_ctx *ctx, ckpt_version_info *out, size_t cap,
                                 size_t *count);
+
+/* ---------------------------------------------------------------- reading a version */
+
+/* A committed version opened for reading by tools and bindings, without a
+ * context: every rank's shard file in a root, its regions merged into
+ * global tensors (docs/format.md, "Global tensors"). A tensor (a region
+ * saved with ndim > 0) is assembled from the pieces the ranks hold (their
+ * offsets and extents); a blob (ndim 0) is one copy per rank. Reads take
+ * only the chunks they need and verify every one.
+ *
+ * Opening checks that the pieces are consistent: every rank holding a name
+ * agrees on dtype and global shape, pieces do not overlap (the same box on
+ * several ranks is accepted as a replica when the chunk checksums agree),
+ * and each piece's size matches its extents. Elements no rank holds are
+ * counted (ckpt_tensor_info.missing): a read that needs them fails.
+ *
+ * A view is used by one thread at a time; several views may be open at
+ * once. It opens the root's LMDB index only while ckpt_view_open runs: do
+ * not call that in a process where a context on the same root is open
+ * (LMDB's rule: one environment per file per process). */
+typedef struct ckpt_view ckpt_view;
+
+/* One global tensor of a view. */
+typedef struct ckpt_tensor_info {
+	uint32_t size;       /* sizeof(ckpt_tensor_info), or 0: set on return */
+	const char *name;    /* valid until ckpt_view_close */
+	ckpt_dtype dtype;
+	uint32_t ndim;       /* 0: a blob */
+	uint64_t shape[CKPT_MAX_DIMS]; /* the global shape (ndim entries) */
+	uint64_t bytes;      /* of the global tensor; of the lowest rank's copy for a blob */
+	uint64_t missing;    /* elements no rank holds (0 when complete) */
+	uint32_t npieces;    /* pieces (replicas folded); a blob: its copies */
+} ckpt_tensor_info;
+
+/* One piece of a global tensor: what one rank holds. */
+typedef struct ckpt_piece_info {
+	uint32_t size;       /* sizeof(ckpt_piece_info), or 0 */
+	uint32_t rank;       /* the rank that holds it (the lowest one of replicas) */
+	uint32_t replicas;   /* other ranks holding the same box with the same bytes */
+	uint64_t bytes;      /* the piece's bytes */
+	uint64_t offsets[CKPT_MAX_DIMS]; /* where it starts in the global tensor */
+	uint64_t extents[CKPT_MAX_DIMS]; /* its size per dimension */
+} ckpt_piece_info;
+
+/* Opens version `version` (CKPT_LATEST: the newest COMMITTED) of job in the
+ * checkpoint root `root`, which must already hold an index.
+ * [out] out    the view, NULL on error. Close with ckpt_view_close.
+ * [out] why    whycap bytes for the reason on error (may be NULL).
+ * Returns 0; -CKPT_ENOVERSION (no such committed version); -CKPT_ECORRUPT
+ * (a shard missing or not the one the index recorded, a structure check
+ * failed, or the pieces are inconsistent: why names region and ranks);
+ * -CKPT_ENAME; -CKPT_EFORMAT; -CKPT_EINDEX; -ENOENT (no index under root);
+ * -ENOMEM; -errno. */
+CKPT_API int ckpt_view_open(const char *root, const char *job, uint64_t version, ckpt_view **out, char *why,
+                            size_t whycap);
+/* Closes the view. Accepts NULL. */
+CKPT_API void ckpt_view_close(ckpt_view *v);
+/* The version the view holds and the number of ranks that saved it. */
+CKPT_API uint64_t ckpt_view_version(const ckpt_view *v);
+CKPT_API uint32_t ckpt_view_world_size(const ckpt_view *v);
+/* Number of global tensors; they are indexed 0..count-1 in name order. */
+CKPT_API size_t ckpt_view_count(const ckpt_view *v);
+/* Describes tensor i. Returns 0 or -EINVAL (i out of range). */
+CKPT_API int ckpt_view_tensor(const ckpt_view *v, size_t i, ckpt_tensor_info *out);
+/* The index of the tensor named name. Returns 0 or -ENOENT. */
+CKPT_API int ckpt_view_find(const ckpt_view *v, const char *name, size_t *i);
+/* Describes piece j (0..npieces-1) of tensor i, pieces in row-major order
+ * of their offsets (a blob's copies by rank). Returns 0 or -EINVAL. */
+CKPT_API int ckpt_view_piece(const ckpt_view *v, size_t i, uint32_t j, ckpt_piece_info *out);
+/* Reads bytes [off, off+len) of tensor i in row-major order of the global
+ * tensor (a blob: of the lowest rank's copy) into buf (len bytes).
+ * Returns 0; -EINVAL (out of range); -CKPT_EMISMATCH (some bytes are held
+ * by no rank); -CKPT_ECORRUPT (a chunk failed its checksum); -errno.
+ * ckpt_view_error says more. */
+CKPT_API int ckpt_view_read(ckpt_view *v, size_t i, uint64_t off, uint64_t len, void *buf);
+/* Reads the box lo[d] .. lo[d]+cnt[d] (d < ndim) of tensor i into buf as a
+ * dense row-major array of prod(cnt) elements; cap is buf's size. Returns
+ * as ckpt_view_read, and -EOVERFLOW when cap is too small, -EINVAL for a
+ * blob or a box outside the shape. */
+CKPT_API int ckpt_view_read_box(ckpt_view *v, size_t i, const uint64_t *lo, const uint64_t *cnt, void *buf,
+                                size_t cap);
+/* Why the view's last read failed ("" if it did not); valid until the next
+ * call on the view. */
+CKPT_API const char *ckpt_view_error(const ckpt_view *v);
 
 #ifdef __cplusplus
 }

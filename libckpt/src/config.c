@@ -224,6 +224,41 @@ static char *own(ckpt_config *cfg, const char *v)
 	return o->s;
 }
 
+/* The table entry named key, or NULL. */
+static const cfg_entry *find_entry(const char *key)
+{
+	for (size_t i = 0; i < CKPT_ARRAY_LEN(table); i++)
+		if (!strcmp(table[i].name, key))
+			return &table[i];
+	return NULL;
+}
+
+/* Sets e from val; strings the field keeps are copied onto cfg first. */
+static int set_owned(ckpt_config *cfg, const cfg_entry *e, const char *val)
+{
+	if (e->type == T_STR || e->type == T_ORDER) {
+		val = own(cfg, val);
+		if (!val)
+			return -ENOMEM;
+	}
+	return set_field(cfg, e, val) < 0 ? -CKPT_ECONFIG : 0;
+}
+
+int ckpt_config_set(ckpt_config *cfg, const char *key, const char *value)
+{
+	if (!cfg || !key || !value)
+		return -EINVAL;
+	const cfg_entry *e = find_entry(key);
+	if (!e) {
+		LOG_E(NULL, CKPT_NO_VERSION, "unknown setting '%s' (ckpt --help-config lists them)", key);
+		return -CKPT_ECONFIG;
+	}
+	int err = set_owned(cfg, e, value);
+	if (err == -CKPT_ECONFIG)
+		LOG_E(NULL, CKPT_NO_VERSION, "invalid value '%s' for %s (%s)", value, key, e->help);
+	return err;
+}
+
 int ckpt_config_load_file(ckpt_config *cfg, const char *path)
 {
 	FILE *f = fopen(path, "re");
@@ -242,25 +277,16 @@ int ckpt_config_load_file(ckpt_config *cfg, const char *path)
 			err = -CKPT_ECONFIG;
 			break;
 		}
-		size_t i;
-		for (i = 0; i < CKPT_ARRAY_LEN(table); i++)
-			if (!strcmp(table[i].name, k))
-				break;
-		if (i == CKPT_ARRAY_LEN(table)) {
+		const cfg_entry *e = find_entry(k);
+		if (!e) {
 			LOG_E(NULL, CKPT_NO_VERSION, "%s:%d: unknown setting '%s'", path, lineno, k);
 			err = -CKPT_ECONFIG;
 			break;
 		}
-		if (table[i].type == T_STR) {
-			v = own(cfg, v);
-			if (!v) {
-				err = -ENOMEM;
-				break;
-			}
-		}
-		if (set_field(cfg, &table[i], v) < 0) {
-			LOG_E(NULL, CKPT_NO_VERSION, "%s:%d: invalid value '%s' for %s", path, lineno, v, k);
-			err = -CKPT_ECONFIG;
+		/* restore_order is kept as a string too: the line buffer is not. */
+		if ((err = set_owned(cfg, e, v)) < 0) {
+			if (err == -CKPT_ECONFIG)
+				LOG_E(NULL, CKPT_NO_VERSION, "%s:%d: invalid value '%s' for %s", path, lineno, v, k);
 			break;
 		}
 	}

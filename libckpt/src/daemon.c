@@ -50,6 +50,7 @@ struct ckpt_daemon {
 	size_t pop_units, pop_left, pop_next;
 	uint32_t pop_gen;
 	ckptd_secret *secret;  /* the job's: partner agents are dialled with it */
+	char agent_listen[CKPTD_ADDR_MAX + 1]; /* the agent's --listen (1.3); "" unknown */
 	/* with ctx->lock */
 	struct { uint64_t version; uint32_t tiers; } notices[NOTICE_RING];
 	uint32_t nnext;
@@ -237,6 +238,7 @@ int ckpt__daemon_open(ckpt_ctx *ctx)
 		snprintf(why, sizeof(why), "REGISTER_RANK failed: %s", ckpt_strerror(err));
 		goto out;
 	}
+	snprintf(d->agent_listen, sizeof(d->agent_listen), "%s", rep.u.ok.address);
 	ckptd_msg_free(&rep);
 	d->joined = 1;
 	LOG_I(&ctx->log, CKPT_NO_VERSION, "joined ckptd agent %s", ctx->daemon_addr);
@@ -664,12 +666,18 @@ int ckpt__daemon_segment_release(ckpt_ctx *ctx, uint64_t id)
 int ckpt__daemon_segment_read(ckpt_ctx *ctx, uint64_t version, const uint8_t **buf, uint64_t *len, int *cold,
                               uint64_t *id)
 {
+	return ckpt__daemon_segment_read_rank(ctx, version, ctx->cfg.rank, buf, len, cold, id);
+}
+
+int ckpt__daemon_segment_read_rank(ckpt_ctx *ctx, uint64_t version, uint32_t rank, const uint8_t **buf,
+                                   uint64_t *len, int *cold, uint64_t *id)
+{
 	struct ckpt_daemon *d = ctx->daemon;
 	ckptd_msg m = { .type = CKPTD_MSG_SEGMENT_REQUEST }, rep;
 	uint8_t *p;
 	snprintf(m.u.segment_request.job, sizeof(m.u.segment_request.job), "%s", ctx->job);
 	m.u.segment_request.version = version;
-	m.u.segment_request.rank = ctx->cfg.rank;
+	m.u.segment_request.rank = rank;
 	m.u.segment_request.mode = CKPTD_SEG_READ;
 	if (!d->unix_link)
 		return -CKPT_EUNAVAIL;
@@ -746,13 +754,18 @@ void ckpt__daemon_steps(ckpt_ctx *ctx, int force)
 
 int ckpt__daemon_partners(ckpt_ctx *ctx, uint32_t mode, uint64_t version, ckptd_msg *rep)
 {
+	return ckpt__daemon_partners_rank(ctx, mode, version, ctx->cfg.rank, rep);
+}
+
+int ckpt__daemon_partners_rank(ckpt_ctx *ctx, uint32_t mode, uint64_t version, uint32_t rank, ckptd_msg *rep)
+{
 	struct ckpt_daemon *d = ctx->daemon;
 	if (!d)
 		return -CKPT_EUNAVAIL;
 	ckptd_msg m = { .type = CKPTD_MSG_SEGMENT_REQUEST };
 	snprintf(m.u.segment_request.job, sizeof(m.u.segment_request.job), "%s", ctx->job);
 	m.u.segment_request.version = version;
-	m.u.segment_request.rank = ctx->cfg.rank;
+	m.u.segment_request.rank = rank;
 	m.u.segment_request.mode = mode;
 	pthread_mutex_lock(&d->mu);
 	int err = call_expect(ctx, &m, CKPTD_MSG_PARTNERS, rep, NULL);
@@ -794,4 +807,28 @@ int ckpt__daemon_preempt(ckpt_ctx *ctx, uint64_t deadline_ns, uint32_t source, c
 	if (err == 0)
 		ckptd_msg_free(&rep);
 	return err;
+}
+
+int ckpt__daemon_fabric_host(ckpt_ctx *ctx, char *host, size_t cap)
+{
+	struct ckpt_daemon *d = ctx->daemon;
+	host[0] = 0;
+	if (!d || !d->agent_listen[0])
+		return -ENOENT;
+	const char *l = d->agent_listen, *colon = strrchr(l, ':');
+	size_t n = colon ? (size_t)(colon - l) : 0;
+	if (n >= 2 && l[0] == '[' && l[n - 1] == ']') {
+		l++;
+		n -= 2;
+	}
+	if (!n || n >= cap)
+		return -ENOENT;
+	memcpy(host, l, n);
+	host[n] = 0;
+	/* A wildcard names no interface: libfabric's own choice then. */
+	if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*")) {
+		host[0] = 0;
+		return -ENOENT;
+	}
+	return 0;
 }

@@ -65,6 +65,10 @@ int ckpt__daemon_versions(struct ckpt_ctx *ctx, uint64_t **v, size_t *n);
  * reading it). Returns 0, -ENOENT (no DRAM copy here), or a negative code. */
 int ckpt__daemon_segment_read(struct ckpt_ctx *ctx, uint64_t version, const uint8_t **buf, uint64_t *len,
                               int *cold, uint64_t *id);
+/* The same for another rank's copy held by this node's agent (elastic
+ * restore reads the shards of the ranks of the saved job). */
+int ckpt__daemon_segment_read_rank(struct ckpt_ctx *ctx, uint64_t version, uint32_t rank, const uint8_t **buf,
+                                   uint64_t *len, int *cold, uint64_t *id);
 /* io thread: about once a second (force: now, at close), the step times
  * ckpt_step measured since the last report, as one STEP_REPORT (mean over
  * the steps). */
@@ -83,6 +87,9 @@ void ckpt__daemon_fault_in(const void *p, size_t len);
 struct ckptd_msg;
 struct ckptd_client;
 int ckpt__daemon_partners(struct ckpt_ctx *ctx, uint32_t mode, uint64_t version, struct ckptd_msg *rep);
+/* The same about another rank's shard (SEG_WHERE of a saved rank). */
+int ckpt__daemon_partners_rank(struct ckpt_ctx *ctx, uint32_t mode, uint64_t version, uint32_t rank,
+                               struct ckptd_msg *rep);
 /* Connects to another agent (a partner, host:port) as this rank, with the
  * job's secret. */
 int ckpt__daemon_dial(struct ckpt_ctx *ctx, const char *addr, int timeout_ms, struct ckptd_client **out,
@@ -92,5 +99,9 @@ int ckpt__daemon_dial(struct ckpt_ctx *ctx, const char *addr, int timeout_ms, st
 /* PREEMPT for this rank's job and node (the agent names the node). */
 int ckpt__daemon_preempt(struct ckpt_ctx *ctx, uint64_t deadline_ns, uint32_t source, const char *text);
 int ckpt__daemon_map_span(struct ckpt_ctx *ctx, uint8_t **base, size_t *len);
+/* The host of the agent's --listen address (REGISTER_RANK's answer, 1.3),
+ * where this rank's fabric endpoint binds: the network partners use.
+ * Returns 0, or -ENOENT (an older agent, no --listen, a wildcard). */
+int ckpt__daemon_fabric_host(struct ckpt_ctx *ctx, char *host, size_t cap);
 
 #endif

@@ -100,11 +100,19 @@ static int fab_ready(struct ckpt_peer *p, const char *provider, char *why, size_
 		fab_drop(p);
 	}
 	if (!p->fab) {
-		if ((r = ckpt_fab_open(provider[0] ? provider : NULL, NULL, 0, &p->fab, fw, sizeof(fw))) < 0) {
-			set_why(why, cap, "fabric: %s", fw);
+		/* Bound to the host of the agent's --listen: the network its
+		 * partners reach it on. Left to libfabric, tcp would bind to
+		 * whatever FI_TCP_IFACE or its first interface says, and a rank
+		 * bound to lo cannot write to another node. */
+		char host[CKPTD_ADDR_MAX + 1];
+		int have = ckpt__daemon_fabric_host(ctx, host, sizeof(host)) == 0;
+		if ((r = ckpt_fab_open(provider[0] ? provider : NULL, have ? host : NULL, 0, &p->fab, fw, sizeof(fw))) < 0) {
+			set_why(why, cap, "fabric%s%s: %s", have ? " on " : "", have ? host : "", fw);
 			return r;
 		}
 		snprintf(p->provider, sizeof(p->provider), "%s", ckpt_fab_provider_name(p->fab));
+		LOG_I(&ctx->log, CKPT_NO_VERSION, "peer: fabric %s opened on %s", p->provider,
+		      have ? host : "libfabric's default interface (the agent named none)");
 		if ((r = ckpt_fab_mr_reg(p->fab, p->scratch, SCRATCH_BYTES, CKPT_FAB_LOCAL, &p->scratch_mr, fw,
 		                         sizeof(fw))) < 0 ||
 		    (r = ckpt_fab_mr_reg(p->fab, ctx->pool.base, ctx->pool.map_bytes, CKPT_FAB_LOCAL, &p->pool_mr, fw,
@@ -472,10 +480,15 @@ void ckpt__peer_stop(ckpt_ctx *ctx)
 
 int ckpt__peer_where(ckpt_ctx *ctx, uint64_t version, ckpt_peer_loc **out, size_t *n)
 {
+	return ckpt__peer_where_rank(ctx, version, ctx->cfg.rank, out, n);
+}
+
+int ckpt__peer_where_rank(ckpt_ctx *ctx, uint64_t version, uint32_t rank, ckpt_peer_loc **out, size_t *n)
+{
 	ckptd_msg rep;
 	*out = NULL;
 	*n = 0;
-	int r = ckpt__daemon_partners(ctx, CKPTD_SEG_WHERE, version, &rep);
+	int r = ckpt__daemon_partners_rank(ctx, CKPTD_SEG_WHERE, version, rank, &rep);
 	if (r < 0)
 		return r;
 	uint32_t k = rep.u.partners.count;
@@ -497,6 +510,12 @@ int ckpt__peer_where(ckpt_ctx *ctx, uint64_t version, ckpt_peer_loc **out, size_
 int ckpt__peer_open(ckpt_ctx *ctx, uint64_t version, const char *addr, const char *node, ckpt_peer_read *pr,
                     char *why, size_t cap)
 {
+	return ckpt__peer_open_rank(ctx, version, ctx->cfg.rank, addr, node, pr, why, cap);
+}
+
+int ckpt__peer_open_rank(ckpt_ctx *ctx, uint64_t version, uint32_t rank, const char *addr, const char *node,
+                         ckpt_peer_read *pr, char *why, size_t cap)
+{
 	struct ckpt_peer *p = ctx->peer;
 	memset(pr, 0, sizeof(*pr));
 	pr->s.fd = -1;
@@ -510,7 +529,7 @@ int ckpt__peer_open(ckpt_ctx *ctx, uint64_t version, const char *addr, const cha
 	ckptd_msg m = { .type = CKPTD_MSG_SEGMENT_REQUEST }, rep;
 	snprintf(m.u.segment_request.job, sizeof(m.u.segment_request.job), "%s", ctx->job);
 	m.u.segment_request.version = version;
-	m.u.segment_request.rank = ctx->cfg.rank;
+	m.u.segment_request.rank = rank;
 	m.u.segment_request.mode = CKPTD_SEG_PEER_READ;
 	ckptd_client *c = conn_get(p, addr, why, cap);
 	int r = c ? call(p, c, &m, CKPTD_MSG_PEER_GRANT, &rep, why, cap) : -ECONNREFUSED;

@@ -54,6 +54,10 @@ int ckpt__peer_where(struct ckpt_ctx *ctx, uint64_t version, ckpt_peer_loc **out
  * error with the reason in why. */
 int ckpt__peer_open(struct ckpt_ctx *ctx, uint64_t version, const char *addr, const char *node, ckpt_peer_read *pr,
                     char *why, size_t cap);
+/* The same two for another rank's shard (elastic restore). */
+int ckpt__peer_where_rank(struct ckpt_ctx *ctx, uint64_t version, uint32_t rank, ckpt_peer_loc **out, size_t *n);
+int ckpt__peer_open_rank(struct ckpt_ctx *ctx, uint64_t version, uint32_t rank, const char *addr, const char *node,
+                         ckpt_peer_read *pr, char *why, size_t cap);
 /* Reads [off, off+len) of the image into buf, a staging slot. */
 int ckpt__peer_pread(struct ckpt_ctx *ctx, ckpt_peer_read *pr, uint64_t off, size_t len, void *buf, char *why,
                      size_t cap);

@@ -99,6 +99,32 @@ int ckpt_region_add(ckpt_ctx *ctx, const ckpt_region_desc *d)
 	return 0;
 }
 
+int ckpt_region_remove(ckpt_ctx *ctx, const char *name)
+{
+	if (!ctx || !name)
+		return -EINVAL;
+	uint32_t i;
+	for (i = 0; i < ctx->nregions; i++)
+		if (!strcmp(ctx->regions[i].name, name))
+			break;
+	if (i == ctx->nregions)
+		return -ENOENT;
+	ckpt_region *r = &ctx->regions[i];
+	if (r->device == CKPT_DEVICE_CUDA) {
+		/* A lazy save's device copies may still read it. */
+		int err = ckpt_fence(ctx);
+		if (err < 0)
+			return err;
+		ckpt__dev_region_fini(ctx->dev, &r->dev);
+		ctx->ndev_regions--;
+	}
+	free(r->name);
+	/* Order is the footer's region order: keep it. */
+	memmove(r, r + 1, (ctx->nregions - i - 1) * sizeof(*r));
+	ctx->nregions--;
+	return 0;
+}
+
 /* ------------------------------------------------------------- CUDA */
 
 int ckpt_cuda_available(void)

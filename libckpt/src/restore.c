@@ -4,6 +4,7 @@
 #include "ctx.h"
 #include "daemon.h"
 #include "peer.h"
+#include "reshard.h"
 #include "restore.h"
 #include "format/reader.h"
 #include "format/shared.h"
@@ -64,6 +65,14 @@ static int restore_one(ckpt_ctx *ctx, uint64_t version, int listed)
 		return -CKPT_EMISMATCH;
 	}
 	if ((err = ckpt__index_get_shard(ctx->index, ctx->job, version, ctx->cfg.rank, &rec)) < 0) {
+		/* Committed across the cluster with this rank's shard saved on
+		 * another node (a relaunch elsewhere): not an error, the other
+		 * tiers (partner DRAM, SHARED) hold it. Committed here without
+		 * it: the index lost a record. */
+		if (err == -ENOENT && v.state == CKPT_STATE_PENDING) {
+			LOG_I(&ctx->log, version, "restore: this root holds no shard of this rank (it was saved on another node)");
+			return -ENOENT;
+		}
 		LOG_E(&ctx->log, version, "restore: no shard recorded for this rank");
 		return err == -ENOENT ? -CKPT_ECORRUPT : err;
 	}
@@ -104,10 +113,10 @@ static int restore_file(ckpt_ctx *ctx, uint64_t version, const char *path, const
 		a.map[i] = -1;
 	for (uint32_t i = 0; i < ctx->nregions; i++) {
 		int k = ckpt__shard_find_region(&s, ctx->regions[i].name);
-		if (k < 0 || s.footer.regions[k].bytes != ctx->regions[i].bytes) {
-			LOG_E(&ctx->log, version, "restore: region '%s' (%llu bytes) %s", ctx->regions[i].name,
-			      (unsigned long long)ctx->regions[i].bytes,
-			      k < 0 ? "is not in the checkpoint" : "has another size in the checkpoint");
+		if (k < 0 || !ckpt__reshard_same_layout(&ctx->regions[i], &s.footer.regions[k])) {
+			LOG_I(&ctx->log, version, "restore: region '%s' (%llu bytes) %s: restoring from the saved pieces",
+			      ctx->regions[i].name, (unsigned long long)ctx->regions[i].bytes,
+			      k < 0 ? "is not in this rank's shard" : "has another size or layout in this rank's shard");
 			err = -CKPT_EMISMATCH;
 			goto out;
 		}
@@ -158,10 +167,10 @@ static int map_regions(ckpt_ctx *ctx, uint64_t version, const ckpt_shard *s, int
 		map[i] = -1;
 	for (uint32_t i = 0; i < ctx->nregions; i++) {
 		int k = ckpt__shard_find_region(s, ctx->regions[i].name);
-		if (k < 0 || s->footer.regions[k].bytes != ctx->regions[i].bytes) {
-			LOG_E(&ctx->log, version, "restore: region '%s' (%llu bytes) %s", ctx->regions[i].name,
-			      (unsigned long long)ctx->regions[i].bytes,
-			      k < 0 ? "is not in the checkpoint" : "has another size in the checkpoint");
+		if (k < 0 || !ckpt__reshard_same_layout(&ctx->regions[i], &s->footer.regions[k])) {
+			LOG_I(&ctx->log, version, "restore: region '%s' (%llu bytes) %s: restoring from the saved pieces",
+			      ctx->regions[i].name, (unsigned long long)ctx->regions[i].bytes,
+			      k < 0 ? "is not in this rank's shard" : "has another size or layout in this rank's shard");
 			return -CKPT_EMISMATCH;
 		}
 		map[k] = (int32_t)i;
@@ -412,7 +421,7 @@ static int restore_shared(ckpt_ctx *ctx, uint64_t version, int listed)
 	if (err < 0 && err != -ENOENT)
 		LOG_W(&ctx->log, version, "restore: the SHARED tree's commit marker: %s", ckpt_strerror(err));
 	if (err == 0 && mk.world_size != ctx->cfg.world_size) {
-		LOG_E(&ctx->log, version, "restore: saved with %u ranks, this job has %u", mk.world_size,
+		LOG_I(&ctx->log, version, "restore: saved with %u ranks, this job has %u: resharding", mk.world_size,
 		      ctx->cfg.world_size);
 		return -CKPT_EMISMATCH;
 	}
@@ -434,6 +443,11 @@ static const char *tier_name(uint32_t tier)
 static int restore_any(ckpt_ctx *ctx, uint64_t version, int listed)
 {
 	int err = -CKPT_ENOVERSION, first = 0;
+	/* Saved by another number of ranks: elastic restore (reshard.c). */
+	uint32_t saved;
+	uint64_t lin;
+	if (ckpt__reshard_world(ctx, version, &saved, &lin) == 0 && saved != ctx->cfg.world_size)
+		return ckpt__reshard_restore(ctx, version);
 	for (int i = 0; i < 4 && ctx->restore_order[i]; i++) {
 		uint32_t tier = ctx->restore_order[i];
 		int r;
@@ -451,7 +465,9 @@ static int restore_any(ckpt_ctx *ctx, uint64_t version, int listed)
 			ctx->step_restore_tier = tier;
 			return 0;
 		}
-		if (r == -CKPT_EMISMATCH || r == -ENOMEM)
+		if (r == -CKPT_EMISMATCH) /* another layout: the regions from the pieces */
+			return ckpt__reshard_restore(ctx, version);
+		if (r == -ENOMEM)
 			return r;
 		if (r != -CKPT_EUNAVAIL) {
 			LOG_I(&ctx->log, version, "no usable %s copy (%s)%s", tier_name(tier), ckpt_strerror(r),
@@ -545,12 +561,12 @@ static int list_committed(ckpt_ctx *ctx, uint64_t **v, size_t *n)
 	return err;
 }
 
-/* 1 if the SHARED tree marks version committed with this job's world size. */
+/* 1 if the SHARED tree marks version committed (with any world size: a
+ * different one is restored elastically). */
 static int shared_marked(ckpt_ctx *ctx, uint64_t version)
 {
 	ckpt_shared_mark mk;
-	return ckpt__shared_marker_read(ctx->shared_dir, ctx->job, version, &mk) == 0 &&
-	       mk.world_size == ctx->cfg.world_size;
+	return ckpt__shared_marker_read(ctx->shared_dir, ctx->job, version, &mk) == 0;
 }
 
 static int order_has(const ckpt_ctx *ctx, uint32_t tier)

@@ -210,6 +210,9 @@ typedef struct ckptd_error {
 typedef struct ckptd_ok {
 	uint64_t version; /* optional: the checkpoint version acknowledged */
 	uint32_t count;   /* optional (1.1): how many things the request touched */
+	char address[CKPTD_ADDR_MAX + 1]; /* optional (1.3), answering REGISTER_RANK: the agent's
+	                                   * --listen host:port; its host is where the rank's
+	                                   * fabric endpoint binds (the peer tier) */
 } ckptd_ok;
 
 typedef struct ckptd_hello {

@@ -1,6 +1,9 @@
 /* ckptd-coord-bench: the coordinator's figures (docs/benchmarks.md).
  *
- *   ckptd-coord-bench [DIR]
+ *   ckptd-coord-bench [--worlds N,N,...] [--versions V] [--ranks R] [DIR]
+ *
+ * Defaults: --worlds 1024,16384 --versions 1000 --ranks 1000 (the figures);
+ * the smoke test runs small ones.
  *
  * 1. Commit latency of one version for 1,024 and 16,384 simulated ranks
  *    (8 ranks per node): time from the first SHARD_DONE applied to the one
@@ -10,7 +13,10 @@
  *    (1,000 versions x 1,000 ranks), and a LATEST restore plan. */
 #include "coord_test.h"
 
+#include <getopt.h>
 #include <time.h>
+
+#define MAX_WORLDS 8
 
 static double now_s(void)
 {
@@ -75,13 +81,58 @@ static int count_fn(void *arg, const ckptd_coord_version *v)
 	return 0;
 }
 
+static int usage(void)
+{
+	fprintf(stderr, "usage: ckptd-coord-bench [--worlds N,N,...] [--versions V] [--ranks R] [DIR]\n");
+	return 2;
+}
+
+static int parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	char *base = argc > 1 ? argv[1] : t_tmpdir("coord-bench");
+	uint32_t worlds[MAX_WORLDS] = { 1024, 16384 }, versions = 1000, ranks = 1000;
+	int nworlds = 2;
+	static const struct option lo[] = { { "worlds", 1, 0, 'w' }, { "versions", 1, 0, 'v' },
+		                            { "ranks", 1, 0, 'r' }, { 0, 0, 0, 0 } };
+	int c;
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		if (c == 'w') {
+			nworlds = 0;
+			for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
+				if (nworlds == MAX_WORLDS || parse_u32(tok, 1, 1u << 20, &worlds[nworlds]) < 0) {
+					fprintf(stderr, "ckptd-coord-bench: --worlds: '%s' is not 1..1048576 (at most %d)\n",
+					        tok, MAX_WORLDS);
+					return 2;
+				}
+				nworlds++;
+			}
+		} else if (c == 'v') {
+			if (parse_u32(optarg, 1, 1u << 24, &versions) < 0)
+				return usage();
+		} else if (c == 'r') {
+			if (parse_u32(optarg, 1, 1u << 20, &ranks) < 0)
+				return usage();
+		} else {
+			return usage();
+		}
+	}
+	if (argc - optind > 1 || nworlds == 0)
+		return usage();
+	const char *dirarg = optind < argc ? argv[optind] : NULL;
+	char *base = dirarg ? (char *)dirarg : t_tmpdir("coord-bench");
 	char dir[600];
 	snprintf(dir, sizeof(dir), "%s/db", base);
-	const uint32_t worlds[] = { 1024, 16384 };
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < nworlds; i++) {
 		uint32_t w = worlds[i];
 		if (w <= 1024)
 			printf("commit %5u ranks, one txn per SHARD_DONE: %8.1f ms\n", w,
@@ -92,32 +143,31 @@ int main(int argc, char **argv)
 		       1e3 * commit_once(dir, w, 4096));
 	}
 
-	/* 10^6 shard records: 1,000 versions of 1,000 ranks. */
+	/* 10^6 shard records: 1,000 versions of 1,000 ranks (by default). */
 	ckptd_coord *co;
 	T_OK(ckptd_coord_open(dir, 0, &co));
-	enum { VERSIONS = 1000, RANKS = 1000 };
-	char (*names)[16] = node_names(RANKS / 8 + 1);
-	ckptd_coord_shard *s = calloc(RANKS, sizeof(*s));
+	char (*names)[16] = node_names(ranks / 8 + 1);
+	ckptd_coord_shard *s = calloc(ranks, sizeof(*s));
 	T_ASSERT(s);
 	double t0 = now_s();
-	for (uint64_t v = 1; v <= VERSIONS; v++) {
-		for (uint32_t r = 0; r < RANKS; r++)
-			s[r] = (ckptd_coord_shard){ "big", v * 100, r, RANKS, CKPT_TIER_LOCAL_DISK,
+	for (uint64_t v = 1; v <= versions; v++) {
+		for (uint32_t r = 0; r < ranks; r++)
+			s[r] = (ckptd_coord_shard){ "big", v * 100, r, ranks, CKPT_TIER_LOCAL_DISK,
 			                            names[r / 8], 1u << 20, r, 5 };
-		T_OK(ckptd_coord_shard_done_batch(co, s, RANKS, NULL));
+		T_OK(ckptd_coord_shard_done_batch(co, s, ranks, NULL));
 	}
-	printf("build: %d shard records in %.1f s\n", VERSIONS * RANKS, now_s() - t0);
+	printf("build: %llu shard records in %.1f s\n", (unsigned long long)versions * ranks, now_s() - t0);
 	ckptd_coord_close(co);
 	T_OK(ckptd_coord_open(dir, 0, &co)); /* cold handle, warm page cache */
 	size_t n = 0;
 	t0 = now_s();
 	T_OK(ckptd_coord_list(co, "big", 0, count_fn, &n));
 	double dt = now_s() - t0;
-	T_ASSERT(n == VERSIONS);
-	printf("list: %zu versions over %d shard records: %.2f ms\n", n, VERSIONS * RANKS, 1e3 * dt);
+	T_ASSERT(n == versions);
+	printf("list: %zu versions over %llu shard records: %.2f ms\n", n, (unsigned long long)versions * ranks, 1e3 * dt);
 	ckptd_coord_plan p;
 	t0 = now_s();
-	T_OK(ckptd_coord_restore_plan(co, "big", CKPT_LATEST, 999, NULL, &p));
+	T_OK(ckptd_coord_restore_plan(co, "big", CKPT_LATEST, ranks - 1, NULL, &p));
 	printf("restore plan (LATEST, one rank): %.3f ms\n", 1e3 * (now_s() - t0));
 	ckptd_coord_close(co);
 	free(s);
@@ -125,7 +175,7 @@ int main(int argc, char **argv)
 	/* CKPT_BENCH_KEEP=1: leave the 10^6-record index for tools/bench-ls.sh. */
 	if (getenv("CKPT_BENCH_KEEP"))
 		printf("kept: %s\n", dir);
-	else if (argc <= 1)
+	else if (!dirarg)
 		t_rmrf(base);
 	else
 		t_rm_db(dir);

@@ -92,6 +92,13 @@ int cli_publish_dir(const char *stage, const char *dst, char *why, size_t cap);
 void cli_remove_stage(const char *dir);
 int cli_restore_daemon(cli *c, const char *out);
 int cli_open_index(cli *c);
+/* cmd_export.c, cmd_import.c */
+int cmd_export(cli *c, int argc, char **argv);
+void help_export(FILE *out);
+int cmd_import(cli *c, int argc, char **argv);
+void help_import(FILE *out);
+/* ckpt show --global: the global tensors of c->version (or the newest). */
+int cli_show_global(cli *c);
 int cli_need(cli *c, int root, int job);
 void cli_json_str(FILE *out, const char *s);
 const char *cli_human(uint64_t bytes, char *buf, size_t cap);

@@ -267,9 +267,23 @@ int cli_resolve_latest(cli *c, uint64_t *v)
 
 static int cmd_show(cli *c, int argc, char **argv)
 {
+	/* --global: the global tensors and how the ranks split them. */
+	int global = 0, k = 0;
+	for (int i = 0; i < argc; i++) {
+		if (i && !strcmp(argv[i], "--global"))
+			global = 1;
+		else
+			argv[k++] = argv[i];
+	}
+	argc = k;
 	int rc = cli_parse_opts(c, "show", argc, argv);
 	if (rc)
 		return rc;
+	if (global) {
+		if (cli_need(c, 1, 1) < 0)
+			return cli_usage("show", "--global needs --root and a valid --job");
+		return cli_show_global(c);
+	}
 	if ((rc = cli_use_daemon(c, "show")) != 0)
 		return rc < 0 ? -rc : cli_daemon_show(c);
 	if (cli_need(c, 1, 1) < 0)
@@ -372,13 +386,17 @@ static int cmd_show(cli *c, int argc, char **argv)
 static void help_show(FILE *o)
 {
 	fprintf(o, "usage: ckpt show --root DIR --job J [--version V|latest] [--rank R] [--json]\n"
+	           "       ckpt show --global --root DIR --job J [--version V|latest] [--json]\n"
 	           "       ckpt show --daemon ADDR [--token-file FILE] --job J [--version V|latest] [--rank R] [--json]\n\n"
 	           "Shows a version's shards: regions, dtypes, shapes, chunks, compression.\n"
 	           "Structure (header, footer, tail checksums) is checked; chunk data is not: use verify.\n"
 	           "Exits 3 if a shard file is damaged.\n"
 	           "With --daemon it shows the coordinator's view instead: the tiers the version is\n"
 	           "committed at, whether it is restorable, and every copy of every rank's shard (tier,\n"
-	           "node, live or being deleted, bytes, footer checksum).\n");
+	           "node, live or being deleted, bytes, footer checksum).\n"
+	           "With --global it shows the global tensors instead (dtype, global shape, and the piece\n"
+	           "each rank holds, its offsets and extents); inconsistent pieces (overlaps, shapes that\n"
+	           "disagree) exit 3 with the reason, elements no rank holds are counted.\n");
 }
 
 /* ------------------------------------------------------------- rm, gc */
@@ -577,6 +595,8 @@ const cli_cmd cli_cmds[] = {
 	{ "show", "show a version's shards and regions", cmd_show, help_show },
 	{ "verify", "read every chunk and check its checksum", cmd_verify, help_verify },
 	{ "restore", "write a version's regions out as files", cmd_restore, help_restore },
+	{ "export", "the global tensors of a version as safetensors or raw files", cmd_export, help_export },
+	{ "import", "a version of one rank from safetensors files", cmd_import, help_import },
 	{ "rm", "delete one version", cmd_rm, help_rm },
 	{ "gc", "keep the newest N versions, delete the rest", cmd_gc, help_gc },
 	{ "reindex", "rebuild the index from the shard files", cmd_reindex, help_reindex },

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# tools/bench-all.sh --smoke: every benchmark behind docs/benchmarks.md's
+# targets (ckptd-roles-bench, bench-ls.sh with ckptd-coord-bench, bench.sh
+# with ckpt-bench and fio, bench-daemon.sh, bench-peer.sh with
+# ckpt-rank-bench and ckpt-fabric-bench, bench-preempt.sh, bench-step.sh with
+# ckpt-step-bench) still runs at a tiny size and reports every figure, and
+# --doc replaces only the marked part of a document. Nothing is timed or
+# judged: the figures at these sizes mean nothing.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+for exe in "${CKPT_BIN:?}/ckptd" "$CKPT_BIN/ckpt" "$CKPT_BIN/ckpt-bench" "$CKPT_BIN/ckpt-rank-bench" \
+	"$CKPT_BIN/ckpt-step-bench" "$CKPT_BIN/ckptd-coord-bench" "${CKPT_TESTS_BIN:?}/ckptd-roles-bench"; do
+	[ -x "$exe" ] || { echo "SKIP: no $exe"; exit 77; }
+done
+command -v fio >/dev/null || { echo "SKIP: no fio"; exit 77; }
+FI_TCP_IFACE=lo fi_info -p 'tcp;ofi_rxm' >/dev/null 2>&1 || { echo "SKIP: no tcp;ofi_rxm provider"; exit 77; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-test-bench-all-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+printf 'before\n<!-- bench-all:begin -->\nold table\n<!-- bench-all:end -->\nafter\n' >"$tmp/doc.md"
+bash "$here/../tools/bench-all.sh" --smoke --out "$tmp/report.md" --doc "$tmp/doc.md"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+grep -q "smoke sizes" "$tmp/report.md" || fail "the report does not say it is a smoke run"
+for step in roles ls disk daemon peer preempt step; do
+	grep -qE "^\| $step \| .* \| [0-9.]+( ms| s| %)? \|" "$tmp/report.md" || fail "no figure of step $step"
+	grep -qE "^- $step \([0-9]+ s\): \`" "$tmp/report.md" || fail "no command of step $step"
+done
+! grep -q -- "--dir" "$tmp/report.md" || fail "a temporary path leaked into the commands"
+commit=$(git -C "$here/.." rev-parse HEAD 2>/dev/null || true)
+[ -z "$commit" ] || grep -q "$commit" "$tmp/report.md" || fail "the report does not name commit $commit"
+[ "$(head -2 "$tmp/doc.md")" = "$(printf 'before\n<!-- bench-all:begin -->')" ] || fail "--doc changed what comes before"
+[ "$(tail -2 "$tmp/doc.md")" = "$(printf '<!-- bench-all:end -->\nafter')" ] || fail "--doc changed what comes after"
+! grep -q "old table" "$tmp/doc.md" || fail "--doc left the old table"
+grep -q "^| roles |" "$tmp/doc.md" || fail "--doc did not put the table in"
+echo "bench-all.sh --smoke: every step ran and reported its figures"
