@@ -315,8 +315,10 @@ CKPT_API int ckpt_ctx_close(ckpt_ctx *ctx);
 /* A memory region to checkpoint: one named tensor or blob of this rank. */
 typedef struct ckpt_region_desc {
 	uint32_t size;        /* sizeof(ckpt_region_desc) */
-	const char *name;     /* unique in the context; 1..255 bytes, no '/', no NUL,
-	                         not "." or ".."; copied */
+	const char *name;     /* unique in the context; 1..255 bytes of well-formed
+	                         UTF-8, no control character (U+0000..U+001F,
+	                         U+007F..U+009F), no '/' or '\\', not "." or "..";
+	                         copied */
 	void *ptr;            /* the memory; borrowed until ckpt_ctx_close */
 	uint64_t bytes;       /* length in bytes (0 allowed) */
 	ckpt_dtype dtype;     /* element type */

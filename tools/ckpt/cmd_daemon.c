@@ -840,7 +840,8 @@ int cli_restore_daemon(cli *c, const char *out)
 			if (err == 0)
 				from_mem++;
 			else
-				fprintf(stderr, "ckpt restore: rank %u: DRAM copy: %s%s\n", r, why[0] ? why : ckpt_strerror(err),
+				fprintf(stderr, "ckpt restore: rank %u: DRAM copy: %s%s\n", r,
+				        cli_text(why[0] ? why : ckpt_strerror(err), (char[2100]){ 0 }, 2100),
 				        loc.tiers & CKPT_TIER_LOCAL_DISK ? "; reading the disk copy" : "");
 		}
 		if (err < 0 && (loc.tiers & CKPT_TIER_LOCAL_DISK)) {
@@ -860,7 +861,8 @@ int cli_restore_daemon(cli *c, const char *out)
 			if (err == 0)
 				from_disk++;
 			else
-				fprintf(stderr, "ckpt restore: rank %u: disk copy %s: %s\n", r, path, why[0] ? why : ckpt_strerror(err));
+				fprintf(stderr, "ckpt restore: rank %u: disk copy %s: %s\n", r, path,
+				        cli_text(why[0] ? why : ckpt_strerror(err), (char[2100]){ 0 }, 2100));
 		}
 		if (dfd >= 0)
 			close(dfd);
@@ -886,7 +888,7 @@ int cli_restore_daemon(cli *c, const char *out)
 		goto out;
 	}
 	if ((err = cli_publish_dir(stage, out, why, sizeof(why))) < 0) {
-		fprintf(stderr, "ckpt restore: %s\n", why[0] ? why : ckpt_strerror(err));
+		fprintf(stderr, "ckpt restore: %s\n", cli_text(why[0] ? why : ckpt_strerror(err), (char[2100]){ 0 }, 2100));
 		rc = EXIT_ERROR;
 		goto out;
 	}
