@@ -65,7 +65,7 @@ static void free_rank(cpu_rank *s)
 }
 
 /* Restores the newest committed version; *restored = 0 when there is none. */
-static int restore(cpu_rank *s, ckpt_ctx *ctx, uint64_t version, int rank, int *restored,
+static int restore(cpu_rank *s, const tr_opts *o, ckpt_ctx *ctx, uint64_t version, int rank, int *restored,
                    uint64_t *got)
 {
 	int err = ckpt_restore(ctx, version, 0, got);
@@ -89,6 +89,25 @@ static int restore(cpu_rank *s, ckpt_ctx *ctx, uint64_t version, int rank, int *
 		return -CKPT_EMISMATCH;
 	}
 	*restored = 1;
+	/* Saved by another number of ranks: libckpt repartitioned the ZeRO-1
+	 * shards of adam_m and adam_v; the data partition starts afresh. */
+	uint32_t saved = o->ranks;
+	if ((err = tr_ckpt_saved_world(ctx, *got, &saved)) < 0) {
+		fprintf(stderr, "trainer: rank %d: version %" PRIu64 ": %s\n", rank, *got, ckpt_strerror(err));
+		return err;
+	}
+	if (saved != o->ranks) {
+		if (rank == 0)
+			printf("resharded step %" PRIu64 " from %u ranks to %u\n", *got, saved, o->ranks);
+		tr_reshard_data(&s->rng, &s->data, &s->corpus, o->seed, (uint32_t)rank, *got);
+	}
+	if (o->dump_restored) {
+		const tr_part *p = &s->part;
+		if ((rank == 0 && tr_dump_state(o->dump_restored, "weights", s->params, 0, p->nparams) < 0) ||
+		    tr_dump_state(o->dump_restored, "adam_m", s->mom, p->lo, p->own) < 0 ||
+		    tr_dump_state(o->dump_restored, "adam_v", s->var, p->lo, p->own) < 0)
+			return -EIO;
+	}
 	return 0;
 }
 
@@ -129,7 +148,7 @@ int tr_rank_cpu(const tr_opts *o)
 		goto out;
 	int restored;
 	uint64_t version = 0;
-	if (restore(&s, ctx, CKPT_LATEST, o->rank, &restored, &version) < 0)
+	if (restore(&s, o, ctx, CKPT_LATEST, o->rank, &restored, &version) < 0)
 		goto out;
 	if (!restored)
 		fresh_state(&s, o); /* a failed restore leaves the regions unspecified */
@@ -143,7 +162,7 @@ int tr_rank_cpu(const tr_opts *o)
 	if (wel.restored != (uint32_t)restored || (restored && wel.version != version)) {
 		if (!wel.restored)
 			fresh_state(&s, o);
-		else if (restore(&s, ctx, wel.version, o->rank, &restored, &version) < 0)
+		else if (restore(&s, o, ctx, wel.version, o->rank, &restored, &version) < 0)
 			goto out;
 	}
 

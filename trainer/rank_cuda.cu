@@ -326,7 +326,7 @@ static int register_regions(gpu_rank *g, ckpt_ctx *ctx)
 }
 
 /* Restores `version` (CKPT_LATEST: the newest); *restored = 0 if none. */
-static int restore(gpu_rank *g, ckpt_ctx *ctx, uint64_t version, int *restored, uint64_t *got)
+static int restore(gpu_rank *g, const tr_opts *o, ckpt_ctx *ctx, uint64_t version, int *restored, uint64_t *got)
 {
 	*restored = 0;
 	int err = ckpt_restore(ctx, version, 0, got);
@@ -351,6 +351,16 @@ static int restore(gpu_rank *g, ckpt_ctx *ctx, uint64_t version, int *restored, 
 	if (!g->dev_regions && mirror_to_device(g) < 0)
 		return -1;
 	*restored = 1;
+	/* Saved by another number of ranks: the optimizer shards were
+	 * repartitioned by libckpt; the data partition starts afresh. */
+	uint32_t saved = g->world;
+	if (tr_ckpt_saved_world(ctx, *got, &saved) < 0)
+		return -1;
+	if (saved != g->world) {
+		if (g->rank == 0)
+			printf("resharded step %" PRIu64 " from %u ranks to %u\n", *got, saved, g->world);
+		tr_reshard_data(&g->rng, &g->data, &g->corpus, o->seed, (uint32_t)g->rank, *got);
+	}
 	return 0;
 }
 
@@ -557,7 +567,7 @@ static int run(gpu_rank *g, const tr_opts *o, ckpt_ctx **ctx, tr_comm **comm)
 		return -1;
 	int restored;
 	uint64_t version = 0;
-	if (restore(g, *ctx, CKPT_LATEST, &restored, &version) < 0)
+	if (restore(g, o, *ctx, CKPT_LATEST, &restored, &version) < 0)
 		return -1;
 	if (!restored && fresh_state(g, o) < 0)
 		return -1;
@@ -584,7 +594,7 @@ static int run(gpu_rank *g, const tr_opts *o, ckpt_ctx **ctx, tr_comm **comm)
 		if (!wel.restored) {
 			if (fresh_state(g, o) < 0)
 				return -1;
-		} else if (restore(g, *ctx, wel.version, &restored, &version) < 0) {
+		} else if (restore(g, o, *ctx, wel.version, &restored, &version) < 0) {
 			return -1;
 		}
 	}
