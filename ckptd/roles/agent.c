@@ -99,7 +99,7 @@ static void link_down(ckptd_agent *a, const char *why)
 			ckptd_session_send_error(r->s, CKPTD_ERR_BUSY, "coordinator unreachable; try again");
 	}
 	a->backoff_ms = BACKOFF_MIN_MS;
-	a->next_try_ns = ckptd__now_ns() + a->backoff_ms * 1000000ull;
+	a->next_try_ns = ckpt__now_ns() + a->backoff_ms * 1000000ull;
 }
 
 /* Sends to the coordinator; kind: what its answer is for. */
@@ -209,7 +209,7 @@ static void on_link(ckptd_server *srv, int fd, uint32_t events, void *arg)
 			link_down(a, r == -ECONNRESET ? "closed by the coordinator" : strerror(-r));
 			return;
 		}
-		a->link_heard_ns = ckptd__now_ns();
+		a->link_heard_ns = ckpt__now_ns();
 		if (m.type == CKPTD_MSG_INTERVAL_NOTICE) {
 			on_interval(a, &m.u.interval_notice);
 		} else if (m.type == CKPTD_MSG_COMMIT_NOTICE) {
@@ -274,8 +274,8 @@ static void link_tick(ckptd_server *srv, void *arg)
 {
 	(void)srv;
 	ckptd_agent *a = arg;
-	link_beat(a, ckptd__now_ns());
-	if (a->local || a->link || ckptd__now_ns() < a->next_try_ns)
+	link_beat(a, ckpt__now_ns());
+	if (a->local || a->link || ckpt__now_ns() < a->next_try_ns)
 		return;
 	char err[300] = "";
 	ckptd_client *c = NULL;
@@ -285,7 +285,7 @@ static void link_tick(ckptd_server *srv, void *arg)
 		CKPTD_DEBUG(a->log, a->cfg->coordinator, NULL, "coordinator not reachable: %s", err);
 		/* Doubling with jitter, so that agents restarted together spread out. */
 		a->backoff_ms = a->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : a->backoff_ms * 2;
-		a->next_try_ns = ckptd__now_ns() + (a->backoff_ms / 2 + next_rand(a) % (a->backoff_ms / 2 + 1)) * 1000000ull;
+		a->next_try_ns = ckpt__now_ns() + (a->backoff_ms / 2 + next_rand(a) % (a->backoff_ms / 2 + 1)) * 1000000ull;
 		return;
 	}
 	ckptd_client_set_timeout(c, 5000);
@@ -294,7 +294,7 @@ static void link_tick(ckptd_server *srv, void *arg)
 		return;
 	}
 	a->link = c;
-	a->link_heard_ns = a->link_beat_ns = ckptd__now_ns();
+	a->link_heard_ns = a->link_beat_ns = ckpt__now_ns();
 	a->backoff_ms = BACKOFF_MIN_MS;
 	CKPTD_INFO(a->log, a->cfg->coordinator, NULL, "connected to the coordinator; sending hello and inventory");
 	send_hello(a);
@@ -511,8 +511,12 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "PID does not match the socket's peer credentials");
 	if (rs->registered && (rs->rank != m->rank || rs->world_size != m->world_size))
 		return ckptd_session_send_error(s, CKPTD_ERR_STATE, "this session is registered as another rank");
-	char canon[CKPTD_PATH_MAX + 1], why[300];
-	if (m->root[0] && ckptd__agent_root_trust(a, s, m->root, canon, sizeof(canon), why, sizeof(why)) < 0) {
+	char canon[CKPTD_PATH_MAX + 1] = "", why[300];
+	int trust = m->root[0] ? ckptd__agent_root_trust(a, s, m->root, canon, sizeof(canon), why, sizeof(why)) : 0;
+	if (trust == -EPERM) {
+		CKPTD_WARN(a->log, ckptd_session_peer(s), m->job, "rank %u: its root is not recorded: %s", m->rank, why);
+		canon[0] = '\0';
+	} else if (trust < 0) {
 		CKPTD_WARN(a->log, ckptd_session_peer(s), m->job, "rank %u refused: %s", m->rank, why);
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, why);
 	}
@@ -524,7 +528,7 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 	rs->rank = m->rank;
 	rs->world_size = m->world_size;
 	rs->lineage = m->lineage;
-	if (m->root[0]) {
+	if (canon[0]) {
 		int r = ckptd_aidx_root_add(a->idx, m->job, canon);
 		if (r < 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "agent index write failed");
@@ -559,7 +563,7 @@ static int on_segment(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckp
 			return ckptd_session_send_error(s, CKPTD_ERR_STATE, "a segment request is already waiting");
 		rs->waiting = 1;
 		rs->wreq = *m;
-		rs->wait_until_ns = ckptd__now_ns() + a->cfg->segment_wait_ms * 1000000ull;
+		rs->wait_until_ns = ckpt__now_ns() + a->cfg->segment_wait_ms * 1000000ull;
 		return 0;
 	}
 	if (!pool && m->mode == CKPTD_SEG_WRITE)
@@ -695,7 +699,7 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	rank_sess *rs = ckptd__agent_rank_of(a, s);
 	if (!rs)
 		return -ENOMEM;
-	rs->heard_ns = ckptd__now_ns();
+	rs->heard_ns = ckpt__now_ns();
 	if (rs->silent) {
 		rs->silent = 0;
 		CKPTD_INFO(a->log, ckptd_session_peer(s), rs->job, "rank %u heard again", rs->rank);
@@ -821,7 +825,7 @@ static void metrics_tick(ckptd_server *srv, void *arg)
 	ckptd_metrics_set(a->mx, CKPTD_M_COORD_LINK, NULL, NULL, a->local || a->link ? 1 : 0);
 	/* A registered rank silent past the heartbeat timeout (stopped, hung):
 	 * said once; its session stays, the Unix socket would say if it died. */
-	uint64_t now = ckptd__now_ns(), hb = a->cfg->heartbeat_timeout_ms * 1000000ull;
+	uint64_t now = ckpt__now_ns(), hb = a->cfg->heartbeat_timeout_ms * 1000000ull;
 	for (rank_sess *rs = a->ranks; hb && rs; rs = rs->next)
 		if (rs->registered && !rs->silent && rs->heard_ns && now - rs->heard_ns > hb) {
 			rs->silent = 1;
@@ -835,7 +839,7 @@ static void wait_tick(ckptd_server *srv, void *arg)
 {
 	(void)srv;
 	ckptd_agent *a = arg;
-	uint64_t now = ckptd__now_ns();
+	uint64_t now = ckpt__now_ns();
 	for (rank_sess *rs = a->ranks; rs; rs = rs->next)
 		if (rs->waiting && now >= rs->wait_until_ns) {
 			rs->waiting = 0;
@@ -909,7 +913,7 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 		goto fail;
 	}
 	a->backoff_ms = BACKOFF_MIN_MS;
-	a->rng = ckptd__now_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
+	a->rng = ckpt__now_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
 	*out = a;
 	return 0;
 fail:
