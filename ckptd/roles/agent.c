@@ -700,7 +700,7 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	case CKPTD_MSG_SHARD_DONE:
 		return on_shard_done(a, s, rs, &m->u.shard_done);
 	case CKPTD_MSG_PREEMPT:
-		return ckptd__agent_preempt(a, s, &m->u.preempt);
+		return ckptd__agent_preempt(a, s, &m->u.preempt, 0);
 	case CKPTD_MSG_SEGMENT_RELEASE:
 		return ckptd__agent_release(a, s, rs, m->u.segment_release.segment_id);
 	case CKPTD_MSG_STEP_REPORT: {

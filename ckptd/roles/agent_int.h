@@ -124,7 +124,10 @@ int ckptd__peer_send_partners(ckptd_agent *a, ckptd_session *s);
 int ckptd__agent_notices_start(ckptd_agent *a, char *err, size_t errcap);
 void ckptd__agent_notices_stop(ckptd_agent *a);
 /* PREEMPT from a rank or the tool: on to the coordinator, with this node. */
-int ckptd__agent_preempt(ckptd_agent *a, ckptd_session *s, const ckptd_preempt *m);
+/* A PREEMPT from a session of this agent. relay: the serial of a tool's
+ * session that gets the coordinator's answer (how many jobs' ranks were
+ * told); 0: a rank's, answered OK at once. */
+int ckptd__agent_preempt(ckptd_agent *a, ckptd_session *s, const ckptd_preempt *m, uint64_t relay);
 /* EMERGENCY from the coordinator: to the job's ranks here. */
 void ckptd__agent_emergency(ckptd_agent *a, const ckptd_emergency *e);
 

@@ -23,6 +23,12 @@ static void em_exclude(void *arg, const char *node)
 	ckptd__coord_place_partners(c);
 }
 
+static void em_readmit(void *arg, const char *node)
+{
+	(void)node;
+	ckptd__coord_place_partners(arg);
+}
+
 static int em_peer_room(void *arg)
 {
 	ckptd_coordinator *c = arg;
@@ -73,4 +79,5 @@ int ckptd_coordinator_preempt(ckptd_coordinator *c, const ckptd_preempt *p)
 	return ckptd_emerg_notice(c->emerg, p, ckptd__now_ns());
 }
 
-const ckptd_emerg_ops ckptd__coord_emerg_ops = { em_broadcast, em_exclude, em_peer_room, em_safe };
+const ckptd_emerg_ops ckptd__coord_emerg_ops = { em_broadcast, em_exclude, em_readmit, em_peer_room,
+                                                 em_safe };

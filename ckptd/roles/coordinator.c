@@ -171,11 +171,15 @@ static void on_change(void *arg, const ckptd_coord_change *ch)
 }
 
 /* Commits every SHARD_DONE queued this loop turn in one transaction, then
- * answers each report and announces what committed. */
+ * answers each report and announces what committed. Announcing a commit
+ * reaches the emergency checks, which flush before they look: that nested
+ * call must not apply and answer the same queue a second time (an agent
+ * would get two OKs for one report). */
 void ckptd__coord_flush_batch(ckptd_coordinator *c)
 {
-	if (!c->nq)
+	if (!c->nq || c->flushing)
 		return;
+	c->flushing = 1;
 	if (c->capbatch < c->nq) {
 		void *b = realloc(c->batch, c->nq * sizeof(*c->batch));
 		if (b)
@@ -228,10 +232,12 @@ void ckptd__coord_flush_batch(ckptd_coordinator *c)
 		}
 	}
 	c->nq = 0;
+	c->flushing = 0;
 	return;
 oom:
 	CKPTD_ERROR(c->log, NULL, NULL, "out of memory committing %zu reports; agents will resend inventories", c->nq);
 	c->nq = 0;
+	c->flushing = 0;
 }
 
 static void after_events(ckptd_server *srv, void *arg)
@@ -721,8 +727,9 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		if (!m->u.preempt.job[0] && !m->u.preempt.node[0])
 			return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "PREEMPT names a job, a node, or both");
+		/* count: the jobs whose ranks were told (0: nobody was). */
 		int r = ckptd_coordinator_preempt(c, &m->u.preempt);
-		ckptd_msg ok = { .type = CKPTD_MSG_OK, .u.ok.count = r == 0 };
+		ckptd_msg ok = { .type = CKPTD_MSG_OK, .u.ok.count = r > 0 ? (uint32_t)r : 0 };
 		return ckptd_session_send(s, &ok, -1);
 	}
 	case CKPTD_MSG_SEGMENT_REQUEST: {

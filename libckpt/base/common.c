@@ -111,6 +111,55 @@ int ckpt__region_name_valid(const char *name, size_t len)
 	return 0;
 }
 
+size_t ckpt__utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+	if (!n)
+		return 0;
+	unsigned char c = s[0];
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	size_t len;
+	uint32_t v, min;
+	if (c >= 0xc2 && c <= 0xdf) {
+		len = 2, v = c & 0x1f, min = 0x80;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		len = 3, v = c & 0x0f, min = 0x800;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4, v = c & 0x07, min = 0x10000;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		v = (v << 6) | (s[i] & 0x3f);
+	}
+	/* overlong forms, UTF-16 surrogates, beyond U+10FFFF */
+	if (v < min || (v >= 0xd800 && v <= 0xdfff) || v > 0x10ffff)
+		return 0;
+	*cp = v;
+	return len;
+}
+
+int ckpt__region_name_writable(const char *name, size_t len)
+{
+	CKPT_TRY(ckpt__region_name_valid(name, len));
+	const unsigned char *u = (const unsigned char *)name;
+	for (size_t i = 0; i < len;) {
+		uint32_t cp;
+		size_t k = ckpt__utf8_next(u + i, len - i, &cp);
+		/* C0 and C1 controls and DEL: a terminal acts on them */
+		if (!k || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+			return -CKPT_ENAME;
+		i += k;
+	}
+	return 0;
+}
+
 int ckpt__kv_split(char *line, char **key, char **val)
 {
 	char *s = line, *hash = strchr(s, '#');

@@ -67,6 +67,15 @@ uint64_t ckpt__wall_ns(void);     /* CLOCK_REALTIME */
 int ckpt__job_valid(const char *job);
 /* 0 if name (len bytes) is a valid region name, else -CKPT_ENAME. */
 int ckpt__region_name_valid(const char *name, size_t len);
+/* What a writer may name a region (docs/format.md, section 4.2): a valid
+ * name that is also well-formed UTF-8 without control characters (C0, DEL,
+ * C1). Readers accept any valid name and escape it on output. 0 or
+ * -CKPT_ENAME. */
+int ckpt__region_name_writable(const char *name, size_t len);
+/* Decodes one UTF-8 sequence at s (n bytes left): its length, with the code
+ * point in *cp, or 0 when the bytes there are not well-formed UTF-8
+ * (overlong, surrogate, truncated, above U+10FFFF). */
+size_t ckpt__utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 
 /* ---- config files ---- */
 /* Splits one "name = value  # comment" line in place. Returns 1 and sets

@@ -65,10 +65,16 @@ static int restore_one(ckpt_ctx *ctx, uint64_t version, int listed)
 		return -CKPT_EMISMATCH;
 	}
 	if ((err = ckpt__index_get_shard(ctx->index, ctx->job, version, ctx->cfg.rank, &rec)) < 0) {
-		/* Other ranks' shards are here, not this one's: it was saved on
-		 * another node (this rank moved), which is not corruption. */
-		LOG_I(&ctx->log, version, "restore: this root holds no shard of this rank");
-		return err;
+		/* Committed across the cluster with this rank's shard saved on
+		 * another node (a relaunch elsewhere): not an error, the other
+		 * tiers (partner DRAM, SHARED) hold it. Committed here without
+		 * it: the index lost a record. */
+		if (err == -ENOENT && v.state == CKPT_STATE_PENDING) {
+			LOG_I(&ctx->log, version, "restore: this root holds no shard of this rank (it was saved on another node)");
+			return -ENOENT;
+		}
+		LOG_E(&ctx->log, version, "restore: no shard recorded for this rank");
+		return err == -ENOENT ? -CKPT_ECORRUPT : err;
 	}
 	CKPT_TRY(ckpt__shard_path(path, sizeof(path), ctx->root, ctx->job, version, ctx->cfg.rank));
 	err = restore_file(ctx, version, path, &rec.footer_checksum, 0);
