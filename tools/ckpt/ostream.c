@@ -7,12 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
 #include "base/common.h"
 
 #define BLK 4096u
-#define PIECE (8u << 20) /* a slab goes out as 8 writes in flight */
-#define NPIECE (OSTREAM_SLAB / PIECE)
 
 struct ostream {
 	pthread_t th;
@@ -24,7 +21,6 @@ struct ostream {
 	uint64_t off[2];
 	size_t len[2];
 	int stop, err, fd;
-	ckpt_backend *be;  /* io_uring (or psync): the slab's writes in parallel */
 	/* the caller's side */
 	int k;          /* the slab being filled */
 	size_t head;    /* bytes at its front carried from the previous slab */
@@ -33,33 +29,6 @@ struct ostream {
 	int started;    /* a slab is being filled */
 	uint64_t total; /* bytes streamed */
 };
-
-/* n bytes (whole blocks) at off, in pieces written at once. */
-static int write_slab(ostream *s, const uint8_t *buf, size_t n, uint64_t off)
-{
-	if (!s->be)
-		return ckpt__pwrite_full(s->fd, buf, n, off);
-	ckpt_io io[NPIECE + 1];
-	uint32_t k = 0, done = 0;
-	int err = 0;
-	for (size_t at = 0; at < n; at += PIECE, k++) {
-		io[k] = (ckpt_io){ .op = CKPT_IO_WRITE, .fd = s->fd, .buf = (void *)(buf + at),
-		                   .len = (uint32_t)CKPT_MIN((size_t)PIECE, n - at), .off = off + at };
-		if ((err = s->be->ops->submit(s->be, &io[k])) < 0)
-			break;
-	}
-	while (done < k) {
-		ckpt_io *cq[NPIECE + 1];
-		int c = s->be->ops->poll(s->be, cq, NPIECE + 1, -1);
-		if (c < 0)
-			return c; /* the backend is gone: nothing more completes */
-		for (int i = 0; i < c; i++)
-			if (cq[i]->result < 0 && !err)
-				err = cq[i]->result;
-		done += (uint32_t)c;
-	}
-	return err;
-}
 
 static void *writer(void *arg)
 {
@@ -73,7 +42,7 @@ static void *writer(void *arg)
 			break;
 		size_t n = s->len[k] / BLK * BLK; /* the tail goes with the next slab */
 		pthread_mutex_unlock(&s->mu);
-		int r = n && !s->err ? write_slab(s, s->buf[k], n, s->off[k]) : 0;
+		int r = n && !s->err ? ckpt__pwrite_full(s->fd, s->buf[k], n, s->off[k]) : 0;
 		pthread_mutex_lock(&s->mu);
 		if (r < 0 && !s->err)
 			s->err = r;
@@ -98,13 +67,7 @@ int ostream_start(ostream **out)
 		}
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
-	ckpt_backend_params bp = { sizeof(bp), NPIECE + 1 };
-	int fell_back, uerr;
-	if (ckpt_backend_open(NULL, &bp, &s->be, &fell_back, &uerr) < 0)
-		s->be = NULL; /* plain pwrite then */
 	if (pthread_create(&s->th, NULL, writer, s)) {
-		if (s->be)
-			s->be->ops->close(s->be);
 		free(s->buf[0]);
 		free(s->buf[1]);
 		free(s);
@@ -125,8 +88,6 @@ void ostream_stop(ostream *s)
 	pthread_join(s->th, NULL);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
-	if (s->be)
-		s->be->ops->close(s->be);
 	free(s->buf[0]);
 	free(s->buf[1]);
 	free(s);

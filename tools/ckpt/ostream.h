@@ -1,8 +1,7 @@
 /* A file written once, front to back, through two 64 MiB slabs: the caller
  * fills one while a thread writes the other with O_DIRECT where the
  * filesystem allows (whole 4096-byte blocks: the bytes of a slab past its
- * last whole block move to the front of the next; eight 8 MiB writes in
- * flight through the storage backend), so that an export of
+ * last whole block move to the front of the next), so that an export of
  * any size uses bounded memory and no page cache (on a virtual machine,
  * fresh page-cache pages cost a first touch each). Used by `ckpt export`. */
 #ifndef CKPT_CLI_OSTREAM_H
