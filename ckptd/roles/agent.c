@@ -484,8 +484,12 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "PID does not match the socket's peer credentials");
 	if (rs->registered && (rs->rank != m->rank || rs->world_size != m->world_size))
 		return ckptd_session_send_error(s, CKPTD_ERR_STATE, "this session is registered as another rank");
-	char canon[CKPTD_PATH_MAX + 1], why[300];
-	if (m->root[0] && ckptd__agent_root_trust(a, s, m->root, canon, sizeof(canon), why, sizeof(why)) < 0) {
+	char canon[CKPTD_PATH_MAX + 1] = "", why[300];
+	int trust = m->root[0] ? ckptd__agent_root_trust(a, s, m->root, canon, sizeof(canon), why, sizeof(why)) : 0;
+	if (trust == -EPERM) {
+		CKPTD_WARN(a->log, ckptd_session_peer(s), m->job, "rank %u: its root is not recorded: %s", m->rank, why);
+		canon[0] = '\0';
+	} else if (trust < 0) {
 		CKPTD_WARN(a->log, ckptd_session_peer(s), m->job, "rank %u refused: %s", m->rank, why);
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, why);
 	}
@@ -497,7 +501,7 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 	rs->rank = m->rank;
 	rs->world_size = m->world_size;
 	rs->lineage = m->lineage;
-	if (m->root[0]) {
+	if (canon[0]) {
 		int r = ckptd_aidx_root_add(a->idx, m->job, canon);
 		if (r < 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "agent index write failed");
