@@ -23,6 +23,7 @@ typedef struct cfg_entry {
 	const char *def;  /* NULL: unset */
 	const char *env;
 	const char *help;
+	const char *env_alias; /* read when env is not set (an older name) */
 } cfg_entry;
 
 #define F(field) offsetof(ckptd_config, field)
@@ -47,7 +48,7 @@ static const cfg_entry table[] = {
 	{ "handshake-timeout", T_DURATION, F(handshake_timeout_ms), "5s", "CKPT_HANDSHAKE_TIMEOUT", "a connection must authenticate within this" },
 	{ "shutdown-grace", T_DURATION, F(shutdown_grace_ms), "5s", "CKPT_SHUTDOWN_GRACE", "on SIGTERM/SIGINT, time left to flush replies in flight" },
 	{ "out-queue", T_SIZE, F(out_queue), "4M", "CKPT_OUT_QUEUE", "bytes queued to one peer before its requests stop being read" },
-	{ "log-level", T_LOGLEVEL, F(log_level), "info", "CKPT_LOG_LEVEL", "error, warn, info, debug or trace" },
+	{ "log-level", T_LOGLEVEL, F(log_level), "info", CKPT_LOG_ENV, "error, warn, info, debug or trace (the library reads CKPT_DEBUG too; CKPT_LOG_LEVEL is an alias)", CKPT_LOG_ENV_ALIAS },
 	{ "domain", T_NAME, F(domain), NULL, "CKPT_DOMAIN", "agent: this node's failure domain (rack), for partner placement" },
 	{ "agent-grace", T_DURATION, F(agent_grace_ms), "30s", "CKPT_AGENT_GRACE", "coordinator: a disconnected agent's copies are dropped after this" },
 	{ "retention-interval", T_DURATION, F(retention_interval_ms), "60s", "CKPT_RETENTION_INTERVAL", "coordinator: how often retention runs (0: never)" },
@@ -118,7 +119,7 @@ static int set_field(ckptd_config *cfg, const cfg_entry *e, const char *v, const
 		return set_str((char **)base, v);
 	case T_NAME:
 		*expect = "a name of letters, digits, '.', '_', '-' (at most 64)";
-		if (*v && ckptd_job_valid(v) < 0)
+		if (*v && ckpt__job_valid(v) < 0)
 			return -EINVAL;
 		return set_str((char **)base, v);
 	case T_TCP_ADDR:
@@ -172,9 +173,9 @@ static int set_field(ckptd_config *cfg, const cfg_entry *e, const char *v, const
 		return 0;
 	case T_LOGLEVEL:
 		*expect = "error, warn, info, debug or trace";
-		if (ckptd_log_level_parse(v) < 0)
+		if (ckpt__log_level_parse(v) < 0)
 			return -EINVAL;
-		*(int *)base = ckptd_log_level_parse(v);
+		*(int *)base = ckpt__log_level_parse(v);
 		return 0;
 	}
 	return -EINVAL;
@@ -279,10 +280,12 @@ int ckptd_config_parse(ckptd_config *cfg, int argc, char **argv, char *err, size
 		return r;
 
 	for (size_t i = 0; i < NENTRIES; i++) {
-		const char *v = getenv(table[i].env);
+		const char *name = table[i].env, *v = getenv(name);
+		if (!v && table[i].env_alias)
+			v = getenv(name = table[i].env_alias);
 		if (!v)
 			continue;
-		if ((r = apply(cfg, &table[i], v, CKPTD_SRC_ENV, table[i].env, err, errcap)) < 0)
+		if ((r = apply(cfg, &table[i], v, CKPTD_SRC_ENV, name, err, errcap)) < 0)
 			return r;
 	}
 
@@ -387,7 +390,9 @@ void ckptd_config_print(const ckptd_config *cfg, FILE *out)
 			snprintf(v, sizeof(v), "%u", *(const uint32_t *)base);
 			break;
 		case T_LOGLEVEL:
-			snprintf(v, sizeof(v), "%s", ckptd_log_level_name(*(const int *)base));
+			snprintf(v, sizeof(v), "%s", ckpt__log_level_name(*(const int *)base));
+			for (char *c = v; *c; c++)
+				*c = (char)tolower((unsigned char)*c);
 			break;
 		default: {
 			const char *s = *(char *const *)base;
