@@ -604,7 +604,9 @@ static void make_handshake_room(ckptd_server *srv, const ckptd_session *n)
 		}
 	}
 	char why[128];
-	if (oldest_peer && same >= srv->cfg->max_handshakes_per_peer) {
+	/* Per peer over TCP only: a node's ranks share one uid on the Unix
+	 * socket and may all connect at once when a job starts. */
+	if (n->transport == CKPTD_TRANSPORT_TCP && oldest_peer && same >= srv->cfg->max_handshakes_per_peer) {
 		snprintf(why, sizeof(why), "handshake limit per peer (%u) reached; the oldest gives way to a new connection",
 		         srv->cfg->max_handshakes_per_peer);
 		drop(oldest_peer, CKPTD_ERR_BUSY, why);
