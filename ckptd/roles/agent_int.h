@@ -61,6 +61,7 @@ struct ckptd_agent {
 	ckptd_client *link;
 	uint64_t next_try_ns, backoff_ms;
 	uint64_t link_heard_ns, link_beat_ns; /* the coordinator's last frame; our last heartbeat */
+	uint64_t link_tick_ns;                /* the last link tick: a late one means we stalled */
 	uint32_t beat_seq;
 	uint64_t rng; /* jitter of the backoff */
 	fwd *fifo;

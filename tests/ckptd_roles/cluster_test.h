@@ -235,7 +235,6 @@ static inline void ct_spawn(ct_env *e, ct_proc *pr, const ct_plan *p)
 		char pt[16];
 		snprintf(pt, sizeof(pt), "%d", p->peer_timeout_ms ? p->peer_timeout_ms : 5000);
 		setenv("CKPT_PEER_TIMEOUT_MS", pt, 1);
-		setenv("CKPT_HEARTBEAT_TIMEOUT_MS", "3000", 1);
 		setenv("FI_TCP_IFACE", "lo", 1); /* what broke the peer tier between nodes */
 		if (p->order)
 			setenv("CKPT_RESTORE_ORDER", p->order, 1);

@@ -20,7 +20,7 @@
  *             ckpt_peer_protected_bytes{A} > 0 on its partner, never an
  *             eviction of A's version 2. n1 is lost; A's rank 0, relaunched
  *             on n3, restores version 2 bit-exact from partner DRAM.
- *  partition  3 nodes, heartbeat timeouts of 1.5 s. Job "part" (a rank per
+ *  partition  3 nodes, heartbeat timeouts of 3 s. Job "part" (a rank per
  *             node) commits version 1 at peer_mem. n2's port on the bridge
  *             goes down (nothing tells TCP) while the ranks save versions
  *             2-4: the coordinator marks n2 degraded (STATUS, `ckpt status`,
@@ -279,11 +279,11 @@ static void scenario_partition(void)
 {
 	char ml[64];
 	snprintf(ml, sizeof(ml), "%s:9100", E.net.addr[0]);
-	const char *cargs[] = { "--agent-grace", "300s", "--peer-replicas", "1", "--heartbeat-timeout", "1500ms",
+	const char *cargs[] = { "--agent-grace", "300s", "--peer-replicas", "1", "--heartbeat-timeout", "3s",
 	                        "--metrics-listen", ml, NULL };
 	ct_start_coord(&E, cargs);
 	static const char *const aargs[] = { "--pool-size", "32M", "--peer-pool-size", "32M", "--heartbeat-timeout",
-	                                     "1500ms", NULL };
+	                                     "3s", NULL };
 	for (int k = 1; k <= 3; k++)
 		ct_start_agent(&E, k, aargs, NULL);
 	ct_wait_agents(&E, 3);
@@ -310,8 +310,11 @@ static void scenario_partition(void)
 		                  .peer_timeout_ms = 1500 };
 	for (int r = 0; r < W; r++)
 		ct_spawn(&E, &pr[r], &p[r]);
-	int degraded = wait_state(2, CKPTD_AGENT_DEGRADED, 8000);
+	int degraded = wait_state(2, CKPTD_AGENT_DEGRADED, 20000);
 	CT_CHECK(&E, degraded, "the coordinator did not mark the partitioned n2 degraded");
+	/* The others' heartbeats go on: quiet is not silent. */
+	CT_CHECK(&E, agent_state(1) == CKPTD_AGENT_UP && agent_state(3) == CKPTD_AGENT_UP,
+	         "n1 and n3 are not up while n2 is partitioned");
 	CT_CHECK(&E, status_says("degraded") && status_says("DEGRADED"),
 	         "`ckpt status` does not show n2 degraded and the tiers DEGRADED");
 	double mdeg = scrape(0, "ckpt_agents{state=\"degraded\"}");
@@ -333,7 +336,8 @@ static void scenario_partition(void)
 
 	/* Healed. */
 	tn_link(&E.net, 2, 1);
-	CT_CHECK(&E, wait_state(2, CKPTD_AGENT_UP, 15000), "n2 is not up again after the partition healed");
+	CT_CHECK(&E, wait_state(2, CKPTD_AGENT_UP, 20000), "n2 is not up again after the partition healed");
+	ct_wait_agents(&E, 3);
 	CT_CHECK(&E, wait_committed("part", 4, CKPT_TIER_LOCAL_DISK, 15000),
 	         "version 4 not committed at local_disk after the heal: n2's reports were lost");
 	for (int r = 0; r < W; r++)
