@@ -22,6 +22,8 @@
 static uint8_t *buf;
 static char root[512], pool[600];
 
+static uint32_t keep;
+
 static int open_ctx(int recycle, int compress, ckpt_ctx **ctx)
 {
 	ckpt_config c;
@@ -32,6 +34,7 @@ static int open_ctx(int recycle, int compress, ckpt_ctx **ctx)
 	c.staging_bytes = 8 * CB;
 	c.recycle = recycle;
 	c.compress = compress;
+	c.keep_versions = keep;
 	T_OK(ckpt_ctx_open(&c, ctx));
 	ckpt_region_desc d;
 	ckpt_region_desc_init(&d, "w", buf, BYTES);
@@ -174,13 +177,42 @@ int main(void)
 	T_ASSERT(!strcmp(got, "not a shard"));
 	T_OK(ckpt_ctx_close(ctx));
 
+	/* Retention in the library (keep_versions 2): each commit deletes the
+	 * committed versions older than the newest two, into the pool, and
+	 * the next save overwrites one of their files. */
+	keep = 2;
+	for (uint64_t v = 7; v <= 9; v++) {
+		ino_t before[8];
+		int nb = pool_inodes(before, 8);
+		/* Retention runs on the io thread after the wait returns; the
+		 * close waits for it, so the next save finds the pool filled. */
+		T_OK(open_ctx(1, 0, &ctx));
+		t_fill(buf, BYTES, v);
+		save(ctx, v);
+		T_OK(ckpt_ctx_close(ctx));
+		shard_path(p, sizeof(p), v);
+		T_ASSERT(stat(p, &st) == 0);
+		int reused = 0;
+		for (int i = 0; i < nb; i++)
+			reused |= before[i] == st.st_ino;
+		T_ASSERT(reused == (v > 7)); /* the pool was empty before 7 */
+	}
+	keep = 0;
+	T_OK(open_ctx(1, 0, &ctx));
+	for (uint64_t v = 3; v <= 7; v++)
+		T_ERR(ckpt_restore(ctx, v, 0, NULL), -CKPT_ENOVERSION);
+	restore_check(ctx, 8);
+	restore_check(ctx, 9);
+	T_OK(ckpt_ctx_close(ctx));
+	T_ASSERT(pool_inodes(left, 8) == 3);
+
 	/* Off: the pool's files go (the symlink, not a pool file, stays). */
 	gc(1);
-	T_ASSERT(pool_inodes(left, 8) == 3);
+	T_ASSERT(pool_inodes(left, 8) == 4);
 	T_OK(open_ctx(0, 0, &ctx));
 	T_ASSERT(pool_inodes(left, 8) == 0);
 	T_ASSERT(lstat(link, &st) == 0);
-	restore_check(ctx, 6);
+	restore_check(ctx, 9);
 	T_OK(ckpt_ctx_close(ctx));
 	free(buf);
 	t_rmrf(root);

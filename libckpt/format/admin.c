@@ -277,6 +277,30 @@ int ckpt__admin_gc(const char *root, ckpt_index *ix, const char *job, uint32_t k
 	return err;
 }
 
+int ckpt__admin_retain(const char *root, ckpt_index *ix, const char *job, uint32_t keep, ckpt_faults *fs,
+                       const ckpt_logger *lg, uint32_t *deleted)
+{
+	*deleted = 0;
+	struct vlist l = { 0 };
+	int err = ckpt__index_each_version(ix, job, collect, &l);
+	uint32_t seen = 0;
+	/* Newest first decides; the list is oldest first, so count from the end. */
+	size_t cut = l.n;
+	for (size_t i = l.n; err == 0 && i-- > 0;)
+		if (l.state[i] == CKPT_STATE_COMMITTED && ++seen == keep) {
+			cut = i;
+			break;
+		}
+	for (size_t i = 0; err == 0 && seen == keep && i < cut; i++) {
+		if (l.state[i] != CKPT_STATE_COMMITTED)
+			continue;
+		if ((err = ckpt__admin_delete(root, ix, job, l.v[i], fs, lg)) == 0)
+			(*deleted)++;
+	}
+	vlist_free(&l);
+	return err;
+}
+
 /* ------------------------------------------------------------- reindex */
 
 struct found {

@@ -255,6 +255,11 @@ typedef struct ckpt_config {
 	                           holds only what deletions freed (at most 64 files).
 	                           0 (default): deleted files are unlinked, and opening a
 	                           context empties the root's pool. CKPT_RECYCLE */
+	uint32_t keep_versions; /* retention without a daemon: once a save commits a version,
+	                           committed versions older than the newest keep_versions
+	                           are deleted (their files recycled when recycle is on).
+	                           0 (default): keep everything; with a daemon the
+	                           coordinator's retention rules instead. CKPT_KEEP_VERSIONS */
 } ckpt_config;
 
 /* Fills cfg with defaults, then applies CKPT_* environment variables.

@@ -15,6 +15,7 @@
  * point, so a crash anywhere leaves the version PENDING or absent. The DRAM
  * copy does not wait for the disk: it outlives the process once reported. */
 #include "ctx.h"
+#include "format/admin.h"
 #include "format/recycle.h"
 #include "base/dirs.h"
 #include "daemon.h"
@@ -399,6 +400,20 @@ static void op_write_trailer(ckpt_ctx *ctx, ckpt_save_op *op)
 	           op->next_off);
 }
 
+/* Embedded retention (keep_versions), after the commit of version: the
+ * caller's wait has returned already; the io thread pays for it. */
+static void retain(ckpt_ctx *ctx, uint64_t version)
+{
+	uint32_t n = 0;
+	int r = ckpt__admin_retain(ctx->root, ctx->index, ctx->job, ctx->cfg.keep_versions, &ctx->faults, &ctx->log,
+	                           &n);
+	if (r < 0)
+		LOG_W(&ctx->log, version, "retention: %s", ckpt_strerror(r));
+	else if (n)
+		LOG_I(&ctx->log, version, "retention: %u older version%s deleted (keeping %u)", n, n == 1 ? "" : "s",
+		      ctx->cfg.keep_versions);
+}
+
 /* Data and trailer are on stable storage: make the name appear, then commit. */
 static void op_commit(ckpt_ctx *ctx, ckpt_save_op *op)
 {
@@ -446,7 +461,10 @@ static void op_commit(ckpt_ctx *ctx, ckpt_save_op *op)
 		if (r < 0 && r != -ENOTCONN) /* a lost link was said once */
 			LOG_W(&ctx->log, op->version, "daemon: LOCAL_DISK report failed: %s", ckpt_strerror(r));
 	}
+	uint64_t version = op->version;
 	op_finish(ctx, op);
+	if (committed && ctx->cfg.keep_versions && !ctx->daemon)
+		retain(ctx, version);
 	return;
 fail_renamed:
 	/* The file is complete but not indexed; 'ckpt reindex' can adopt it.
