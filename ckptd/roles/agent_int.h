@@ -146,7 +146,9 @@ void ckptd__agent_delete(ckptd_agent *a, const ckptd_delete_version *d);
 void ckptd__agent_finish_deletes(ckptd_agent *a);
 
 /* agent_roots.c: whether the rank on s may have root recorded (canonical
- * path into canon) and acted on; -EACCES and others with a reason in why. */
+ * path into canon) and acted on. -EPERM: it cannot be checked (TCP without
+ * --rank-roots), serve the rank but record nothing; -EACCES and others: it
+ * is refused. A reason in why either way. */
 int ckptd__agent_root_trust(const ckptd_agent *a, const ckptd_session *s, const char *root, char *canon,
                             size_t cap, char *why, size_t whycap);
 /* At deletion: a recorded root still resolves to itself and is allowed. */
