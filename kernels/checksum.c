@@ -3,11 +3,17 @@
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
-uint64_t ckpt_kern_checksum(const void *data, size_t len)
+#include <string.h>
+
+/* The tree checksum of src; with dst, each leaf is first copied there and
+ * hashed from the copy, while it is still in the cache: one pass over
+ * memory instead of two, and what is hashed is what the caller keeps. */
+static uint64_t tree_sum(void *dst, const void *src, size_t len)
 {
 	/* Leaf hashes are folded 64 at a time into a small stack buffer and
 	 * streamed into the final hash, so any chunk size works without heap. */
-	const uint8_t *p = data;
+	const uint8_t *p = src;
+	uint8_t *d = dst;
 	XXH3_state_t st;
 	/* reset_withSeed skips deriving the secret when the state's old seed
 	 * matches: stack garbage equal to len would leave a stale secret. */
@@ -17,7 +23,12 @@ uint64_t ckpt_kern_checksum(const void *data, size_t len)
 	size_t nbuf = 0;
 	for (size_t off = 0; off < len; off += CKPT_CSUM_LEAF) {
 		size_t n = len - off < CKPT_CSUM_LEAF ? len - off : CKPT_CSUM_LEAF;
-		uint64_t h = XXH3_64bits(p + off, n);
+		const uint8_t *leaf = p + off;
+		if (d) {
+			memcpy(d + off, leaf, n);
+			leaf = d + off;
+		}
+		uint64_t h = XXH3_64bits(leaf, n);
 		for (int i = 0; i < 8; i++)
 			buf[nbuf + (size_t)i] = (uint8_t)(h >> (8 * i));
 		nbuf += 8;
@@ -29,6 +40,16 @@ uint64_t ckpt_kern_checksum(const void *data, size_t len)
 	if (nbuf)
 		XXH3_64bits_update(&st, buf, nbuf);
 	return XXH3_64bits_digest(&st);
+}
+
+uint64_t ckpt_kern_checksum(const void *data, size_t len)
+{
+	return tree_sum(NULL, data, len);
+}
+
+uint64_t ckpt_kern_checksum_copy(void *dst, const void *src, size_t len)
+{
+	return tree_sum(dst, src, len);
 }
 
 uint64_t ckpt_kern_hash(const void *data, size_t len)

@@ -17,6 +17,11 @@
 
 uint64_t ckpt_kern_checksum(const void *data, size_t len);
 
+/* Copies len bytes from src to dst (no overlap) and returns the checksum of
+ * what landed in dst, leaf by leaf while each leaf is in the cache: the
+ * price of a memcpy instead of a memcpy plus a pass over the data. */
+uint64_t ckpt_kern_checksum_copy(void *dst, const void *src, size_t len);
+
 /* Plain XXH3-64 of a small record (headers, footers, index values). */
 uint64_t ckpt_kern_hash(const void *data, size_t len);
 

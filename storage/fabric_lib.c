@@ -3,7 +3,9 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
 #ifndef CKPT_LIBFABRIC_SONAME
 #define CKPT_LIBFABRIC_SONAME "libfabric.so.1"
@@ -22,11 +24,35 @@ static void *sym(void *h, const char *name)
 	return p;
 }
 
+/* Loading libfabric runs its providers' libraries' constructors, and
+ * Debian's libinfinipath (PSM) installs SIGTERM, SIGINT, SIGSEGV and SIGBUS
+ * handlers there that exit the process with status 1. They would replace
+ * the process's own (a rank's preemption handler from ckpt_preempt_install,
+ * or the default that lets it dump core): every disposition the load
+ * changed is put back as it was. */
+static void load_keeping_signals(void **h)
+{
+	static struct sigaction before[NSIG];
+	int have[NSIG];
+	for (int sig = 1; sig < NSIG; sig++)
+		have[sig] = sig != SIGKILL && sig != SIGSTOP && sigaction(sig, NULL, &before[sig]) == 0;
+	*h = dlopen(CKPT_LIBFABRIC_SONAME, RTLD_NOW | RTLD_LOCAL);
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction now;
+		if (!have[sig] || sigaction(sig, NULL, &now) < 0)
+			continue;
+		if (memcmp(&now.sa_handler, &before[sig].sa_handler, sizeof(now.sa_handler)) != 0 ||
+		    now.sa_flags != before[sig].sa_flags)
+			sigaction(sig, &before[sig], NULL);
+	}
+}
+
 static void load(void)
 {
 	/* RTLD_LOCAL: its providers' symbols stay out of the process's scope.
-	 * Never closed: providers keep threads and handlers for the process. */
-	void *h = dlopen(CKPT_LIBFABRIC_SONAME, RTLD_NOW | RTLD_LOCAL);
+	 * Never closed: providers keep threads for the process. */
+	void *h;
+	load_keeping_signals(&h);
 	if (!h) {
 		const char *e = dlerror();
 		snprintf(why, sizeof(why), "cannot load %s: %s", CKPT_LIBFABRIC_SONAME, e ? e : "unknown error");

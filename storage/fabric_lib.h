@@ -5,6 +5,11 @@
  * was most of `ckpt ls --daemon` (docs/benchmarks.md), and every rank's and
  * every daemon's start.
  *
+ * Loading it this way would let libinfinipath's constructor replace the
+ * process's SIGTERM, SIGINT, SIGSEGV and SIGBUS handlers with ones that exit
+ * with status 1 (a rank's preemption handler included): the load puts back
+ * every signal disposition it changed (fabric_lib.c).
+ *
  * Only the library's exported entry points go through this table; the rest
  * of the API (fi_domain, fi_mr_reg, fi_write, ...) are inline calls through
  * the objects these return. Internal to storage/. */

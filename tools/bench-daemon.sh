@@ -100,7 +100,7 @@ log "ckptd pool $pool, state $size in $regions regions, $iters iterations, in $d
 log "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 # CKPT_DEBUG=INFO: the library says where each restore read from.
 set +e
-CKPT_DAEMON="unix:$sock" CKPT_TOKEN_FILE="$dir/token" CKPT_DEBUG=INFO \
+CKPT_DAEMON="unix:$sock" CKPT_TOKEN_FILE="$dir/token" CKPT_DEBUG=${CKPT_DEBUG:-INFO} \
 	"$bin/ckpt-bench" --root "$dir/root" --size "$size" --regions "$regions" --iters "$iters" \
 	--tiers local_mem,local_disk $compress $json 2>"$dir/bench.err"
 rc=$?

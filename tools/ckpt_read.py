@@ -148,7 +148,7 @@ def show(b):
 
 
 class Shard:
-    """A shard file, opened and structurally validated (rules 1-28)."""
+    """A shard file, opened and structurally validated (rules 1-29)."""
 
     def __init__(self, path, strict=False):
         self.path = path
@@ -335,6 +335,10 @@ class Shard:
                 stored += slen
         if stored != stored_bytes:
             raise Invalid("chunks hold %d stored bytes, footer says %d" % (stored, stored_bytes))
+        spans = sorted((c["offset"], c["offset"] + c["stored_len"]) for c in chunks)
+        for (_, end), (off, _) in zip(spans, spans[1:]):
+            if off < end:
+                raise Invalid("two chunks store overlapping bytes (at offset %d)" % off)
         self.regions = regions
         self.chunks = chunks
 
@@ -391,7 +395,7 @@ class Shard:
 
     # -------------------------------------------------------------- data
     def chunk_raw(self, i):
-        """Raw bytes of chunk i, verified (rules 29-30)."""
+        """Raw bytes of chunk i, verified (rules 30-31)."""
         c = self.chunks[i]
         r = self.regions[c["region"]]
         where = "region '%s' chunk %d" % (show(r["name"]), c["index_in_region"])

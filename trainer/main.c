@@ -23,7 +23,7 @@ static void usage(void)
 	        "usage: trainer [--ranks N] [--steps S] [--seed X] [--root DIR] [--ckpt-every K]\n"
 	        "               [--device cpu|cuda] [--job J] [--batch B] [--hidden H] [--lr LR]\n"
 	        "               [--step-ms MS] [--context C] [--embed E] [--wd WD]\n"
-	        "               [--corpus CHARS] [--log-every N]\n"
+	        "               [--corpus CHARS] [--log-every N] [--dump-restored DIR]\n"
 	        "defaults: 1 rank, 200 steps, seed 1, root $CKPT_ROOT or ./trainer-ckpt,\n"
 	        "          checkpoint every 20 steps, cpu, job \"trainer\", batch 64 (global),\n"
 	        "          hidden 128, context 8, embed 16, lr 0.01, wd 0.01, corpus 65536,\n"
@@ -87,6 +87,8 @@ int main(int argc, char **argv)
 			usage();
 		if (!strcmp(a, "--root"))
 			o.root = v;
+		else if (!strcmp(a, "--dump-restored"))
+			o.dump_restored = v;
 		else if (!strcmp(a, "--job"))
 			o.job = v;
 		else if (!strcmp(a, "--coord"))

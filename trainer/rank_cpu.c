@@ -65,7 +65,7 @@ static void free_rank(cpu_rank *s)
 }
 
 /* Restores the newest committed version; *restored = 0 when there is none. */
-static int restore(cpu_rank *s, ckpt_ctx *ctx, uint64_t version, int rank, int *restored,
+static int restore(cpu_rank *s, const tr_opts *o, ckpt_ctx *ctx, uint64_t version, int rank, int *restored,
                    uint64_t *got)
 {
 	int err = ckpt_restore(ctx, version, 0, got);
@@ -89,6 +89,25 @@ static int restore(cpu_rank *s, ckpt_ctx *ctx, uint64_t version, int rank, int *
 		return -CKPT_EMISMATCH;
 	}
 	*restored = 1;
+	/* Saved by another number of ranks: libckpt repartitioned the ZeRO-1
+	 * shards of adam_m and adam_v; the data partition starts afresh. */
+	uint32_t saved = o->ranks;
+	if ((err = tr_ckpt_saved_world(ctx, *got, &saved)) < 0) {
+		fprintf(stderr, "trainer: rank %d: version %" PRIu64 ": %s\n", rank, *got, ckpt_strerror(err));
+		return err;
+	}
+	if (saved != o->ranks) {
+		if (rank == 0)
+			printf("resharded step %" PRIu64 " from %u ranks to %u\n", *got, saved, o->ranks);
+		tr_reshard_data(&s->rng, &s->data, &s->corpus, o->seed, (uint32_t)rank, *got);
+	}
+	if (o->dump_restored) {
+		const tr_part *p = &s->part;
+		if ((rank == 0 && tr_dump_state(o->dump_restored, "weights", s->params, 0, p->nparams) < 0) ||
+		    tr_dump_state(o->dump_restored, "adam_m", s->mom, p->lo, p->own) < 0 ||
+		    tr_dump_state(o->dump_restored, "adam_v", s->var, p->lo, p->own) < 0)
+			return -EIO;
+	}
 	return 0;
 }
 
@@ -129,7 +148,7 @@ int tr_rank_cpu(const tr_opts *o)
 		goto out;
 	int restored;
 	uint64_t version = 0;
-	if (restore(&s, ctx, CKPT_LATEST, o->rank, &restored, &version) < 0)
+	if (restore(&s, o, ctx, CKPT_LATEST, o->rank, &restored, &version) < 0)
 		goto out;
 	if (!restored)
 		fresh_state(&s, o); /* a failed restore leaves the regions unspecified */
@@ -143,13 +162,20 @@ int tr_rank_cpu(const tr_opts *o)
 	if (wel.restored != (uint32_t)restored || (restored && wel.version != version)) {
 		if (!wel.restored)
 			fresh_state(&s, o);
-		else if (restore(&s, ctx, wel.version, o->rank, &restored, &version) < 0)
+		else if (restore(&s, o, ctx, wel.version, o->rank, &restored, &version) < 0)
 			goto out;
 	}
 
 	tr_adam adam = { .lr = o->lr, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .wd = o->wd };
 	const float inv_batch = 1.0f / (float)o->batch;
 	float loss = 0.0f;
+	int preempted = 0;
+	/* SIGTERM and SIGUSR1 (the launcher passes on its own) become a
+	 * preemption notice; ckpt_step then says SAVE and EXIT. */
+	if ((err = ckpt_preempt_install(ctx, NULL, 0)) < 0) {
+		fprintf(stderr, "trainer: rank %u: ckpt_preempt_install: %s\n", rank, ckpt_strerror(err));
+		goto out;
+	}
 	while (s.step < o->steps) {
 		uint64_t t = s.step + 1;
 		tr_batch_next(&s.corpus, &s.data, &s.rng, bl, s.bctx, s.btgt);
@@ -176,7 +202,14 @@ int tr_rank_cpu(const tr_opts *o)
 			printf("step %" PRIu64 " loss %.4f\n", t, loss);
 			fflush(stdout);
 		}
-		if (o->ckpt_every && (t % o->ckpt_every == 0 || t == o->steps) &&
+		int act = tr_ckpt_step(ctx, comm, t, world, o->rank);
+		if (act < 0)
+			goto out;
+		if (act == CKPT_STEP_EXIT) {
+			preempted = 1; /* the emergency version is the restore point */
+			break;
+		}
+		if ((act == CKPT_STEP_SAVE || (o->ckpt_every && (t % o->ckpt_every == 0 || t == o->steps))) &&
 		    tr_ckpt_save(ctx, t, CKPT_SAVE_DEFAULT, &last, o->rank) < 0)
 			goto out;
 		if (o->step_ms)
@@ -197,6 +230,7 @@ int tr_rank_cpu(const tr_opts *o)
 		.weights_digest = tr_hash64(s.params, p->nparams * sizeof(float), 0),
 		.step = s.step,
 		.loss = loss,
+		.preempted = (uint32_t)preempted,
 	};
 	if (tr_comm_report(comm, &done) == 0)
 		rc = TR_EXIT_OK;

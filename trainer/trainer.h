@@ -40,6 +40,7 @@ typedef struct tr_opts {
 	uint64_t step_ms;     /* sleep after each step, for kill tests */
 	uint64_t corpus;      /* corpus length in characters */
 	uint64_t log_every;   /* print the loss every N steps */
+	const char *dump_restored; /* tests: write the restored state here (tr_dump_state) */
 	/* Set by the launcher for the rank processes it starts. */
 	int32_t rank;         /* -1 in the launcher */
 	const char *coord;    /* launcher's control endpoint */
@@ -177,6 +178,7 @@ typedef struct tr_done {
 	uint64_t weights_digest; /* must be equal on every rank */
 	uint64_t step;
 	float loss;
+	uint32_t preempted;      /* 1: left at `step` because ckpt_step said EXIT */
 } tr_done;
 
 int tr_comm_open(tr_comm **out, uint32_t rank, uint32_t world, const char *coord);
@@ -217,6 +219,25 @@ int tr_ckpt_save(struct ckpt_ctx *ctx, uint64_t version, uint32_t flags,
                  struct ckpt_handle **last, int rank);
 /* Waits for *h to be durable and frees it; NULL is fine. */
 int tr_ckpt_wait(struct ckpt_handle **h, int rank);
+/* Once per step t, after the optimizer update: ckpt_step's answer on this
+ * rank, agreed with every rank through a small collective (the ranks step
+ * in lockstep: one leaving alone would leave the others waiting, and an
+ * emergency step must be saved by all). EXIT if any rank says so, else
+ * SAVE if any does, else CONTINUE; negative on a transport error. */
+int tr_ckpt_step(struct ckpt_ctx *ctx, tr_comm *comm, uint64_t t, uint32_t world, int rank);
+
+/* The number of ranks that saved `version` (from the job's version list in
+ * this root; *world unchanged when the root does not list it: see
+ * rank_common.c). Returns 0 or a negative code. */
+int tr_ckpt_saved_world(struct ckpt_ctx *ctx, uint64_t version, uint32_t *world);
+/* Tests (--dump-restored DIR): writes n floats, elements [off, off+n) of
+ * the global tensor `name`, to DIR/<name>.<off>.<n>.f32. */
+int tr_dump_state(const char *dir, const char *name, const float *p, size_t off, size_t n);
+/* After restoring a version saved by another number of ranks: the data
+ * partition (example p belongs to rank p mod world) has changed, so the
+ * rank's place in its data and its sampling rng start afresh for the new
+ * partition, seeded by the step so that the order is not a replay. */
+void tr_reshard_data(tr_rng *rng, tr_data *d, const tr_corpus *c, uint64_t seed, uint32_t rank, uint64_t step);
 
 /* Digest a rank reports: full weights, its shard of m and v, the rest. */
 uint64_t tr_state_digest(const float *w, size_t nparams, const float *m, const float *v,

@@ -277,7 +277,7 @@ int ckptd__agent_cli(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	case CKPTD_MSG_VERIFY:
 		return on_verify(a, s, rs, &m->u.verify);
 	case CKPTD_MSG_PREEMPT:
-		return ckptd__agent_preempt(a, s, &m->u.preempt);
+		return ckptd__agent_preempt(a, s, &m->u.preempt, rs->serial);
 	case CKPTD_MSG_LIST_VERSIONS:
 	case CKPTD_MSG_SHOW_VERSION:
 	case CKPTD_MSG_STEP_STATS:

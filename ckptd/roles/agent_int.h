@@ -124,7 +124,10 @@ int ckptd__peer_send_partners(ckptd_agent *a, ckptd_session *s);
 int ckptd__agent_notices_start(ckptd_agent *a, char *err, size_t errcap);
 void ckptd__agent_notices_stop(ckptd_agent *a);
 /* PREEMPT from a rank or the tool: on to the coordinator, with this node. */
-int ckptd__agent_preempt(ckptd_agent *a, ckptd_session *s, const ckptd_preempt *m);
+/* A PREEMPT from a session of this agent. relay: the serial of a tool's
+ * session that gets the coordinator's answer (how many jobs' ranks were
+ * told); 0: a rank's, answered OK at once. */
+int ckptd__agent_preempt(ckptd_agent *a, ckptd_session *s, const ckptd_preempt *m, uint64_t relay);
 /* EMERGENCY from the coordinator: to the job's ranks here. */
 void ckptd__agent_emergency(ckptd_agent *a, const ckptd_emergency *e);
 
@@ -143,7 +146,9 @@ void ckptd__agent_delete(ckptd_agent *a, const ckptd_delete_version *d);
 void ckptd__agent_finish_deletes(ckptd_agent *a);
 
 /* agent_roots.c: whether the rank on s may have root recorded (canonical
- * path into canon) and acted on; -EACCES and others with a reason in why. */
+ * path into canon) and acted on. -EPERM: it cannot be checked (TCP without
+ * --rank-roots), serve the rank but record nothing; -EACCES and others: it
+ * is refused. A reason in why either way. */
 int ckptd__agent_root_trust(const ckptd_agent *a, const ckptd_session *s, const char *root, char *canon,
                             size_t cap, char *why, size_t whycap);
 /* At deletion: a recorded root still resolves to itself and is allowed. */

@@ -84,8 +84,8 @@ static void on_pipe(ckptd_server *srv, int fd, uint32_t events, void *arg)
 		ckptd_preempt p = { .deadline_ns = q[i].deadline_ns, .source = wire_source(q[i].source) };
 		snprintf(p.node, sizeof(p.node), "%s", a->node);
 		snprintf(p.text, sizeof(p.text), "%s", q[i].detail);
-		ckptd_metrics_add(a->mx, CKPTD_M_AGENT_NOTICES, NULL,
-		                  (const char *[]){ "aws", "gcp", "azure", "file" }[p.source - 1], 1);
+		ckptd_metrics_add(a->mx, CKPTD_M_AGENT_NOTICES,
+		                  (const char *[]){ "aws", "gcp", "azure", "file" }[p.source - 1], NULL, 1);
 		CKPTD_WARN(a->log, NULL, NULL, "preemption notice for this node: %s", q[i].detail);
 		to_coordinator(a, &p);
 	}
@@ -140,7 +140,7 @@ void ckptd__agent_notices_stop(ckptd_agent *a)
 	a->notices = NULL;
 }
 
-int ckptd__agent_preempt(ckptd_agent *a, ckptd_session *s, const ckptd_preempt *m)
+int ckptd__agent_preempt(ckptd_agent *a, ckptd_session *s, const ckptd_preempt *m, uint64_t relay)
 {
 	const char *sjob = ckptd_session_job(s);
 	if (sjob[0] && strcmp(sjob, m->job) != 0)
@@ -150,8 +150,20 @@ int ckptd__agent_preempt(ckptd_agent *a, ckptd_session *s, const ckptd_preempt *
 		snprintf(p.node, sizeof(p.node), "%s", a->node);
 	CKPTD_WARN(a->log, NULL, p.job[0] ? p.job : NULL, "preemption notice from a %s for node %s",
 	           ckptd_session_role(s) == CKPTD_ROLE_RANK ? "rank" : "client", p.node);
-	to_coordinator(a, &p);
 	ckptd_msg ok = { .type = CKPTD_MSG_OK };
+	if (relay && a->local) {
+		int r = ckptd_coordinator_preempt(a->local, &p);
+		ok.u.ok.count = r > 0 ? (uint32_t)r : 0;
+	} else if (relay) {
+		/* The tool is told what the coordinator did, not that it was asked. */
+		ckptd_msg fw = { .type = CKPTD_MSG_PREEMPT, .u.preempt = p };
+		if (ckptd__agent_link_send(a, &fw, FWD_LIST, relay) < 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "coordinator unreachable; the notice was not "
+			                                "passed on; try again");
+		return 0;
+	} else {
+		to_coordinator(a, &p);
+	}
 	return ckptd_session_send(s, &ok, -1);
 }
 

@@ -88,13 +88,13 @@ static int pace(ckptd_shared *sh, uint64_t bytes)
 {
 	pthread_mutex_lock(&sh->mu);
 	if (sh->rate && !sh->stop && !sh->cancel) {
-		uint64_t now = ckptd__now_ns();
+		uint64_t now = ckpt__now_ns();
 		if (sh->next_ns + BURST_NS < now)
 			sh->next_ns = now - BURST_NS;
 		uint64_t at = sh->next_ns;
 		sh->next_ns += (uint64_t)((double)bytes * 1e9 / (double)sh->rate);
 		struct timespec ts = { (time_t)(at / 1000000000ull), (long)(at % 1000000000ull) };
-		while (!sh->stop && !sh->cancel && ckptd__now_ns() < at)
+		while (!sh->stop && !sh->cancel && ckpt__now_ns() < at)
 			pthread_cond_timedwait(&sh->cv, &sh->mu, &ts);
 	}
 	int r = sh->stop || sh->cancel ? -ECANCELED : 0;
@@ -347,9 +347,9 @@ static void *flush_main(void *arg)
 		sh->cur = it;
 		sh->cancel = 0;
 		pthread_mutex_unlock(&sh->mu);
-		uint64_t t0 = ckptd__now_ns();
+		uint64_t t0 = ckpt__now_ns();
 		it->err = it->kind == SH_COPY ? copy_file(sh, it) : write_mark(sh, it);
-		it->ns = ckptd__now_ns() - t0;
+		it->ns = ckpt__now_ns() - t0;
 		pthread_mutex_lock(&sh->mu);
 		it->cancelled = sh->cancel;
 		sh->cur = NULL;
@@ -689,7 +689,7 @@ static void handle_result(ckptd_agent *a, sh_item *it)
 				CKPTD_DEBUG(a->log, NULL, it->job, "version %llu: SHARED commit marker in place",
 				            (unsigned long long)it->version);
 			if (it->err < 0 && it->err != -ENOENT && !sh->retry_at_ns)
-				sh->retry_at_ns = ckptd__now_ns() + RETRY_MS * 1000000ull;
+				sh->retry_at_ns = ckpt__now_ns() + RETRY_MS * 1000000ull;
 			return;
 		}
 		if (it->err == -ECANCELED)
@@ -700,7 +700,7 @@ static void handle_result(ckptd_agent *a, sh_item *it)
 			/* A missing or damaged rank's file will not get better. */
 			if (it->err != -ENOENT && it->err != -EEXIST && it->err != -CKPT_ECORRUPT && it->err != -CKPT_EFORMAT &&
 			    !sh->retry_at_ns)
-				sh->retry_at_ns = ckptd__now_ns() + RETRY_MS * 1000000ull;
+				sh->retry_at_ns = ckpt__now_ns() + RETRY_MS * 1000000ull;
 			return;
 		}
 		if (it->copied) {
@@ -720,7 +720,7 @@ static void handle_result(ckptd_agent *a, sh_item *it)
 		d.checksum = it->checksum;
 		d.lineage = it->lineage;
 		if (ckptd__agent_done_push(a, NULL, &d) < 0) /* the next scan finds it in place */
-			sh->retry_at_ns = ckptd__now_ns() + RETRY_MS * 1000000ull;
+			sh->retry_at_ns = ckpt__now_ns() + RETRY_MS * 1000000ull;
 	}
 }
 
@@ -780,7 +780,7 @@ static void tick(ckptd_server *srv, void *arg)
 	(void)srv;
 	ckptd_agent *a = arg;
 	ckptd_shared *sh = a->shared;
-	if (sh->retry_at_ns && ckptd__now_ns() >= sh->retry_at_ns) {
+	if (sh->retry_at_ns && ckpt__now_ns() >= sh->retry_at_ns) {
 		sh->retry_at_ns = 0;
 		scan_index(a);
 	}

@@ -23,6 +23,12 @@ static void em_exclude(void *arg, const char *node)
 	ckptd__coord_place_partners(c);
 }
 
+static void em_readmit(void *arg, const char *node)
+{
+	(void)node;
+	ckptd__coord_place_partners(arg);
+}
+
 static int em_peer_room(void *arg)
 {
 	ckptd_coordinator *c = arg;
@@ -70,7 +76,8 @@ static int em_safe(void *arg, const char *job, uint64_t version)
 int ckptd_coordinator_preempt(ckptd_coordinator *c, const ckptd_preempt *p)
 {
 	ckptd__coord_flush_batch(c); /* commits already reported count */
-	return ckptd_emerg_notice(c->emerg, p, ckptd__now_ns());
+	return ckptd_emerg_notice(c->emerg, p, ckpt__now_ns());
 }
 
-const ckptd_emerg_ops ckptd__coord_emerg_ops = { em_broadcast, em_exclude, em_peer_room, em_safe };
+const ckptd_emerg_ops ckptd__coord_emerg_ops = { em_broadcast, em_exclude, em_readmit, em_peer_room,
+                                                 em_safe };

@@ -17,13 +17,6 @@
 #define LIST_PAGE 1024
 #define LIVENESS_MS 200
 
-uint64_t ckptd__now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int job_add(char (**jobs)[CKPTD_JOB_MAX + 1], size_t *n, size_t *cap, const char *job)
 {
 	for (size_t i = 0; i < *n; i++)
@@ -171,11 +164,15 @@ static void on_change(void *arg, const ckptd_coord_change *ch)
 }
 
 /* Commits every SHARD_DONE queued this loop turn in one transaction, then
- * answers each report and announces what committed. */
+ * answers each report and announces what committed. Announcing a commit
+ * reaches the emergency checks, which flush before they look: that nested
+ * call must not apply and answer the same queue a second time (an agent
+ * would get two OKs for one report). */
 void ckptd__coord_flush_batch(ckptd_coordinator *c)
 {
-	if (!c->nq)
+	if (!c->nq || c->flushing)
 		return;
+	c->flushing = 1;
 	if (c->capbatch < c->nq) {
 		void *b = realloc(c->batch, c->nq * sizeof(*c->batch));
 		if (b)
@@ -192,10 +189,10 @@ void ckptd__coord_flush_batch(ckptd_coordinator *c)
 		c->batch[i].job = c->q[i].job;
 		c->batch[i].node = c->q[i].p->node;
 	}
-	uint64_t t0 = ckptd__now_ns();
+	uint64_t t0 = ckpt__now_ns();
 	int r = ckptd_coord_shard_done_batch(c->db, c->batch, c->nq, c->res);
 	CKPTD_DEBUG(c->log, NULL, NULL, "batch of %zu SHARD_DONE in %.3f ms: %d", c->nq,
-	            (double)(ckptd__now_ns() - t0) / 1e6, r);
+	            (double)(ckpt__now_ns() - t0) / 1e6, r);
 	for (size_t i = 0; i < c->nq; i++) {
 		pending *e = &c->q[i];
 		int st = r < 0 ? r : c->res[i].status;
@@ -228,10 +225,12 @@ void ckptd__coord_flush_batch(ckptd_coordinator *c)
 		}
 	}
 	c->nq = 0;
+	c->flushing = 0;
 	return;
 oom:
 	CKPTD_ERROR(c->log, NULL, NULL, "out of memory committing %zu reports; agents will resend inventories", c->nq);
 	c->nq = 0;
+	c->flushing = 0;
 }
 
 static void after_events(ckptd_server *srv, void *arg)
@@ -273,7 +272,7 @@ static void hello(ckptd_coordinator *c, peer *p, const ckptd_agent_hello *h)
 	p->up = 1;
 	ckptd_emerg_node_back(c->emerg, p->node);
 	p->lost_at_ns = 0;
-	int r = ckptd_coord_agent_hello(c->db, p->node, h->address, h->domain, ckptd__now_ns());
+	int r = ckptd_coord_agent_hello(c->db, p->node, h->address, h->domain, ckpt__now_ns());
 	if (r < 0)
 		CKPTD_WARN(c->log, p->node, NULL, "recording agent failed: %s", ckpt_strerror(r));
 	CKPTD_INFO(c->log, p->node, NULL, "agent %s up at %s%s%s", p->node, h->address, h->domain[0] ? " domain " : "",
@@ -318,7 +317,7 @@ static void agent_sess_free(void *arg)
 	if (as->p && as->p->s == as->s) {
 		as->p->s = NULL;
 		as->p->up = 0;
-		as->p->lost_at_ns = ckptd__now_ns() + as->c->cfg->agent_grace_ms * 1000000ull;
+		as->p->lost_at_ns = ckpt__now_ns() + as->c->cfg->agent_grace_ms * 1000000ull;
 		CKPTD_WARN(as->c->log, as->p->node, NULL, "agent %s disconnected; lost in %llu ms unless it returns",
 		           as->p->node, (unsigned long long)as->c->cfg->agent_grace_ms);
 		ckptd__coord_place_partners(as->c);
@@ -330,7 +329,7 @@ static void liveness(ckptd_server *srv, void *arg)
 {
 	(void)srv;
 	ckptd_coordinator *c = arg;
-	uint64_t t = ckptd__now_ns();
+	uint64_t t = ckpt__now_ns();
 	uint32_t up = 0, down = 0;
 	for (peer *p = c->peers; p; p = p->next)
 		p->up ? up++ : down++;
@@ -638,8 +637,8 @@ static void judge_steps(ckptd_server *srv, void *arg)
 {
 	(void)srv;
 	ckptd_coordinator *c = arg;
-	ckptd_emerg_tick(c->emerg, ckptd__now_ns());
-	ckptd_steps_judge(c->steps, ckptd__now_ns());
+	ckptd_emerg_tick(c->emerg, ckpt__now_ns());
+	ckptd_steps_judge(c->steps, ckpt__now_ns());
 }
 
 /* ---------------------------------------------------------------- handlers */
@@ -721,8 +720,9 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		if (!m->u.preempt.job[0] && !m->u.preempt.node[0])
 			return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "PREEMPT names a job, a node, or both");
+		/* count: the jobs whose ranks were told (0: nobody was). */
 		int r = ckptd_coordinator_preempt(c, &m->u.preempt);
-		ckptd_msg ok = { .type = CKPTD_MSG_OK, .u.ok.count = r == 0 };
+		ckptd_msg ok = { .type = CKPTD_MSG_OK, .u.ok.count = r > 0 ? (uint32_t)r : 0 };
 		return ckptd_session_send(s, &ok, -1);
 	}
 	case CKPTD_MSG_SEGMENT_REQUEST: {
@@ -745,7 +745,7 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 	case CKPTD_MSG_STEP_REPORT: {
 		if (role != CKPTD_ROLE_AGENT)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "ranks report steps through their agent");
-		int r = ckptd_steps_report(c->steps, &m->u.step_report, ckptd__now_ns());
+		int r = ckptd_steps_report(c->steps, &m->u.step_report, ckpt__now_ns());
 		if (r < 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "step report not taken (rank or job beyond the bounds)");
 		ckptd_msg ok = { .type = CKPTD_MSG_OK };
@@ -816,7 +816,7 @@ int ckptd_coordinator_local_msg(ckptd_coordinator *c, const char *node, const ck
 		return r < 0 ? r : 0;
 	}
 	case CKPTD_MSG_STEP_REPORT:
-		return ckptd_steps_report(c->steps, &m->u.step_report, ckptd__now_ns());
+		return ckptd_steps_report(c->steps, &m->u.step_report, ckpt__now_ns());
 	case CKPTD_MSG_PREEMPT:
 		ckptd_coordinator_preempt(c, &m->u.preempt);
 		return 0;

@@ -50,6 +50,7 @@ struct ckptd_coordinator {
 	ckptd_coord_shard *batch;
 	ckptd_coord_result *res;
 	size_t capbatch;
+	int flushing; /* in ckptd__coord_flush_batch: what it calls may call it again */
 	char (*jobs)[CKPTD_JOB_MAX + 1]; /* every job seen: what retention walks */
 	size_t njobs, capjobs;
 	ckptd_metrics *mx;

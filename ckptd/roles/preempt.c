@@ -21,7 +21,11 @@
  * copy on a node that was not noticed (partner copies of the noticed nodes'
  * ranks, and the other ranks' own copies); EMERGENCY with FINAL then tells
  * the ranks to leave. Checked at each commit and once a second; given up a
- * few seconds after the deadline. */
+ * few seconds after the deadline.
+ * A noticed node stays out of placement until its agent says hello again
+ * (it came back) or a few seconds after the latest deadline a notice gave
+ * it (the node was not taken after all, or it is gone and its agent down,
+ * which placement skips anyway). */
 #include "roles_int.h"
 
 #include "base/common.h" /* ckpt__wall_ns */
@@ -51,6 +55,11 @@ typedef struct emjob {
 	char node[CKPTD_NAME_MAX + 1];
 } emjob;
 
+typedef struct excl {
+	char node[CKPTD_NAME_MAX + 1];
+	uint64_t until_ns; /* the latest deadline of the notices naming it */
+} excl;
+
 struct ckptd_emerg {
 	const ckptd_config *cfg;
 	const ckptd_log *log;
@@ -59,7 +68,7 @@ struct ckptd_emerg {
 	ckptd_emerg_ops ops;
 	void *arg;
 	emjob *jobs;
-	char (*excluded)[CKPTD_NAME_MAX + 1];
+	excl *excluded;
 	size_t nexcluded;
 };
 
@@ -127,18 +136,26 @@ void ckptd_emerg_free(ckptd_emerg *e)
 int ckptd_emerg_excluded(const ckptd_emerg *e, const char *node)
 {
 	for (size_t i = 0; i < e->nexcluded; i++)
-		if (!strcmp(e->excluded[i], node))
+		if (!strcmp(e->excluded[i].node, node))
 			return 1;
 	return 0;
+}
+
+static void readmit(ckptd_emerg *e, size_t i, const char *why)
+{
+	char node[CKPTD_NAME_MAX + 1];
+	snprintf(node, sizeof(node), "%s", e->excluded[i].node);
+	memmove(&e->excluded[i], &e->excluded[i + 1], (e->nexcluded - i - 1) * sizeof(e->excluded[0]));
+	e->nexcluded--;
+	CKPTD_INFO(e->log, node, NULL, "node %s %s: partner copies may go there again", node, why);
+	e->ops.readmit(e->arg, node);
 }
 
 void ckptd_emerg_node_back(ckptd_emerg *e, const char *node)
 {
 	for (size_t i = 0; i < e->nexcluded; i++)
-		if (!strcmp(e->excluded[i], node)) {
-			memmove(e->excluded[i], e->excluded[i + 1], (e->nexcluded - i - 1) * sizeof(e->excluded[0]));
-			e->nexcluded--;
-			CKPTD_INFO(e->log, node, NULL, "node %s is back: partner copies may go there again", node);
+		if (!strcmp(e->excluded[i].node, node)) {
+			readmit(e, i, "is back");
 			return;
 		}
 }
@@ -158,8 +175,9 @@ static uint64_t tier_cost(const emjob *j, uint32_t tier)
 }
 
 /* Chooses the step and the tier for j against its deadline, and tells the
- * ranks. keep_step: a later notice, the ranks heard the step already. */
-static void decide(ckptd_emerg *e, emjob *j, int keep_step, uint64_t now_ns)
+ * ranks. keep_step: a later notice, the ranks heard the step already.
+ * Returns 1 when the ranks were told, 0 when no step could be chosen. */
+static int decide(ckptd_emerg *e, emjob *j, int keep_step, uint64_t now_ns)
 {
 	ckptd_job_pace pace;
 	if (ckptd_steps_pace(e->steps, j->job, now_ns, &pace) < 0) {
@@ -167,7 +185,7 @@ static void decide(ckptd_emerg *e, emjob *j, int keep_step, uint64_t now_ns)
 		           "preemption notice: no rank of the job reports its steps (ckpt_step), so no common step "
 		           "can be chosen; its ranks are not told");
 		j->active = 0;
-		return;
+		return 0;
 	}
 	/* At the fastest rank's pace (a step time smoothed over saves reads
 	 * slow): the margin in steps is then never too small. */
@@ -203,13 +221,24 @@ static void decide(ckptd_emerg *e, emjob *j, int keep_step, uint64_t now_ns)
 	m.u.emergency.tier = j->tier;
 	snprintf(m.u.emergency.node, sizeof(m.u.emergency.node), "%s", j->node);
 	e->ops.broadcast(e->arg, &m);
+	return 1;
 }
 
-static void exclude(ckptd_emerg *e, const char *node)
+static void exclude(ckptd_emerg *e, const char *node, uint64_t until_ns)
 {
-	if (!node[0] || ckptd_emerg_excluded(e, node) || e->nexcluded == MAX_EXCLUDED)
+	if (!node[0])
 		return;
-	snprintf(e->excluded[e->nexcluded++], CKPTD_NAME_MAX + 1, "%s", node);
+	for (size_t i = 0; i < e->nexcluded; i++)
+		if (!strcmp(e->excluded[i].node, node)) {
+			if (until_ns > e->excluded[i].until_ns)
+				e->excluded[i].until_ns = until_ns;
+			return;
+		}
+	if (e->nexcluded == MAX_EXCLUDED)
+		return;
+	excl *x = &e->excluded[e->nexcluded++];
+	snprintf(x->node, sizeof(x->node), "%s", node);
+	x->until_ns = until_ns;
 	e->ops.exclude(e->arg, node);
 }
 
@@ -227,7 +256,6 @@ static void for_job(void *arg, const char *job)
 	emjob *j = job_get(e, job);
 	if (!j)
 		return;
-	n->jobs++;
 	int again = j->active;
 	if (!again || n->deadline < j->deadline_ns)
 		j->deadline_ns = n->deadline;
@@ -240,7 +268,7 @@ static void for_job(void *arg, const char *job)
 		           (unsigned long long)j->step);
 	}
 	j->active = 1;
-	decide(e, j, again, n->now);
+	n->jobs += decide(e, j, again, n->now);
 }
 
 int ckptd_emerg_notice(ckptd_emerg *e, const ckptd_preempt *p, uint64_t now_ns)
@@ -248,20 +276,23 @@ int ckptd_emerg_notice(ckptd_emerg *e, const ckptd_preempt *p, uint64_t now_ns)
 	uint64_t wall = ckpt__wall_ns();
 	notice_ctx n = { e, p, p->deadline_ns ? p->deadline_ns : wall + e->cfg->preempt_deadline_ms * 1000000ull,
 	                 now_ns, 0 };
-	ckptd_metrics_add(e->mx, CKPTD_M_PREEMPT_NOTICES, NULL, source_name(p->source), 1);
+	ckptd_metrics_add(e->mx, CKPTD_M_PREEMPT_NOTICES, source_name(p->source), NULL, 1);
 	CKPTD_WARN(e->log, p->node[0] ? p->node : NULL, p->job[0] ? p->job : NULL,
 	           "preemption notice (%s) for %s%s%s, deadline in %.1f s%s%s", source_name(p->source),
 	           p->node[0] ? "node " : "", p->node[0] ? p->node : "", p->job[0] ? " (its job)" : "",
 	           n.deadline > wall ? (n.deadline - wall) / 1e9 : 0.0, p->text[0] ? ": " : "", p->text);
 	/* Before the ranks hear: their partners must be off the noticed node. */
-	exclude(e, p->node);
+	exclude(e, p->node, n.deadline);
 	if (p->job[0])
 		for_job(&n, p->job);
 	else if (p->node[0])
 		ckptd_steps_jobs_on(e->steps, p->node, now_ns, for_job, &n);
 	if (!n.jobs)
-		CKPTD_INFO(e->log, p->node[0] ? p->node : NULL, NULL, "preemption notice: no job has ranks there");
-	return n.jobs ? 0 : -ENOENT;
+		CKPTD_WARN(e->log, p->node[0] ? p->node : NULL, p->job[0] ? p->job : NULL,
+		           "preemption notice: no rank was told (%s)%s", p->job[0] ? "no rank of the job reports its steps"
+		           : "no job reporting steps has ranks there", p->node[0] ? "; the node stays out of partner "
+		           "placement until the deadline" : "");
+	return n.jobs;
 }
 
 /* Ends j's emergency once its version is safe off the noticed nodes. */
@@ -305,6 +336,9 @@ void ckptd_emerg_tick(ckptd_emerg *e, uint64_t now_ns)
 {
 	(void)now_ns;
 	uint64_t wall = ckpt__wall_ns();
+	for (size_t i = e->nexcluded; i-- > 0;)
+		if (wall > e->excluded[i].until_ns + GRACE_NS)
+			readmit(e, i, "outlived its notice's deadline");
 	for (emjob *j = e->jobs; j; j = j->next) {
 		if (j->active)
 			check_safe(e, j);

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "base/common.h"
 #include "coord/coord.h"
 #include "mem/pool.h"
 #include "roles.h"
@@ -12,7 +13,6 @@
 typedef struct ckptd_coordinator ckptd_coordinator;
 typedef struct ckptd_agent ckptd_agent;
 
-uint64_t ckptd__now_ns(void);
 
 /* ---------------------------------------------------------------- coordinator */
 
@@ -118,6 +118,8 @@ typedef struct ckptd_emerg_ops {
 	void (*broadcast)(void *arg, const ckptd_msg *m);
 	/* The node is going: no partner copy may be placed there any more. */
 	void (*exclude)(void *arg, const char *node);
+	/* The node may hold partner copies again. */
+	void (*readmit)(void *arg, const char *node);
 	/* Whether some node other than the noticed ones can hold partner copies. */
 	int (*peer_room)(void *arg);
 	/* 1 when every rank's shard of (job, version) has a live copy on a node
@@ -127,17 +129,20 @@ typedef struct ckptd_emerg_ops {
 int ckptd_emerg_new(const ckptd_config *cfg, const ckptd_log *log, ckptd_metrics *mx, ckptd_steps *steps,
                     const ckptd_emerg_ops *ops, void *arg, ckptd_emerg **out);
 void ckptd_emerg_free(ckptd_emerg *e);
-/* A PREEMPT notice. Returns 0, or -ENOENT when no job is concerned. */
+/* A PREEMPT notice. Returns how many jobs' ranks were told (0: none: no
+ * such job, or none of its ranks reports steps). */
 int ckptd_emerg_notice(ckptd_emerg *e, const ckptd_preempt *p, uint64_t now_ns);
 /* A commit, for the costs it measures and the emergencies it ends:
  * latency_ns from the version's first report to this commit. */
 void ckptd_emerg_commit(ckptd_emerg *e, const char *job, uint64_t version, uint32_t tier, uint64_t latency_ns,
                         uint64_t bytes);
-/* A node whose agent said hello again is no longer excluded. */
+/* A node whose agent said hello again is no longer excluded (nor one a few
+ * seconds past its notices' deadline: ckptd_emerg_tick). */
 void ckptd_emerg_node_back(ckptd_emerg *e, const char *node);
 /* 1 if node was noticed (placement leaves it out). */
 int ckptd_emerg_excluded(const ckptd_emerg *e, const char *node);
-/* Once a second: emergencies past their deadline are dropped. */
+/* Once a second: emergencies past their deadline are dropped, and nodes
+ * past theirs readmitted to placement. */
 void ckptd_emerg_tick(ckptd_emerg *e, uint64_t now_ns);
 
 /* ---------------------------------------------------------------- verification */

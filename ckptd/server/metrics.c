@@ -1,6 +1,7 @@
 /* The metrics registry and its HTTP endpoint (metrics.h). */
 #include "metrics.h"
 #include "wire/addr.h"
+#include "base/common.h"
 
 #include <errno.h>
 #include <microhttpd.h>
@@ -138,7 +139,7 @@ struct ckptd_metrics {
 	size_t njobs;
 	int warned;
 	uint64_t dropped;
-	struct timespec started;
+	uint64_t started_ns;     /* CLOCK_MONOTONIC */
 	struct MHD_Daemon *httpd;
 	int port;
 };
@@ -167,7 +168,7 @@ int ckptd_metrics_new(const ckptd_log *log, const char *node, const char *versio
 	pthread_mutex_init(&m->mu, NULL);
 	m->log = log;
 	m->port = 0;
-	clock_gettime(CLOCK_MONOTONIC, &m->started);
+	m->started_ns = ckpt__now_ns();
 	*out = m;
 	ckptd_metrics_set(m, CKPTD_M_BUILD_INFO, version, node, 1);
 	return 0;
@@ -377,10 +378,9 @@ int ckptd_metrics_render(ckptd_metrics *m, char **out, size_t *len)
 	if (!b.p)
 		return -ENOMEM;
 	b.p[0] = 0;
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
+	uint64_t now = ckpt__now_ns();
 	pthread_mutex_lock(&m->mu);
-	double up = (double)(now.tv_sec - m->started.tv_sec) + (double)(now.tv_nsec - m->started.tv_nsec) / 1e9;
+	double up = (double)(now - m->started_ns) / 1e9;
 	for (int id = 0; id < CKPTD_M__COUNT; id++) {
 		const family *f = &families[id];
 		int head = 0;

@@ -3,13 +3,6 @@
 #include "server_int.h"
 
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t ms_to_ns(uint64_t ms)
 {
 	return ms * 1000000ull;
@@ -134,7 +127,7 @@ static int queue(ckptd_session *s, const ckptd_msg *m, int fd, int seal)
 		s->out_head = o;
 	s->out_tail = o;
 	if (!s->out_deadline)
-		s->out_deadline = now_ns() + ms_to_ns(s->srv->cfg->frame_timeout_ms);
+		s->out_deadline = ckpt__now_ns() + ms_to_ns(s->srv->cfg->frame_timeout_ms);
 	s->out_bytes += o->len;
 	return 0;
 }
@@ -174,7 +167,7 @@ static void drop(ckptd_session *s, uint32_t code, const char *why)
 	if (code)
 		send_error(s, code, why);
 	s->closing = 1;
-	s->close_deadline = now_ns() + CLOSE_LINGER_NS;
+	s->close_deadline = ckpt__now_ns() + CLOSE_LINGER_NS;
 	if (!s->out_head) {
 		session_close(s);
 		return;
@@ -218,7 +211,7 @@ static int flush(ckptd_session *s)
 		}
 		o->off += (size_t)n;
 		s->out_bytes -= (size_t)n;
-		s->out_deadline = now_ns() + ms_to_ns(s->srv->cfg->frame_timeout_ms);
+		s->out_deadline = ckpt__now_ns() + ms_to_ns(s->srv->cfg->frame_timeout_ms);
 		if (o->off == o->len) {
 			s->out_head = o->next;
 			if (!s->out_head)
@@ -370,7 +363,7 @@ static void dispatch(ckptd_session *s, const ckptd_msg *m)
 			if (r != -ENOBUFS)
 				send_error(s, CKPTD_ERR_INTERNAL, "request failed; see the daemon log");
 			s->closing = 1;
-			s->close_deadline = now_ns() + CLOSE_LINGER_NS;
+			s->close_deadline = ckpt__now_ns() + CLOSE_LINGER_NS;
 			if (!s->out_head)
 				session_close(s);
 		}
@@ -412,7 +405,7 @@ static void on_frame(ckptd_session *s, uint8_t *frame, size_t len)
 		drop(s, CKPTD_ERR_MALFORMED, w);
 		return;
 	}
-	s->last_rx = now_ns();
+	s->last_rx = ckpt__now_ns();
 	if (s->state == S_HELLO) {
 		if (m.type == CKPTD_MSG_HELLO)
 			on_hello(s, &m);
@@ -473,7 +466,7 @@ static void on_readable(ckptd_session *s)
 			session_close(s);
 			return;
 		}
-		uint64_t t = now_ns();
+		uint64_t t = ckpt__now_ns();
 		s->rx_any = 1;
 		r = ckptd_reader_commit(s->reader, (size_t)n, t);
 		uint8_t *frame;
@@ -605,7 +598,9 @@ static void make_handshake_room(ckptd_server *srv, const ckptd_session *n)
 		}
 	}
 	char why[128];
-	if (oldest_peer && same >= srv->cfg->max_handshakes_per_peer) {
+	/* Per peer over TCP only: a node's ranks share one uid on the Unix
+	 * socket and may all connect at once when a job starts. */
+	if (n->transport == CKPTD_TRANSPORT_TCP && oldest_peer && same >= srv->cfg->max_handshakes_per_peer) {
 		snprintf(why, sizeof(why), "handshake limit per peer (%u) reached; the oldest gives way to a new connection",
 		         srv->cfg->max_handshakes_per_peer);
 		drop(oldest_peer, CKPTD_ERR_BUSY, why);
@@ -643,7 +638,7 @@ static void on_accept(ckptd_server *srv, int lfd, int transport)
 		s->transport = transport;
 		s->state = S_HELLO;
 		peer_name(s, &ss);
-		uint64_t t = now_ns();
+		uint64_t t = ckpt__now_ns();
 		s->hs_deadline = t + ms_to_ns(srv->cfg->handshake_timeout_ms);
 		s->last_rx = t;
 		if (count_ready(srv, NULL) >= srv->cfg->max_conns) {
@@ -695,7 +690,7 @@ static int on_status(ckptd_server *srv, ckptd_session *s, const ckptd_msg *req, 
 		m.u.status_reply.pool_bytes = srv->cfg->pool_size;
 	/* The reply has no fields for these yet (docs/protocol.md): the log has them. */
 	CKPTD_DEBUG(srv->log, s->peer, s->job, "status: up %llus, %u connections",
-	            (unsigned long long)((now_ns() - srv->started_ns) / 1000000000ull), srv->nlive);
+	            (unsigned long long)((ckpt__now_ns() - srv->started_ns) / 1000000000ull), srv->nlive);
 	return ckptd_session_send(s, &m, -1);
 }
 
@@ -728,10 +723,10 @@ int ckptd_server_new(const ckptd_config *cfg, const ckptd_secret *cluster, const
 	srv->epfd = srv->sigfd = srv->tcp_fd = srv->unix_fd = -1;
 	for (size_t i = 0; i < MAX_WATCHES; i++)
 		srv->watches[i].fd = -1;
-	srv->started_ns = now_ns();
+	srv->started_ns = ckpt__now_ns();
 	if (cfg->node)
 		snprintf(srv->node, sizeof(srv->node), "%s", cfg->node);
-	else if (gethostname(srv->node, sizeof(srv->node) - 1) < 0 || ckptd_job_valid(srv->node) < 0)
+	else if (gethostname(srv->node, sizeof(srv->node) - 1) < 0 || ckpt__job_valid(srv->node) < 0)
 		snprintf(srv->node, sizeof(srv->node), "localhost");
 	srv->cluster = cluster;
 
@@ -927,7 +922,7 @@ int ckptd_server_every(ckptd_server *srv, uint64_t period_ms, ckptd_hook_fn fn, 
 	if (srv->ntimers == MAX_TIMERS)
 		return -ENOSPC;
 	srv->timers[srv->ntimers].period_ns = ms_to_ns(period_ms);
-	srv->timers[srv->ntimers].due_ns = now_ns() + ms_to_ns(period_ms);
+	srv->timers[srv->ntimers].due_ns = ckpt__now_ns() + ms_to_ns(period_ms);
 	srv->timers[srv->ntimers].fn = fn;
 	srv->timers[srv->ntimers].arg = arg;
 	srv->ntimers++;
@@ -952,7 +947,7 @@ static void run_hooks(ckptd_server *srv)
 {
 	for (size_t i = 0; i < srv->nafter; i++)
 		srv->after[i].fn(srv, srv->after[i].arg);
-	uint64_t t = now_ns();
+	uint64_t t = ckpt__now_ns();
 	for (size_t i = 0; i < srv->ntimers; i++) {
 		if (srv->timers[i].due_ns > t)
 			continue;
@@ -976,7 +971,7 @@ static void begin_stop(ckptd_server *srv, const char *why)
 	ckptd__close_listeners(srv);
 	/* Requests already read have been answered; what remains is to let
 	 * the answers reach their peers. */
-	uint64_t t = now_ns();
+	uint64_t t = ckpt__now_ns();
 	for (ckptd_session *s = srv->live, *n; s; s = n) {
 		n = s->next;
 		s->closing = 1;
@@ -1005,7 +1000,7 @@ int ckptd_server_run(ckptd_server *srv)
 		}
 		if (stopping && !srv->live)
 			break;
-		int timeout = next_timeout_ms(srv, now_ns(), UINT64_MAX);
+		int timeout = next_timeout_ms(srv, ckpt__now_ns(), UINT64_MAX);
 		int n = epoll_wait(srv->epfd, evs, 64, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -1049,7 +1044,7 @@ int ckptd_server_run(ckptd_server *srv)
 			}
 		}
 		run_hooks(srv);
-		check_deadlines(srv, now_ns());
+		check_deadlines(srv, ckpt__now_ns());
 		reap(srv);
 	}
 	reap(srv);

@@ -7,6 +7,7 @@
  * output queues, deadlines and the handler table (server.h). */
 #include "server.h"
 
+#include "base/common.h"
 #include "wire/addr.h"
 #include "wire/conn.h"
 

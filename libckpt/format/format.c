@@ -259,9 +259,6 @@ static int region_decode(const uint8_t *p, const uint8_t *rend, ckpt_fmt_footer 
 	r->name[r->name_len] = 0;
 	if (ckpt__region_name_valid(r->name, r->name_len) < 0)
 		return bad(why, cap, -CKPT_ECORRUPT, "region %u has an unsafe name", i);
-	for (uint32_t j = 0; j < i; j++)
-		if (!strcmp(f->regions[j].name, r->name))
-			return bad(why, cap, -CKPT_ECORRUPT, "region name '%s' appears twice", r->name);
 	if (r->chunk_first != *next_chunk || r->chunk_count > f->chunk_count - *next_chunk)
 		return bad(why, cap, -CKPT_ECORRUPT, "region '%s' chunk range out of order or out of table", r->name);
 	uint64_t want = r->bytes / f->chunk_bytes + (r->bytes % f->chunk_bytes != 0);
@@ -274,6 +271,67 @@ static int region_decode(const uint8_t *p, const uint8_t *rend, ckpt_fmt_footer 
 	*data += r->bytes;
 	*el_out = el;
 	return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* No two regions share a name: sorted, O(n log n) (2^20 regions allowed). */
+static int names_unique(const ckpt_fmt_footer *f, char *why, size_t cap)
+{
+	if (f->region_count < 2)
+		return 0;
+	const char **nm = malloc(f->region_count * sizeof(*nm));
+	if (!nm)
+		return bad(why, cap, -ENOMEM, "out of memory for the region names");
+	for (uint32_t i = 0; i < f->region_count; i++)
+		nm[i] = f->regions[i].name;
+	qsort(nm, f->region_count, sizeof(*nm), by_name);
+	int err = 0;
+	for (uint32_t i = 1; i < f->region_count && !err; i++)
+		if (!strcmp(nm[i - 1], nm[i]))
+			err = bad(why, cap, -CKPT_ECORRUPT, "region name '%s' appears twice", nm[i]);
+	free(nm);
+	return err;
+}
+
+static int by_offset(const void *a, const void *b, void *arg)
+{
+	const ckpt_fmt_chunk *c = arg;
+	uint64_t x = c[*(const uint32_t *)a].offset, y = c[*(const uint32_t *)b].offset;
+	return x < y ? -1 : x > y;
+}
+
+/* Stored ranges are disjoint, so that a reader reads each stored byte once
+ * and its work is bounded by the file's size. Writers store chunks in table
+ * order: that case is one pass; any other order is sorted (n log n). */
+static int ranges_disjoint(const ckpt_fmt_footer *f, char *why, size_t cap)
+{
+	const ckpt_fmt_chunk *c = f->chunks;
+	uint64_t n = f->chunk_count, i;
+	for (i = 1; i < n && c[i - 1].offset < c[i].offset; i++)
+		if (c[i - 1].stored_len > c[i].offset - c[i - 1].offset)
+			break;
+	if (i >= n)
+		return 0;
+	/* chunk_count <= 2^30 / 32: the footer's size bounds it */
+	uint32_t *ix = malloc(n * sizeof(*ix));
+	if (!ix)
+		return bad(why, cap, -ENOMEM, "out of memory for the chunk ranges");
+	for (i = 0; i < n; i++)
+		ix[i] = (uint32_t)i;
+	qsort_r(ix, n, sizeof(*ix), by_offset, (void *)c);
+	int err = 0;
+	for (i = 1; i < n && !err; i++) {
+		const ckpt_fmt_chunk *p = &c[ix[i - 1]], *q = &c[ix[i]];
+		if (q->offset - p->offset < p->stored_len)
+			err = bad(why, cap, -CKPT_ECORRUPT, "chunks %u and %u store overlapping bytes (at offset %llu)",
+			          ix[i - 1], ix[i], (unsigned long long)q->offset);
+	}
+	free(ix);
+	return err;
 }
 
 /* Decodes the chunk table at p, region by region (the regions are decoded
@@ -368,12 +426,14 @@ int ckpt__fmt_footer_decode(const uint8_t *buf, size_t len, uint64_t footer_offs
 		err = bad(why, cap, -CKPT_ECORRUPT, "region table does not cover the chunk table exactly");
 		goto fail;
 	}
+	if ((err = names_unique(f, why, cap)) < 0)
+		goto fail;
 	if (data != f->data_bytes) {
 		err = bad(why, cap, -CKPT_ECORRUPT, "regions hold %llu bytes, footer says %llu",
 		          (unsigned long long)data, (unsigned long long)f->data_bytes);
 		goto fail;
 	}
-	if ((err = chunks_decode(p, f, footer_offset, why, cap)) < 0)
+	if ((err = chunks_decode(p, f, footer_offset, why, cap)) < 0 || (err = ranges_disjoint(f, why, cap)) < 0)
 		goto fail;
 	return 0;
 fail:
@@ -431,9 +491,15 @@ int ckpt__shard_parse_parts(ckpt_shard *s, uint64_t len, const uint8_t *hdr, siz
 int ckpt__shard_open(const char *path, ckpt_shard *s, char *why, size_t cap)
 {
 	memset(s, 0, sizeof(*s));
-	s->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* Shard files are only ever regular files written in place: a symlink
+	 * is not followed (it could name any file the caller, maybe the daemon
+	 * running as root, may read), and a FIFO or device cannot block the
+	 * open (O_NONBLOCK; reads of a regular file ignore it). */
+	s->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (s->fd < 0) {
 		int e = errno;
+		if (e == ELOOP)
+			return bad(why, cap, -CKPT_ECORRUPT, "%s is a symbolic link, not a shard file", path);
 		return bad(why, cap, -e, "cannot open %s: %s", path, strerror(e));
 	}
 	struct stat st;
@@ -442,6 +508,10 @@ int ckpt__shard_open(const char *path, ckpt_shard *s, char *why, size_t cap)
 	int err;
 	if (fstat(s->fd, &st) < 0) {
 		err = -errno;
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		err = bad(why, cap, -CKPT_ECORRUPT, "%s is not a regular file", path);
 		goto fail;
 	}
 	s->file_length = (uint64_t)st.st_size;

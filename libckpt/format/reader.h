@@ -19,6 +19,13 @@ typedef struct ckpt_read_opts {
 	size_t buf_bytes;        /* each at least the shard's chunk size, else ignored */
 	int direct;              /* try O_DIRECT */
 	const uint8_t *want;     /* per region: 1 = read it; NULL = all */
+	/* Optional: where the raw bytes [off, off+len) of region ri belong in
+	 * host memory, so that an uncompressed chunk is read there directly and
+	 * checked in place instead of going through a buffer to the sink; NULL
+	 * (from the function) to take the sink. Used only for 4096-aligned
+	 * places and whole-block lengths. */
+	uint8_t *(*place)(void *place_arg, uint32_t ri, uint64_t off, size_t len);
+	void *place_arg;
 	const ckpt_logger *lg;
 	char *why;               /* reason on failure */
 	size_t whycap;

@@ -20,6 +20,19 @@
  *    threads and the LMDB environment do not survive fork). Open a new one.
  *  - Signals: no function here is async-signal-safe. Background threads block
  *    no signals of their own; install handlers in the main thread as usual.
+ *    ckpt_preempt_install() calls the handler it finds in place after its own,
+ *    except one that a shared library installed from its constructor when it
+ *    was loaded with libckpt, before the program ran: Debian's libinfinipath
+ *    (PSM, pulled in by libfabric) installs SIGTERM and SIGINT handlers that
+ *    exit the process with status 1, which would end every rank on the
+ *    signal launchers send (Kubernetes, systemd, Slurm, torchrun) before it
+ *    could save. The log names each handler left out. Handlers the program
+ *    installs itself, or that libraries loaded before libckpt installed, are
+ *    chained as before; the handlers left out come back when the last
+ *    context armed with the signal closes. When libckpt loads libfabric
+ *    itself (on the first use of the PEER_MEM tier), every signal
+ *    disposition that load changed is put back at once, whether or not a
+ *    context is armed.
  *  - Memory: the staging pool is allocated, pre-faulted and (where the memlock
  *    limit allows) locked when the context opens, and reused for every save.
  *    Its size bounds the memory libckpt uses for snapshots; it never grows.
@@ -302,8 +315,10 @@ CKPT_API int ckpt_ctx_close(ckpt_ctx *ctx);
 /* A memory region to checkpoint: one named tensor or blob of this rank. */
 typedef struct ckpt_region_desc {
 	uint32_t size;        /* sizeof(ckpt_region_desc) */
-	const char *name;     /* unique in the context; 1..255 bytes, no '/', no NUL,
-	                         not "." or ".."; copied */
+	const char *name;     /* unique in the context; 1..255 bytes of well-formed
+	                         UTF-8, no control character (U+0000..U+001F,
+	                         U+007F..U+009F), no '/' or '\\', not "." or "..";
+	                         copied */
 	void *ptr;            /* the memory; borrowed until ckpt_ctx_close */
 	uint64_t bytes;       /* length in bytes (0 allowed) */
 	ckpt_dtype dtype;     /* element type */
@@ -454,7 +469,9 @@ CKPT_API int ckpt_step(ckpt_ctx *ctx, uint64_t step);
  * async-signal-safe: it only marks the context; the context's io thread
  * then raises a notice with a deadline `preempt_grace_ms` away, like
  * ckpt_preempt_notice. A handler installed before is still called after
- * ours (a SIG_DFL or SIG_IGN one is not: the process must live to save).
+ * ours (a SIG_DFL or SIG_IGN one is not: the process must live to save; nor
+ * one a library's constructor installed when it was loaded with libckpt,
+ * see Caveats).
  * The handlers go back to what they were when the last context armed with
  * them closes. At most 16 contexts per process. Returns 0, -EINVAL (a
  * signal that cannot be caught, ctx NULL), -ENOSPC (16 armed), -errno.

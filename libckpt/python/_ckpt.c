@@ -9,8 +9,7 @@
  * library concurrently. Host regions are buffers (buffer protocol, writable,
  * C-contiguous) held until the region is removed or the context closed;
  * CUDA regions are device addresses, which the library checks. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "binding.h"
 #include <pythread.h>
 
 #include <errno.h>
@@ -24,10 +23,9 @@
  * exception to raise. Before it is set, RuntimeError. */
 static PyObject *error_factory;
 
-/* Raises the ckpt.Error subclass for err (a negative code), with what. */
-static PyObject *raise_err(int err, const char *what)
+PyObject *ckpt_py_raise_msg(int err, const char *text)
 {
-	PyObject *msg = PyUnicode_FromFormat("%s: %s", what, ckpt_strerror(err));
+	PyObject *msg = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
 	if (!msg)
 		return NULL;
 	if (!error_factory) {
@@ -42,6 +40,18 @@ static PyObject *raise_err(int err, const char *what)
 	PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
 	Py_DECREF(exc);
 	return NULL;
+}
+
+PyObject *ckpt_py_raise(int err, const char *what)
+{
+	char buf[1024];
+	snprintf(buf, sizeof(buf), "%s: %s", what, ckpt_strerror(err));
+	return ckpt_py_raise_msg(err, buf);
+}
+
+static PyObject *raise_err(int err, const char *what)
+{
+	return ckpt_py_raise(err, what);
 }
 
 /* ------------------------------------------------------------- Handle */
@@ -720,6 +730,13 @@ PyMODINIT_FUNC PyInit__ckpt(void)
 	Py_INCREF(&ContextType);
 	if (PyModule_AddObject(m, "Context", (PyObject *)&ContextType) < 0) {
 		Py_DECREF(&ContextType);
+		goto fail;
+	}
+	if (PyType_Ready(&ckpt_py_view_type) < 0)
+		goto fail;
+	Py_INCREF(&ckpt_py_view_type);
+	if (PyModule_AddObject(m, "View", (PyObject *)&ckpt_py_view_type) < 0) {
+		Py_DECREF(&ckpt_py_view_type);
 		goto fail;
 	}
 	Py_INCREF(&HandleType);

@@ -13,13 +13,23 @@
  *              near; no interval saves meanwhile
  *
  * Signal handlers take no argument, so the armed contexts are in a
- * process-wide table: the only global state of the library. */
+ * process-wide table: the only global state of the library.
+ *
+ * Handlers we find in place are called after ours, except one that a
+ * library installed from its constructor while it was loaded with libckpt:
+ * Debian's libinfinipath (PSM, which libfabric links) installs a SIGTERM
+ * and SIGINT handler that exits the process with status 1, which would end
+ * every rank before it could save. What was in place when libckpt was
+ * loaded is recorded by our own constructor (it runs after those of the
+ * libraries libckpt depends on), with the object each handler lives in. */
 #include "preempt.h"
 #include "ctx.h"
 #include "daemon.h"
 #include "wire/proto.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -33,12 +43,61 @@ static _Atomic(ckpt_ctx *) armed[ARMED_MAX];
 static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct sigaction saved[NSIG];  /* what each signal had before ours (install_mu) */
 static int users[NSIG];               /* armed contexts per signal (install_mu) */
+/* Set by the constructor, read-only after: the handler in place at load
+ * time when it lives in a shared object loaded with libckpt or after it
+ * (not the program, nor a library it had loaded before: theirs are chained). */
+static struct sigaction lib_installed[NSIG];
+static unsigned char lib_installed_set[NSIG];
 
-static uint64_t wall_ns(void)
+typedef struct obj_find {
+	uintptr_t addr[2];
+	int index[2]; /* position in load order, -1: not found */
+	int n;
+} obj_find;
+
+static int obj_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts); /* the vDSO: no system call */
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	(void)size;
+	obj_find *f = arg;
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < info->dlpi_phnum && f->index[k] < 0; i++) {
+			const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+			uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+			if (ph->p_type == PT_LOAD && f->addr[k] >= lo && f->addr[k] - lo < ph->p_memsz)
+				f->index[k] = f->n;
+		}
+	f->n++;
+	return 0;
+}
+
+static uintptr_t handler_addr(const struct sigaction *sa)
+{
+	return (sa->sa_flags & SA_SIGINFO) ? (uintptr_t)sa->sa_sigaction : (uintptr_t)sa->sa_handler;
+}
+
+__attribute__((constructor)) static void record_lib_handlers(void)
+{
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) < 0)
+			continue;
+		if (!(sa.sa_flags & SA_SIGINFO) && (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN))
+			continue;
+		obj_find f = { { (uintptr_t)&record_lib_handlers, handler_addr(&sa) }, { -1, -1 }, 0 };
+		dl_iterate_phdr(obj_cb, &f);
+		/* Index 0 is the program: a handler there is the program's own. */
+		if (f.index[1] > 0 && f.index[0] >= 0 && f.index[1] >= f.index[0]) {
+			lib_installed[sig] = sa;
+			lib_installed_set[sig] = 1;
+		}
+	}
+}
+
+/* 1 if sa is the handler a library's constructor installed (above). */
+static int installed_by_library(int sig, const struct sigaction *sa)
+{
+	return lib_installed_set[sig] && handler_addr(sa) == handler_addr(&lib_installed[sig]) &&
+	       (sa->sa_flags & SA_SIGINFO) == (lib_installed[sig].sa_flags & SA_SIGINFO);
 }
 
 static void on_signal(int sig, siginfo_t *si, void *uc)
@@ -50,7 +109,9 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 			atomic_store(&ctx->preempt_sig, sig);
 	}
 	const struct sigaction *o = &saved[sig];
-	if (o->sa_flags & SA_SIGINFO) {
+	if (installed_by_library(sig, o)) {
+		/* not chained: see the top of the file */
+	} else if (o->sa_flags & SA_SIGINFO) {
 		if (o->sa_sigaction)
 			o->sa_sigaction(sig, si, uc);
 	} else if (o->sa_handler != SIG_DFL && o->sa_handler != SIG_IGN && o->sa_handler) {
@@ -108,6 +169,7 @@ int ckpt_preempt_install(ckpt_ctx *ctx, const int *signals, int nsignals)
 		pthread_mutex_unlock(&install_mu);
 		return -ENOSPC;
 	}
+	char skipped[160] = "";
 	for (int i = 0; i < nsignals && r == 0; i++) {
 		int sig = signals[i], have = 0;
 		for (int k = 0; k < ctx->narmed_sigs; k++)
@@ -124,6 +186,13 @@ int ckpt_preempt_install(ckpt_ctx *ctx, const int *signals, int nsignals)
 				r = -errno;
 				break;
 			}
+			Dl_info di;
+			if (installed_by_library(sig, &saved[sig]) && strlen(skipped) + 64 < sizeof(skipped)) {
+				const char *lib = dladdr((void *)handler_addr(&saved[sig]), &di) && di.dli_fname ? di.dli_fname : "?";
+				const char *base = strrchr(lib, '/');
+				snprintf(skipped + strlen(skipped), sizeof(skipped) - strlen(skipped), "%s%s's for signal %d",
+				         skipped[0] ? ", " : "", base ? base + 1 : lib, sig);
+			}
 		}
 		users[sig]++;
 		ctx->armed_sigs[ctx->narmed_sigs++] = sig;
@@ -133,6 +202,9 @@ int ckpt_preempt_install(ckpt_ctx *ctx, const int *signals, int nsignals)
 	if (r == 0)
 		LOG_I(&ctx->log, CKPT_NO_VERSION, "preemption: %d signal(s) armed; a notice gives %u ms", ctx->narmed_sigs,
 		      ctx->cfg.preempt_grace_ms);
+	if (skipped[0])
+		LOG_I(&ctx->log, CKPT_NO_VERSION, "preemption: a handler a library installed when it was loaded is not "
+		      "called (%s): it would end the process before the save", skipped);
 	return r;
 }
 
@@ -164,8 +236,8 @@ static void local_emergency(ckpt_ctx *ctx, uint64_t deadline)
 static int raise_notice(ckpt_ctx *ctx, uint64_t deadline, uint32_t source, const char *what)
 {
 	if (!deadline)
-		deadline = wall_ns() + (uint64_t)ctx->cfg.preempt_grace_ms * 1000000ull;
-	uint64_t left = deadline > wall_ns() ? deadline - wall_ns() : 0;
+		deadline = ckpt__wall_ns() + (uint64_t)ctx->cfg.preempt_grace_ms * 1000000ull;
+	uint64_t left = deadline > ckpt__wall_ns() ? deadline - ckpt__wall_ns() : 0;
 	if (ctx->daemon) {
 		int r = ckpt__daemon_preempt(ctx, deadline, source, what);
 		if (r == 0) {
@@ -233,7 +305,7 @@ void ckpt__preempt_emergency(ckpt_ctx *ctx, uint64_t step, uint64_t deadline, ui
 	em->tier = tier;
 	uint64_t cur = ctx->step_cur;
 	pthread_mutex_unlock(&ctx->step_mu);
-	uint64_t w = wall_ns();
+	uint64_t w = ckpt__wall_ns();
 	LOG_W(&ctx->log, step, "emergency checkpoint: save at step %llu (now at %llu), commit at tier 0x%x, %.1f s "
 	      "left%s", (unsigned long long)step, (unsigned long long)cur, tier, deadline > w ? (deadline - w) / 1e9 : 0.0,
 	      again ? " (deadline updated)" : "");
@@ -263,7 +335,7 @@ int ckpt__preempt_step(ckpt_ctx *ctx, uint64_t step, int act, int *say_exit)
 	if (em->state == CKPT_EM_NONE)
 		return act;
 	uint64_t margin = (uint64_t)ctx->cfg.preempt_exit_margin_ms * 1000000ull;
-	if (em->state == CKPT_EM_SAFE || wall_ns() + margin >= em->deadline) {
+	if (em->state == CKPT_EM_SAFE || ckpt__wall_ns() + margin >= em->deadline) {
 		if (!em->exit_said)
 			*say_exit = em->exit_said = em->state == CKPT_EM_SAFE ? CKPT_EM_EXIT_SAFE : CKPT_EM_EXIT_LATE;
 		return CKPT_STEP_EXIT;

@@ -21,8 +21,11 @@ int ckpt_region_add(ckpt_ctx *ctx, const ckpt_region_desc *d)
 	if (!ctx || !d || d->size < sizeof(*d))
 		return -EINVAL;
 	size_t nl = d->name ? strnlen(d->name, CKPT_MAX_NAME + 1) : 0;
-	if (ckpt__region_name_valid(d->name, nl) < 0) {
-		LOG_E(&ctx->log, CKPT_NO_VERSION, "region name invalid: 1-255 bytes, no '/', not '.' or '..'");
+	/* Names are decided here, once: every tool prints them, and a name a
+	 * terminal acts on, or that is not UTF-8, never reaches a file. */
+	if (ckpt__region_name_writable(d->name, nl) < 0) {
+		LOG_E(&ctx->log, CKPT_NO_VERSION, "region name invalid: 1-255 bytes of well-formed UTF-8, no control "
+		      "characters, no '/' or '\\', not '.' or '..'");
 		return -CKPT_ENAME;
 	}
 	for (uint32_t i = 0; i < ctx->nregions; i++)

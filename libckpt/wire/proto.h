@@ -50,7 +50,7 @@ extern "C" {
 #define CKPTD_MAX_MESSAGE (CKPTD_MAX_FRAME - CKPTD_SEAL_LEN)
 #define CKPTD_FIELD_HEADER_LEN 8u
 
-#define CKPTD_JOB_MAX 64    /* same rule as libckpt's job ids */
+#define CKPTD_JOB_MAX 64    /* CKPT_JOB_MAX: one rule, ckpt__job_valid */
 #define CKPTD_NAME_MAX 64   /* node and failure-domain names */
 #define CKPTD_ADDR_MAX 255  /* "host:port" or "unix:/path" */
 #define CKPTD_TEXT_MAX 1024 /* error text */
@@ -730,10 +730,6 @@ int ckptd_msg_equal(const ckptd_msg *a, const ckptd_msg *b);
 /* Fills m as an ERROR refusing a peer that speaks peer_version (packed),
  * text naming both versions. */
 void ckptd_msg_version_error(ckptd_msg *m, uint32_t peer_version);
-
-/* 0 if s is a valid job id (1..64 of [A-Za-z0-9._-], not starting with '.'),
- * else -CKPT_ENAME. */
-int ckptd_job_valid(const char *s);
 
 #ifdef __cplusplus
 }

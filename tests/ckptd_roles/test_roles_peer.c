@@ -335,6 +335,9 @@ static void phase_bc(void)
 		int from_peer = log_has(&p[r], r, "restored from PEER_MEM");
 		int from_mem = log_has(&p[r], r, "restored from LOCAL_MEM");
 		int from_disk = log_has(&p[r], r, "restored from LOCAL_DISK");
+		if (r == 2 || r == 3)
+			CHECK(!log_has(&p[r], r, "ckpt ERROR"), "rank %d on the replacement node restored fine but logged an "
+			      "ERROR (its shard is on partners, not in this node's root)", r);
 		if (r == 2) {
 			CHECK((from_peer || from_mem) && !from_disk, "rank %d on the replacement node: want a restore from "
 			      "partner DRAM (directly, or prefetched into node DRAM)", r);

@@ -67,6 +67,13 @@ static int fz_name_cmp(const void *a, const void *b)
 /* Checks what the decoder promises of an accepted footer, re-derived here
  * independently of its code. footer_offset is where the footer starts (chunk
  * data must end before it). Returns NULL, or what is wrong. */
+/* Orders (offset, end) pairs by offset. */
+static inline int fz_u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 static inline const char *fz_footer_invariants(const ckpt_fmt_footer *f, uint64_t footer_offset)
 {
 	if (f->chunk_bytes < CKPT_FMT_MIN_CHUNK || f->chunk_bytes > CKPT_FMT_MAX_CHUNK ||
@@ -139,6 +146,19 @@ static inline const char *fz_footer_invariants(const ckpt_fmt_footer *f, uint64_
 				bad = "two regions share a name";
 	}
 	free(names);
+	/* Stored ranges disjoint: each stored byte is read once. */
+	uint64_t *ends = NULL;
+	if (!bad && f->chunk_count > 1 && (ends = malloc(f->chunk_count * 2 * sizeof(*ends)))) {
+		for (uint64_t i = 0; i < f->chunk_count; i++) {
+			ends[2 * i] = f->chunks[i].offset;
+			ends[2 * i + 1] = f->chunks[i].offset + f->chunks[i].stored_len;
+		}
+		qsort(ends, f->chunk_count, 2 * sizeof(*ends), fz_u64_cmp);
+		for (uint64_t i = 1; i < f->chunk_count && !bad; i++)
+			if (ends[2 * i] < ends[2 * i - 1])
+				bad = "two chunks store overlapping bytes";
+	}
+	free(ends);
 	return bad;
 }
 

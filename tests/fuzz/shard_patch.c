@@ -5,6 +5,7 @@
  *   ckpt_shard_patch rename-region FILE OLD NEW   region OLD is named NEW
  *   ckpt_shard_patch region-bytes FILE NAME N     region NAME claims N bytes
  *                                                 (data_bytes follows)
+ *   ckpt_shard_patch world-size FILE N            the header claims N ranks
  * Exit 0 done, 1 error, 2 usage. */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +18,8 @@
 static int usage(void)
 {
 	fprintf(stderr, "usage: ckpt_shard_patch rename-region FILE OLD NEW\n"
-	                "       ckpt_shard_patch region-bytes FILE NAME BYTES\n");
+	                "       ckpt_shard_patch region-bytes FILE NAME BYTES\n"
+	                "       ckpt_shard_patch world-size FILE N\n");
 	return 2;
 }
 
@@ -40,11 +42,12 @@ static uint8_t *slurp(const char *path, size_t *len)
 
 int main(int argc, char **argv)
 {
-	if (argc != 5)
+	int do_world = argc == 4 && !strcmp(argv[1], "world-size");
+	if (argc != 5 && !do_world)
 		return usage();
-	const char *cmd = argv[1], *path = argv[2], *name = argv[3], *arg = argv[4];
+	const char *cmd = argv[1], *path = argv[2], *name = do_world ? NULL : argv[3], *arg = argv[argc - 1];
 	int do_rename = !strcmp(cmd, "rename-region");
-	if (!do_rename && strcmp(cmd, "region-bytes"))
+	if (!do_rename && !do_world && strcmp(cmd, "region-bytes"))
 		return usage();
 	size_t len;
 	uint8_t *buf = slurp(path, &len);
@@ -57,6 +60,17 @@ int main(int argc, char **argv)
 	if (ckpt__shard_parse_mem(buf, len, &s, why, sizeof(why)) < 0) {
 		fprintf(stderr, "ckpt_shard_patch: %s: %s\n", path, why);
 		return 1;
+	}
+	uint64_t fo = s.tail.footer_offset, hsum = s.tail.header_checksum;
+	if (do_world) {
+		char *end;
+		errno = 0;
+		unsigned long long w = strtoull(arg, &end, 0);
+		if (errno || *end || w == 0 || w > UINT32_MAX)
+			return usage();
+		s.header.world_size = (uint32_t)w;
+		hsum = ckpt__fmt_header_encode(buf, &s.header);
+		name = s.footer.regions[0].name; /* the footer is re-encoded as it was */
 	}
 	int ri = ckpt__shard_find_region(&s, name);
 	if (ri < 0) {
@@ -71,7 +85,7 @@ int main(int argc, char **argv)
 			return usage();
 		memcpy(r->name, arg, n + 1);
 		r->name_len = (uint16_t)n;
-	} else {
+	} else if (!do_world) {
 		char *end;
 		errno = 0;
 		uint64_t want = strtoull(arg, &end, 0);
@@ -81,7 +95,6 @@ int main(int argc, char **argv)
 		f->data_bytes = f->data_bytes - r->bytes + want;
 		r->bytes = want;
 	}
-	uint64_t fo = s.tail.footer_offset, hsum = s.tail.header_checksum;
 	size_t tl = ckpt__fmt_trailer_len(f);
 	uint8_t *out = calloc(1, fo + tl);
 	if (!out)

@@ -5,6 +5,8 @@
  * and resealed, so that only the hostile field is wrong and the checks
  * behind the checksums are the ones tested. */
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <zstd.h>
 
 #include "fuzz_common.h"
@@ -41,6 +43,13 @@ typedef struct hshard {
 static uint8_t alpha_raw[ALPHA_BYTES], omega_raw[OMEGA_BYTES];
 static int fails;
 static char dir[512];
+
+static uint64_t t_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 #define CHECK(cond, ...) do { if (!(cond)) { fails++; fflush(stdout); fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
 	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
@@ -478,6 +487,71 @@ static void chunk_cases(const hshard *x)
 	hs_copy(&y, x);
 	y.chk[1].stored_len = 30000;
 	expect_struct("raw chunk with stored != raw length", &y, -CKPT_ECORRUPT);
+	/* Stored ranges that share bytes: one stored copy read as several (a
+	 * small file restored as a huge one). */
+	hs_copy(&y, x);
+	y.chk[1].offset = y.chk[0].offset;
+	expect_struct("two chunks at the same offset", &y, -CKPT_ECORRUPT);
+	hs_copy(&y, x);
+	y.chk[2].offset = y.chk[0].offset + 4096;
+	expect_struct("chunk starting inside another", &y, -CKPT_ECORRUPT);
+	hs_copy(&y, x);
+	/* alpha's chunks the other way round (out of table order), omega's
+	 * inside chunk 1's bytes */
+	y.chk[1].offset = CKPT_FMT_HEADER_LEN;
+	y.chk[0].offset = CKPT_FMT_HEADER_LEN + CKPT_ALIGN_UP(x->slen[1], CKPT_ALIGN);
+	y.chk[2].offset = CKPT_FMT_HEADER_LEN + 4096;
+	expect_struct("overlap out of table order", &y, -CKPT_ECORRUPT);
+}
+
+/* Stored ranges in any order, disjoint: accepted (a writer may place
+ * chunks as they complete). */
+static void order_cases(const hshard *x)
+{
+	hshard y;
+	hs_copy(&y, x);
+	size_t len;
+	/* alpha's two chunks stored the other way round, in the same area */
+	uint64_t a = CKPT_FMT_HEADER_LEN, b = a + CKPT_ALIGN_UP(x->slen[1], CKPT_ALIGN);
+	y.chk[1].offset = y.where[1] = a;
+	y.chk[0].offset = y.where[0] = b;
+	uint8_t *buf = hs_encode(&y, &len);
+	expect_accept("chunks stored out of table order", buf, len);
+	free(buf);
+}
+
+/* A footer of 2^18 regions (no chunks), names distinct but for the last:
+ * the duplicate is found, and the valid one opens, in n log n (the check
+ * was once quadratic: 60,000 regions took 45 s). */
+static void many_regions_case(void)
+{
+	const uint32_t n = 1u << 18;
+	hshard y;
+	memset(&y, 0, sizeof(y));
+	y.h.version = 7;
+	y.h.world_size = 1;
+	snprintf(y.h.job, sizeof(y.h.job), "hostile");
+	ckpt_fmt_region *reg = calloc(n, sizeof(*reg));
+	T_ASSERT(reg);
+	for (uint32_t i = 0; i < n; i++) {
+		char nm[16];
+		snprintf(nm, sizeof(nm), "r%07u", (i * 2654435761u) % n); /* distinct, not in order */
+		set_region(&reg[i], nm, 0, 0, 0);
+	}
+	y.footer_offset = CKPT_FMT_HEADER_LEN;
+	y.f.region_count = n;
+	y.f.chunk_bytes = CB;
+	y.f.regions = reg;
+	y.f.chunks = y.chk;
+	uint64_t t0 = t_now_ms();
+	size_t len;
+	uint8_t *buf = hs_encode(&y, &len);
+	expect_accept("2^18 regions", buf, len);
+	free(buf);
+	memcpy(reg[n - 1].name, reg[n / 2].name, sizeof(reg[0].name));
+	expect_struct("2^18 regions, one name twice", &y, -CKPT_ECORRUPT);
+	printf("     (2^18 regions: encoded and opened three times in %llu ms)\n", (unsigned long long)(t_now_ms() - t0));
+	free(reg);
 }
 
 /* A region whose byte count makes (bytes + chunk_bytes - 1) wrap: the
@@ -597,6 +671,38 @@ static void expect_index(const char *label, int r, int want)
 		printf("ok   %-44s %s\n", label, r ? ckpt_strerror(r) : "accepted");
 }
 
+/* Not a shard file at all: a FIFO must not block the open, a symlink to a
+ * valid shard is not followed, a directory is refused. */
+static void file_kind_cases(void)
+{
+	hshard x;
+	hs_init(&x, 0);
+	size_t len;
+	uint8_t *buf = hs_encode(&x, &len);
+	char real[700], path[700], why[256];
+	snprintf(real, sizeof(real), "%s", write_file("real.ckpt", buf, len));
+	free(buf);
+	hs_free(&x);
+	ckpt_shard s;
+	T_OK(ckpt__shard_open(real, &s, why, sizeof(why)));
+	ckpt__shard_close(&s);
+	snprintf(path, sizeof(path), "%s/link.ckpt", dir);
+	T_ASSERT(symlink(real, path) == 0);
+	int r = ckpt__shard_open(path, &s, why, sizeof(why));
+	CHECK(r == -CKPT_ECORRUPT, "symlink to a shard: %d (%s)", r, why);
+	if (r == 0)
+		ckpt__shard_close(&s);
+	snprintf(path, sizeof(path), "%s/fifo.ckpt", dir);
+	T_ASSERT(mkfifo(path, 0600) == 0);
+	r = ckpt__shard_open(path, &s, why, sizeof(why));
+	CHECK(r == -CKPT_ECORRUPT, "FIFO: %d (%s)", r, why);
+	snprintf(path, sizeof(path), "%s/dir.ckpt", dir);
+	T_ASSERT(mkdir(path, 0700) == 0);
+	r = ckpt__shard_open(path, &s, why, sizeof(why));
+	CHECK(r < 0, "directory: accepted");
+	printf("ok   %-44s refused\n", "symlink, FIFO and directory as shard files");
+}
+
 static void index_cases(void)
 {
 	ckpt_idx_version v = { .state = CKPT_STATE_COMMITTED, .world_size = 2, .shards_done = 2, .lineage = 9 };
@@ -667,9 +773,12 @@ int main(void)
 	header_cases(&x);
 	region_cases(&x);
 	chunk_cases(&x);
+	order_cases(&x);
+	many_regions_case();
 	size_wrap_cases();
 	hs_free(&x);
 	data_cases();
+	file_kind_cases();
 	index_cases();
 
 	t_rmrf(dir);

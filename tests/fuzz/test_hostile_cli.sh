@@ -5,7 +5,8 @@
 # after `ckpt reindex` (the index rebuilt from the hostile file itself).
 # verify must exit 3, restore must exit non-zero and write nothing outside
 # --out. Also: region names that collide with restore's temporary names, and
-# a region whose size makes the chunk count computation wrap.
+# a region whose size makes the chunk count computation wrap; region names
+# a terminal would act on; save inputs that are FIFOs or shrink.
 # Needs CKPT_BIN (ckpt) and CKPT_TESTS_BIN (ckpt_shard_patch).
 set -u
 export LC_ALL=C
@@ -177,6 +178,99 @@ restore_jailed "restore, index untouched" 3 "$r" --version 1
 run 3 "reindex refuses the file" "$ckpt" reindex --root "$r"
 run 4 "verify after reindex (no such version)" "$ckpt" verify --root "$r" --job hj --version 1
 restore_jailed "restore after reindex" 4 "$r" --version 1
+
+echo "--- region names a terminal would act on, and names that are not UTF-8"
+# Output escapes what a file says: no escape sequence reaches the terminal,
+# a newline cannot forge a line, and --json stays valid UTF-8 JSON. ckpt
+# save refuses to write such names in the first place (docs/format.md 4.2).
+r="$tmp/r7"
+printf 'x\n' > "$tmp/in/a.txt"
+printf 'y\n' > "$tmp/in/b.txt"
+save "$r" --version 1 "$tmp/in/a.txt" "$tmp/in/b.txt"
+"$patch" rename-region "$(shard "$r" 1 0)" a.txt $'\e]2;owned\a\e[2J\nversion 1 rank 0: ok' || fail "patch escape name"
+"$patch" rename-region "$(shard "$r" 1 0)" b.txt $'\xff\xfe\xc0\xafname' || fail "patch non-UTF-8 name"
+"$ckpt" reindex --root "$r" > /dev/null 2>&1
+"$ckpt" show --root "$r" --job hj --version 1 > "$tmp/show.out" 2>&1
+if LC_ALL=C grep -q $'\e' "$tmp/show.out" || grep -q '^version 1 rank 0: ok' "$tmp/show.out"; then
+	fail "show printed a region name raw: $(od -c "$tmp/show.out" | head -5)"
+else
+	ok "show escapes region names"
+fi
+[ "$(wc -l < "$tmp/show.out")" -eq 4 ] || fail "show: a name added lines: $(cat -v "$tmp/show.out")"
+"$ckpt" show --root "$r" --job hj --version 1 --json > "$tmp/show.json" 2>&1
+if python3 -c 'import json,sys; d=json.loads(open(sys.argv[1],"rb").read().decode("utf-8")); n=[g["name"] for g in d["shards"][0]["regions"]]; assert "\x1b]2;owned\x07\x1b[2J\nversion 1 rank 0: ok" in n, n; assert any(x.endswith("name") and "\ufffd" in x for x in n), n' "$tmp/show.json"; then
+	ok "show --json: valid UTF-8 JSON, controls escaped, bad bytes replaced"
+else
+	fail "show --json is not valid UTF-8 JSON: $(od -c "$tmp/show.json" | head -5)"
+fi
+"$ckpt" verify --root "$r" --job hj --version 1 > "$tmp/verify.out" 2>&1
+LC_ALL=C grep -q $'\e' "$tmp/verify.out" && fail "verify printed a raw escape"
+mkdir -p "$tmp/in8"
+v=0
+for bad in $'bad\nname' $'bell\a' $'\xff.bin' $'csi\xc2\x9b2J'; do
+	v=$((v + 1))
+	printf 'z\n' > "$tmp/in8/$bad"
+	if "$ckpt" save --root "$tmp/r8" --job hj --version $v "$tmp/in8/$bad" > "$tmp/save.out" 2>&1; then
+		fail "save accepted the region name $(printf '%q' "$bad")"
+	elif grep -q "UTF-8" "$tmp/save.out"; then
+		ok "save refuses the region name $(printf '%q' "$bad")"
+	else
+		fail "save refused $(printf '%q' "$bad") without saying why: $(cat -v "$tmp/save.out")"
+	fi
+	rm -f "$tmp/in8/$bad"
+done
+printf 'u\n' > "$tmp/in8/模型-ü.bin"
+"$ckpt" save --root "$tmp/r8" --job hj --version 10 "$tmp/in8/模型-ü.bin" > "$tmp/save.out" 2>&1 && \
+	ok "save takes a UTF-8 region name" || fail "save refused a UTF-8 name: $(cat "$tmp/save.out")"
+
+echo "--- a header claiming 2^32-1 ranks"
+# reindex takes it (a PENDING version of one shard); show and verify walk
+# the ranks that have files, not four billion of them.
+r="$tmp/r10"
+save "$r" --version 1 "$tmp/in/notes.txt"
+"$patch" world-size "$(shard "$r" 1 0)" 4294967295 || fail "patch world size"
+run 0 "reindex of a 2^32-1-rank header" "$ckpt" reindex --root "$r"
+run 0 "show of a 2^32-1-rank version" timeout 60 "$ckpt" show --root "$r" --job hj --version 1
+[ "$(wc -l < "$tmp/last.out")" -le 20 ] || fail "show printed $(wc -l < "$tmp/last.out") lines"
+run 0 "verify of a 2^32-1-rank version" timeout 60 "$ckpt" verify --root "$r" --job hj --version 1
+"$ckpt" show --root "$r" --job hj --version 1 --json | python3 -c 'import json,sys; json.load(sys.stdin)' || \
+	fail "show --json of a 2^32-1-rank version is not JSON"
+
+echo "--- save inputs that are not plain, stable files"
+# A FIFO would block the save forever; a file that shrinks while it is read
+# once killed the tool with SIGBUS (mmap). Both are errors naming the file.
+mkdir -p "$tmp/in9"
+mkfifo "$tmp/in9/fifo"
+timeout 20 "$ckpt" save --root "$tmp/r9" --job hj --version 1 "$tmp/in9/fifo" > "$tmp/save.out" 2>&1
+rc=$?
+if [ "$rc" -eq 124 ]; then fail "save of a FIFO hangs"
+elif [ "$rc" -ne 0 ] && grep -q "not a regular file" "$tmp/save.out"; then ok "save refuses a FIFO (exit $rc)"
+else fail "save of a FIFO: exit $rc: $(cat "$tmp/save.out")"; fi
+timeout 20 "$ckpt" import --format safetensors "$tmp/in9/fifo" --root "$tmp/r9" --job hj --version 3 \
+	> "$tmp/import.out" 2>&1
+rc=$?
+if [ "$rc" -eq 124 ]; then fail "import of a FIFO hangs"
+elif [ "$rc" -ne 0 ] && grep -q "not a regular file" "$tmp/import.out"; then ok "import refuses a FIFO (exit $rc)"
+else fail "import of a FIFO: exit $rc: $(cat "$tmp/import.out")"; fi
+head -c 8M /dev/urandom > "$tmp/in9/shrinks.bin"
+CKPT_FAULT=cli.save_read=delay:3000 "$ckpt" save --root "$tmp/r9" --job hj --version 2 "$tmp/in9/shrinks.bin" \
+	> "$tmp/save.out" 2>&1 &
+spid=$!
+# Shrunk while the tool holds it open (stopped at the fault point, its size known).
+seen=
+for _ in $(seq 200); do
+	for l in /proc/$spid/fd/*; do [ "$(readlink "$l" 2>/dev/null)" = "$tmp/in9/shrinks.bin" ] && seen=1; done
+	[ -n "$seen" ] && break
+	sleep 0.05
+done
+[ -n "$seen" ] || fail "save never opened the input file"
+truncate -s 4096 "$tmp/in9/shrinks.bin"
+wait "$spid"
+rc=$?
+if [ "$rc" -ge 128 ]; then fail "save died by signal $((rc - 128)) when its input shrank"
+elif [ "$rc" -ne 0 ] && grep -q "shrank" "$tmp/save.out"; then ok "save of a shrinking file refused (exit $rc)"
+else fail "save of a shrinking file: exit $rc: $(cat "$tmp/save.out")"; fi
+"$ckpt" ls --root "$tmp/r9" --job hj 2>/dev/null | grep -q '^ *2 ' && fail "a version was saved from a shrinking file"
 
 if [ "$fails" -ne 0 ]; then
 	echo "$fails checks failed"

@@ -100,7 +100,18 @@ void help_import(FILE *out);
 /* ckpt show --global: the global tensors of c->version (or the newest). */
 int cli_show_global(cli *c);
 int cli_need(cli *c, int root, int job);
+/* The ranks below world with a shard file in version v's directory, sorted
+ * (ranks.c); *out is freed by the caller. Returns 0 or -errno. */
+int cli_version_ranks(const cli *c, uint64_t v, uint32_t world, uint32_t **out, size_t *n);
+/* Calls fn for the first limit ranks below world that are not in have
+ * (sorted, distinct, all below world); returns how many are missing in all.
+ * Its work is bounded by n + limit, whatever world says. */
+uint64_t cli_missing_ranks(uint32_t world, const uint32_t *have, size_t n, unsigned limit,
+                           void (*fn)(void *arg, uint32_t r), void *arg);
+#define CLI_MISSING_NAMED 16 /* missing ranks named one by one, then counted */
 void cli_json_str(FILE *out, const char *s);
+void cli_text_str(FILE *out, const char *s);
+const char *cli_text(const char *s, char *buf, size_t cap);
 const char *cli_human(uint64_t bytes, char *buf, size_t cap);
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -840,7 +840,8 @@ int cli_restore_daemon(cli *c, const char *out)
 			if (err == 0)
 				from_mem++;
 			else
-				fprintf(stderr, "ckpt restore: rank %u: DRAM copy: %s%s\n", r, why[0] ? why : ckpt_strerror(err),
+				fprintf(stderr, "ckpt restore: rank %u: DRAM copy: %s%s\n", r,
+				        cli_text(why[0] ? why : ckpt_strerror(err), (char[2100]){ 0 }, 2100),
 				        loc.tiers & CKPT_TIER_LOCAL_DISK ? "; reading the disk copy" : "");
 		}
 		if (err < 0 && (loc.tiers & CKPT_TIER_LOCAL_DISK)) {
@@ -860,7 +861,8 @@ int cli_restore_daemon(cli *c, const char *out)
 			if (err == 0)
 				from_disk++;
 			else
-				fprintf(stderr, "ckpt restore: rank %u: disk copy %s: %s\n", r, path, why[0] ? why : ckpt_strerror(err));
+				fprintf(stderr, "ckpt restore: rank %u: disk copy %s: %s\n", r, path,
+				        cli_text(why[0] ? why : ckpt_strerror(err), (char[2100]){ 0 }, 2100));
 		}
 		if (dfd >= 0)
 			close(dfd);
@@ -886,7 +888,7 @@ int cli_restore_daemon(cli *c, const char *out)
 		goto out;
 	}
 	if ((err = cli_publish_dir(stage, out, why, sizeof(why))) < 0) {
-		fprintf(stderr, "ckpt restore: %s\n", why[0] ? why : ckpt_strerror(err));
+		fprintf(stderr, "ckpt restore: %s\n", cli_text(why[0] ? why : ckpt_strerror(err), (char[2100]){ 0 }, 2100));
 		rc = EXIT_ERROR;
 		goto out;
 	}
@@ -1169,17 +1171,19 @@ int cmd_preempt(cli *c, int argc, char **argv)
 	ckptd_client_close(cl);
 	if (rc)
 		return rc;
-	int told = rep.u.ok.count != 0;
+	uint32_t told = rep.u.ok.count; /* jobs whose ranks the coordinator told */
 	ckptd_msg_free(&rep);
 	if (c->json)
-		printf("{\"job\": \"%s\", \"node\": \"%s\", \"emergency\": %s}\n", c->job, node, told ? "true" : "false");
+		printf("{\"job\": \"%s\", \"node\": \"%s\", \"emergency\": %s, \"jobs_told\": %u}\n", c->job, node,
+		       told ? "true" : "false", told);
 	else if (told)
 		printf("job %s: emergency checkpoint requested%s%s; its ranks save one step and leave\n", c->job,
 		       node[0] ? " for node " : "", node);
-	else
-		printf("job %s: notice taken, but no rank of the job reports its steps to the coordinator%s\n", c->job,
-		       " (ranks must call ckpt_step through an agent)");
-	return EXIT_OK;
+	if (!told)
+		fprintf(stderr, "ckpt preempt: job %s: no rank was told: the coordinator knows no rank of the job that "
+		        "reports its steps (ranks call ckpt_step, through an agent); nothing will be saved%s%s%s\n", c->job,
+		        node[0] ? "; node " : "", node, node[0] ? " stays out of partner placement until the deadline" : "");
+	return told ? EXIT_OK : EXIT_NOTFOUND;
 }
 
 void help_preempt(FILE *o)
@@ -1190,5 +1194,7 @@ void help_preempt(FILE *o)
 	           "it to a tier off node N (partner DRAM, else shared storage) and leaves once it is\n"
 	           "committed there, or when the deadline is close. Without --node no node is left\n"
 	           "out (through an agent: that agent's node). --deadline: how long the node has\n"
-	           "(default: the coordinator's --preempt-deadline, 30 s).\n");
+	           "(default: the coordinator's --preempt-deadline, 30 s).\n"
+	           "Exit: 0 when the ranks were told; 4 when no rank was (an unknown job, or ranks\n"
+	           "that do not call ckpt_step through an agent); 1 when the daemon cannot be asked.\n");
 }

@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <dirent.h>
@@ -38,7 +37,7 @@ typedef struct save_args {
 } save_args;
 
 typedef struct mapped_file {
-	void *p;
+	void *p; /* the file's bytes, read whole */
 	size_t n;
 } mapped_file;
 
@@ -104,31 +103,60 @@ static int save_config(cli *c, const save_args *a, ckpt_config *cfg)
 	return 0;
 }
 
-/* Maps each file read-only; *total receives their sizes in whole chunks.
- * Returns EXIT_OK or the exit code, having said what was wrong. */
-static int save_map(const save_args *a, mapped_file *maps, uint64_t chunk_bytes, uint64_t *total)
+/* Reads one input file whole into memory. Only a regular file: a FIFO or
+ * a device would block or never end (the open does not block: O_NONBLOCK).
+ * read(), not mmap: a file that shrinks under an mmap kills the process
+ * with SIGBUS; here it is a short read, and an error naming the file. */
+static int save_read_one(cli *c, const char *path, mapped_file *m)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st, st2;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		fprintf(stderr, "ckpt save: %s: %s\n", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return EXIT_USAGE;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		fprintf(stderr, "ckpt save: %s: not a regular file (%s); save reads regular files only\n", path,
+		        S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory"
+		        : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "a socket or other");
+		close(fd);
+		return EXIT_USAGE;
+	}
+	int rc = EXIT_ERROR, err = 0;
+	m->n = (size_t)st.st_size;
+	if (m->n && !(m->p = malloc(m->n))) {
+		fprintf(stderr, "ckpt save: %s: no memory for %zu bytes\n", path, m->n);
+		goto out;
+	}
+	ckpt__fault(&c->faults, "cli.save_read");
+	if (m->n && (err = ckpt__pread_full(fd, m->p, m->n, 0)) < 0) {
+		int shrank = fstat(fd, &st2) == 0 && st2.st_size < st.st_size;
+		fprintf(stderr, "ckpt save: %s: %s\n", path,
+		        shrank ? "the file shrank while it was read; nothing saved" : ckpt_strerror(err));
+		goto out;
+	}
+	if (fstat(fd, &st2) == 0 && (st2.st_size != st.st_size || st2.st_mtim.tv_sec != st.st_mtim.tv_sec ||
+	                             st2.st_mtim.tv_nsec != st.st_mtim.tv_nsec)) {
+		fprintf(stderr, "ckpt save: %s: the file changed while it was read; nothing saved\n", path);
+		goto out;
+	}
+	rc = EXIT_OK;
+out:
+	close(fd);
+	return rc;
+}
+
+/* Reads each file; *total receives their sizes in whole chunks. Returns
+ * EXIT_OK or the exit code, having said what was wrong. */
+static int save_map(cli *c, const save_args *a, mapped_file *maps, uint64_t chunk_bytes, uint64_t *total)
 {
 	*total = 0;
 	for (int i = 0; i < a->nfiles; i++) {
-		int fd = open(a->files[i], O_RDONLY | O_CLOEXEC);
-		struct stat st;
-		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-			fprintf(stderr, "ckpt save: %s: %s\n", a->files[i], fd < 0 ? strerror(errno) : "not a regular file");
-			if (fd >= 0)
-				close(fd);
-			return EXIT_USAGE;
-		}
-		maps[i].n = (size_t)st.st_size;
-		if (maps[i].n) {
-			maps[i].p = mmap(NULL, maps[i].n, PROT_READ, MAP_PRIVATE, fd, 0);
-			if (maps[i].p == MAP_FAILED) {
-				maps[i].p = NULL;
-				fprintf(stderr, "ckpt save: %s: %s\n", a->files[i], strerror(errno));
-				close(fd);
-				return EXIT_ERROR;
-			}
-		}
-		close(fd);
+		int rc = save_read_one(c, a->files[i], &maps[i]);
+		if (rc != EXIT_OK)
+			return rc;
 		*total += CKPT_ALIGN_UP((uint64_t)maps[i].n, chunk_bytes);
 	}
 	return EXIT_OK;
@@ -164,7 +192,13 @@ static int save_run(cli *c, const save_args *a, const ckpt_config *cfg, ckpt_ctx
 		ckpt_region_desc d;
 		ckpt_region_desc_init(&d, base, maps[i].p, maps[i].n);
 		if ((err = ckpt_region_add(ctx, &d)) < 0) {
-			fprintf(stderr, "ckpt save: %s: %s\n", a->files[i], ckpt_strerror(err));
+			char tb[1100];
+			if (err == -CKPT_ENAME)
+				fprintf(stderr, "ckpt save: '%s' cannot name a region (a region is named after its file): "
+				        "1-255 bytes of well-formed UTF-8, no control characters, no '\\', unique\n",
+				        cli_text(base, tb, sizeof(tb)));
+			else
+				fprintf(stderr, "ckpt save: %s: %s\n", cli_text(a->files[i], tb, sizeof(tb)), ckpt_strerror(err));
 			return EXIT_USAGE;
 		}
 	}
@@ -210,7 +244,7 @@ int cmd_save(cli *c, int argc, char **argv)
 	ckpt_ctx *ctx = NULL;
 	uint64_t total;
 	rc = EXIT_ERROR;
-	if (!maps || (rc = save_map(&a, maps, cfg.chunk_bytes, &total)) != EXIT_OK)
+	if (!maps || (rc = save_map(c, &a, maps, cfg.chunk_bytes, &total)) != EXIT_OK)
 		goto out;
 	/* Staging just large enough (at most the configured pool): the tool's
 	 * state is known before the context opens. */
@@ -225,8 +259,7 @@ int cmd_save(cli *c, int argc, char **argv)
 out:
 	ckpt_ctx_close(ctx);
 	for (int i = 0; maps && i < a.nfiles; i++)
-		if (maps[i].p)
-			munmap(maps[i].p, maps[i].n);
+		free(maps[i].p);
 	free(maps);
 	free(a.files);
 	return rc;
@@ -302,6 +335,116 @@ static int collect_v(void *arg, uint64_t version, const ckpt_idx_version *iv)
 	return 0;
 }
 
+/* One line (or JSON object) of verify's report. */
+static void verify_line(const cli *c, uint64_t v, uint32_t r, int err, const char *why, int *first)
+{
+	char tb[2100];
+	if (c->json) {
+		printf("%s\n  {\"version\": %llu, \"rank\": %u, \"ok\": %s", *first ? "" : ",", (unsigned long long)v, r,
+		       err < 0 ? "false" : "true");
+		if (err < 0) {
+			printf(", \"error\": ");
+			cli_json_str(stdout, why[0] ? why : ckpt_strerror(err));
+		}
+		printf("}");
+	} else if (err < 0) {
+		printf("version %llu rank %u: CORRUPT: %s\n", (unsigned long long)v, r,
+		       cli_text(why[0] ? why : ckpt_strerror(err), tb, sizeof(tb)));
+	} else {
+		printf("version %llu rank %u: ok\n", (unsigned long long)v, r);
+	}
+	*first = 0;
+}
+
+/* Verifies one rank's shard file: structure, the footer checksum the
+ * index recorded, every chunk. Returns 0, or the error with why set. */
+static int verify_shard(cli *c, uint64_t v, uint32_t r, char *why, size_t cap)
+{
+	char path[4096];
+	ckpt__shard_path(path, sizeof(path), c->root, c->job, v, r);
+	ckpt_shard s;
+	int err = ckpt__shard_open(path, &s, why, cap);
+	if (err < 0)
+		return err;
+	ckpt_idx_shard rec;
+	if (ckpt__index_get_shard(c->ix, c->job, v, r, &rec) == 0 && rec.footer_checksum != s.tail.footer_checksum) {
+		snprintf(why, cap, "shard file differs from the one the index recorded");
+		ckpt__shard_close(&s);
+		return -CKPT_ECORRUPT;
+	}
+	progress p = { isatty(2) && !c->json, 0, s.footer.data_bytes, -1, "verifying" };
+	ckpt_read_opts o = { .depth = 8, .direct = 1, .lg = &c->lg, .why = why, .whycap = cap };
+	err = ckpt__shard_read(path, &s, &o, null_sink, &p);
+	ckpt__shard_close(&s);
+	if (p.on && err < 0)
+		fprintf(stderr, "\n");
+	return err;
+}
+
+struct miss_arg {
+	const cli *c;
+	uint64_t v;
+	int *first;
+};
+
+static void verify_missing_one(void *arg, uint32_t r)
+{
+	struct miss_arg *m = arg;
+	verify_line(m->c, m->v, r, -ENOENT, "no shard file", m->first);
+}
+
+/* The ranks of a version that have no file, when it is not PENDING (a
+ * PENDING version's ranks may not have written yet): named one by one up
+ * to a few, then counted, so that a world size of 2^32-1 costs nothing. */
+static int verify_missing(const cli *c, uint64_t v, uint32_t world, const uint32_t *have, size_t n, int *first)
+{
+	struct miss_arg m = { c, v, first };
+	uint64_t missing = cli_missing_ranks(world, have, n, CLI_MISSING_NAMED, verify_missing_one, &m);
+	if (missing > CLI_MISSING_NAMED) {
+		char why[160];
+		snprintf(why, sizeof(why), "and %llu more of the version's %u ranks have no shard file",
+		         (unsigned long long)(missing - CLI_MISSING_NAMED), world);
+		verify_line(c, v, world - 1, -ENOENT, why, first);
+	}
+	return missing ? -ENOENT : 0;
+}
+
+/* Verifies the ranks of version v that have a file (or --rank's), and
+ * reports the missing ones. Returns 0 or a negative value when any fails. */
+static int verify_version(cli *c, uint64_t v, uint32_t state, uint32_t world, int *first)
+{
+	uint32_t *have = NULL, one;
+	size_t n = 0;
+	int bad = 0;
+	if (c->rank >= 0) {
+		if ((uint64_t)c->rank >= world)
+			return 0;
+		one = (uint32_t)c->rank;
+		have = &one;
+		n = 1;
+	} else {
+		int err = cli_version_ranks(c, v, world, &have, &n);
+		if (err < 0) {
+			verify_line(c, v, 0, err, "cannot list the version's directory", first);
+			return err;
+		}
+	}
+	for (size_t k = 0; k < n; k++) {
+		char why[512] = "";
+		int err = verify_shard(c, v, have[k], why, sizeof(why));
+		if (err == -ENOENT && state == CKPT_STATE_PENDING)
+			continue; /* not written yet */
+		bad |= err < 0;
+		verify_line(c, v, have[k], err, why, first);
+	}
+	if (c->rank < 0) {
+		if (state != CKPT_STATE_PENDING && verify_missing(c, v, world, have, n, first) < 0)
+			bad = 1;
+		free(have);
+	}
+	return bad ? -CKPT_ECORRUPT : 0;
+}
+
 int cmd_verify(cli *c, int argc, char **argv)
 {
 	int prc = cli_parse_opts(c, "verify", argc, argv);
@@ -338,50 +481,8 @@ int cmd_verify(cli *c, int argc, char **argv)
 		if (vs.state[i] == CKPT_STATE_DELETING)
 			continue;
 		found = 1;
-		for (uint32_t r = 0; r < vs.world[i]; r++) {
-			if (c->rank >= 0 && (uint32_t)c->rank != r)
-				continue;
-			char path[4096], why[512] = "";
-			ckpt__shard_path(path, sizeof(path), c->root, c->job, vs.v[i], r);
-			ckpt_shard s;
-			err = ckpt__shard_open(path, &s, why, sizeof(why));
-			if (err == -ENOENT && vs.state[i] == CKPT_STATE_PENDING)
-				continue; /* not written yet */
-			if (err == 0) {
-				ckpt_idx_shard rec;
-				if (ckpt__index_get_shard(c->ix, c->job, vs.v[i], r, &rec) == 0 &&
-				    rec.footer_checksum != s.tail.footer_checksum) {
-					err = -CKPT_ECORRUPT;
-					snprintf(why, sizeof(why), "shard file differs from the one the index recorded");
-				}
-			}
-			if (err == 0) {
-				progress p = { isatty(2) && !c->json, 0, s.footer.data_bytes, -1, "verifying" };
-				ckpt_read_opts o = { .depth = 8, .direct = 1, .lg = &c->lg, .why = why,
-				                     .whycap = sizeof(why) };
-				err = ckpt__shard_read(path, &s, &o, null_sink, &p);
-				ckpt__shard_close(&s);
-				if (p.on && err < 0)
-					fprintf(stderr, "\n");
-			}
-			if (err < 0)
-				corrupt = 1;
-			if (c->json) {
-				printf("%s\n  {\"version\": %llu, \"rank\": %u, \"ok\": %s", first ? "" : ",",
-				       (unsigned long long)vs.v[i], r, err < 0 ? "false" : "true");
-				if (err < 0) {
-					printf(", \"error\": ");
-					cli_json_str(stdout, why[0] ? why : ckpt_strerror(err));
-				}
-				printf("}");
-			} else if (err < 0) {
-				printf("version %llu rank %u: CORRUPT: %s\n", (unsigned long long)vs.v[i], r,
-				       why[0] ? why : ckpt_strerror(err));
-			} else {
-				printf("version %llu rank %u: ok\n", (unsigned long long)vs.v[i], r);
-			}
-			first = 0;
-		}
+		if (verify_version(c, vs.v[i], vs.state[i], vs.world[i], &first) < 0)
+			corrupt = 1;
 	}
 	if (c->json)
 		printf("%s]\n", first ? "" : "\n");
@@ -407,19 +508,86 @@ void help_restore(FILE *o)
 	           "verifies. Nothing is ever written outside --out. Shows a progress bar on a terminal.\n");
 }
 
+/* Region files open at once while a shard is restored: a shard may hold
+ * 2^20 regions, far more than a process may open, so files are opened as
+ * chunks arrive (chunks come in region order) and a few are kept. */
+#define OUT_FDS 16
+
 struct out_files {
 	int dirfd;
 	const ckpt_shard *s;
-	int *fds;
+	int fd[OUT_FDS];
+	uint32_t ri[OUT_FDS];
 	progress *p;
 };
+
+/* The descriptor of region ri's file; the file was created empty (and
+ * sized) before, so it is opened, never created, and never followed. */
+static int out_fd(struct out_files *o, uint32_t ri)
+{
+	unsigned k = ri % OUT_FDS;
+	if (o->fd[k] >= 0 && o->ri[k] == ri)
+		return o->fd[k];
+	if (o->fd[k] >= 0)
+		close(o->fd[k]);
+	o->fd[k] = openat(o->dirfd, o->s->footer.regions[ri].name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	o->ri[k] = ri;
+	return o->fd[k] >= 0 ? o->fd[k] : -errno;
+}
+
+static void out_close(struct out_files *o)
+{
+	for (unsigned k = 0; k < OUT_FDS; k++)
+		if (o->fd[k] >= 0) {
+			close(o->fd[k]);
+			o->fd[k] = -1;
+		}
+}
 
 static int file_sink(void *arg, uint32_t ri, uint64_t off, const void *data, size_t len)
 {
 	struct out_files *o = arg;
-	int r = ckpt__pwrite_full(o->fds[ri], data, len, off);
+	int fd = out_fd(o, ri);
+	if (fd < 0)
+		return fd;
+	int r = ckpt__pwrite_full(fd, data, len, off);
 	progress_add(o->p, len);
 	return r;
+}
+
+/* Creates every region's file in outfd, sized, one descriptor at a time. */
+static int create_files(const ckpt_shard *s, int outfd, char *why, size_t cap)
+{
+	for (uint32_t i = 0; i < s->footer.region_count; i++) {
+		const char *name = s->footer.regions[i].name;
+		int fd = openat(outfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			int err = -errno;
+			snprintf(why, cap, "cannot create %.300s: %s", name, strerror(errno));
+			return err;
+		}
+		int err = ftruncate(fd, (off_t)s->footer.regions[i].bytes) < 0 ? -errno : 0;
+		close(fd);
+		if (err < 0) {
+			snprintf(why, cap, "cannot size %.300s: %s", name, strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* fsync of every region's file, reopened one at a time. */
+static int sync_files(const ckpt_shard *s, int outfd)
+{
+	for (uint32_t i = 0; i < s->footer.region_count; i++) {
+		int fd = openat(outfd, s->footer.regions[i].name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		int err = fd < 0 || fsync(fd) < 0 ? -errno : 0;
+		if (fd >= 0)
+			close(fd);
+		if (err < 0)
+			return err;
+	}
+	return 0;
 }
 
 /* Region names were validated by the footer decoder (no '/', not '.' or
@@ -441,44 +609,24 @@ int cli_restore_shard(cli *c, const cli_shard_src *src, uint64_t v, uint32_t ran
 		ckpt__shard_close(&s);
 		return -CKPT_ECORRUPT;
 	}
-	uint32_t n = s.footer.region_count;
-	int *fds = calloc(n + 1, sizeof(int));
-	if (!fds) {
+	if ((err = create_files(&s, outfd, why, cap)) < 0) {
 		ckpt__shard_close(&s);
-		return -ENOMEM;
-	}
-	for (uint32_t i = 0; i < n; i++)
-		fds[i] = -1;
-	for (uint32_t i = 0; i < n; i++) {
-		const char *name = s.footer.regions[i].name;
-		fds[i] = openat(outfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-		if (fds[i] < 0) {
-			err = -errno;
-			snprintf(why, cap, "cannot create %.300s: %s", name, strerror(errno));
-			goto done;
-		}
-		if (ftruncate(fds[i], (off_t)s.footer.regions[i].bytes) < 0) {
-			err = -errno;
-			goto done;
-		}
+		return err;
 	}
 	char what[64];
 	snprintf(what, sizeof(what), "restoring v%llu r%u", (unsigned long long)v, rank);
 	progress p = { isatty(2) && !c->json, 0, s.footer.data_bytes, -1, what };
-	struct out_files of = { outfd, &s, fds, &p };
+	struct out_files of = { .dirfd = outfd, .s = &s, .p = &p };
+	for (unsigned k = 0; k < OUT_FDS; k++)
+		of.fd[k] = -1;
 	ckpt_read_opts o = { .depth = 8, .direct = 1, .lg = &c->lg, .why = why, .whycap = cap };
 	err = src->img ? ckpt__shard_read_mem(src->img, src->len, &s, &o, file_sink, &of)
 	               : ckpt__shard_read(src->path, &s, &o, file_sink, &of);
+	out_close(&of);
 	if (p.on && err < 0)
 		fprintf(stderr, "\n");
-	for (uint32_t i = 0; err == 0 && i < n; i++)
-		if (fsync(fds[i]) < 0)
-			err = -errno;
-done:
-	for (uint32_t i = 0; i < n; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-	free(fds);
+	if (err == 0)
+		err = sync_files(&s, outfd);
 	ckpt__shard_close(&s);
 	return err;
 }
@@ -701,7 +849,7 @@ int cmd_restore(cli *c, int argc, char **argv)
 			break;
 		}
 		fprintf(stderr, "ckpt restore: version %llu: %s\n", (unsigned long long)vs.v[i],
-		        why[0] ? why : ckpt_strerror(err));
+		        cli_text(why[0] ? why : ckpt_strerror(err), (char[2100]){ 0 }, 2100));
 		rc = (err == -CKPT_ECORRUPT || err == -CKPT_EFORMAT || err == -ENOENT) ? EXIT_CORRUPT : EXIT_ERROR;
 		if (want != VERSION_LATEST || rc == EXIT_ERROR)
 			break;

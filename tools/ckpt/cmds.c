@@ -91,19 +91,70 @@ int cli_open_index(cli *c)
 	return EXIT_OK;
 }
 
+/* A JSON string, valid UTF-8 whatever s holds (names come out of files):
+ * controls (C0, DEL, C1) escaped, a byte that is not part of well-formed
+ * UTF-8 replaced by U+FFFD. */
 void cli_json_str(FILE *out, const char *s)
 {
+	const unsigned char *u = (const unsigned char *)s;
+	size_t n = strlen(s);
 	fputc('"', out);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\')
-			fprintf(out, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(out, "\\u%04x", ch);
+	for (size_t i = 0; i < n;) {
+		uint32_t cp;
+		size_t k = ckpt__utf8_next(u + i, n - i, &cp);
+		if (!k) {
+			fputs("\\ufffd", out);
+			i++;
+			continue;
+		}
+		if (cp == '"' || cp == '\\')
+			fprintf(out, "\\%c", (char)cp);
+		else if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+			fprintf(out, "\\u%04x", (unsigned)cp);
 		else
-			fputc(ch, out);
+			fwrite(u + i, 1, k, out);
+		i += k;
 	}
 	fputc('"', out);
+}
+
+/* Text for a terminal: what a file or a peer named, with every byte a
+ * terminal could act on (controls, DEL, C1, bytes that are not well-formed
+ * UTF-8) written as \xNN, and a backslash as \\, so that a name can
+ * neither move the cursor nor forge a line. */
+void cli_text_str(FILE *out, const char *s)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t n = strlen(s);
+	for (size_t i = 0; i < n;) {
+		uint32_t cp;
+		size_t k = ckpt__utf8_next(u + i, n - i, &cp);
+		if (k && cp == '\\') {
+			fputs("\\\\", out);
+		} else if (k && cp >= 0x20 && !(cp >= 0x7f && cp <= 0x9f)) {
+			fwrite(u + i, 1, k, out);
+		} else {
+			k = k ? k : 1;
+			for (size_t j = 0; j < k; j++)
+				fprintf(out, "\\x%02x", u[i + j]);
+		}
+		i += k;
+	}
+}
+
+/* cli_text_str into buf (cap bytes, always terminated). */
+const char *cli_text(const char *s, char *buf, size_t cap)
+{
+	FILE *f = fmemopen(buf, cap, "w");
+	if (!f) {
+		snprintf(buf, cap, "?");
+		return buf;
+	}
+	setvbuf(f, NULL, _IONBF, 0);
+	cli_text_str(f, s);
+	fclose(f);
+	buf[cap - 1] = '\0';
+	return buf;
 }
 
 const char *cli_human(uint64_t b, char *buf, size_t cap)
@@ -265,6 +316,127 @@ int cli_resolve_latest(cli *c, uint64_t *v)
 
 /* ------------------------------------------------------------- show */
 
+/* One rank's shard in show's report; returns 1 when it is damaged (or
+ * missing from a COMMITTED version). */
+static int show_shard(const cli *c, uint64_t v, uint32_t state, uint32_t r, int *first)
+{
+	int bad = 0;
+	char path[4096], why[512] = "", hb[32];
+	ckpt__shard_path(path, sizeof(path), c->root, c->job, v, r);
+	ckpt_shard s;
+	int err = ckpt__shard_open(path, &s, why, sizeof(why));
+	if (err < 0) {
+		if (err != -ENOENT || state == CKPT_STATE_COMMITTED)
+			bad = 1;
+		if (c->json) {
+			printf("%s{\"rank\": %u, \"error\": ", *first ? "" : ", ", r);
+			cli_json_str(stdout, why);
+			printf("}");
+		} else {
+			printf("  rank %u: %s\n", r, cli_text(why, (char[2100]){ 0 }, 2100));
+		}
+		*first = 0;
+		return bad;
+	}
+	if (c->json) {
+		printf("%s{\"rank\": %u, \"bytes\": %llu, \"stored_bytes\": %llu, \"chunk_bytes\": %llu, "
+		       "\"regions\": [", *first ? "" : ", ", r, (unsigned long long)s.footer.data_bytes,
+		       (unsigned long long)s.footer.stored_bytes, (unsigned long long)s.footer.chunk_bytes);
+	} else {
+		printf("  rank %u: %s in %u regions, %llu chunks of %s, %llu bytes stored\n", r,
+		       cli_human(s.footer.data_bytes, hb, sizeof(hb)), s.footer.region_count,
+		       (unsigned long long)s.footer.chunk_count,
+		       cli_human(s.footer.chunk_bytes, (char[32]){ 0 }, 32),
+		       (unsigned long long)s.footer.stored_bytes);
+	}
+	for (uint32_t i = 0; i < s.footer.region_count; i++) {
+		const ckpt_fmt_region *rg = &s.footer.regions[i];
+		uint32_t z = 0;
+		for (uint32_t k = 0; k < rg->chunk_count; k++)
+			z += !!(s.footer.chunks[rg->chunk_first + k].flags & CKPT_CHUNK_ZSTD);
+		if (c->json) {
+			printf("%s{\"name\": ", i ? ", " : "");
+			cli_json_str(stdout, rg->name);
+			printf(", \"dtype\": \"%s\", \"bytes\": %llu, \"chunks\": %u, \"compressed_chunks\": %u, "
+			       "\"global_shape\": [", ckpt_dtype_name(rg->dtype), (unsigned long long)rg->bytes,
+			       rg->chunk_count, z);
+			for (unsigned d = 0; d < rg->ndim; d++)
+				printf("%s%llu", d ? ", " : "", (unsigned long long)rg->global_shape[d]);
+			printf("], \"offsets\": [");
+			for (unsigned d = 0; d < rg->ndim; d++)
+				printf("%s%llu", d ? ", " : "", (unsigned long long)rg->offsets[d]);
+			printf("]}");
+		} else {
+			char nb[4 * CKPT_MAX_NAME + 1];
+			printf("    %-32s %-6s %12s  %u chunks (%u compressed)", cli_text(rg->name, nb, sizeof(nb)),
+			       ckpt_dtype_name(rg->dtype),
+			       cli_human(rg->bytes, hb, sizeof(hb)), rg->chunk_count, z);
+			if (rg->ndim) {
+				printf("  shape [");
+				for (unsigned d = 0; d < rg->ndim; d++)
+					printf("%s%llu", d ? "," : "", (unsigned long long)rg->global_shape[d]);
+				printf("] at [");
+				for (unsigned d = 0; d < rg->ndim; d++)
+					printf("%s%llu", d ? "," : "", (unsigned long long)rg->offsets[d]);
+				printf("]");
+			}
+			printf("\n");
+		}
+	}
+	if (c->json)
+		printf("]}");
+	*first = 0;
+	ckpt__shard_close(&s);
+	return bad;
+}
+
+struct show_miss {
+	const cli *c;
+	int *first;
+};
+
+static void show_missing_one(void *arg, uint32_t r)
+{
+	struct show_miss *m = arg;
+	if (m->c->json)
+		printf("%s{\"rank\": %u, \"error\": \"no shard file\"}", *m->first ? "" : ", ", r);
+	else
+		printf("  rank %u: no shard file\n", r);
+	*m->first = 0;
+}
+
+/* The ranks with a file (or --rank's), then the missing ones, named up to
+ * a few and then counted: the world size may claim 2^32-1 ranks. */
+static int show_ranks(cli *c, uint64_t v, const ckpt_idx_version *iv)
+{
+	uint32_t *have = NULL;
+	size_t n = 0;
+	int bad = 0, first = 1;
+	if (c->rank >= 0)
+		return (uint64_t)c->rank < iv->world_size ? show_shard(c, v, iv->state, (uint32_t)c->rank, &first) : 0;
+	int err = cli_version_ranks(c, v, iv->world_size, &have, &n);
+	if (err < 0) {
+		fprintf(stderr, "ckpt show: cannot list version %llu's directory: %s\n", (unsigned long long)v,
+		        ckpt_strerror(err));
+		return 1;
+	}
+	for (size_t k = 0; k < n; k++)
+		bad |= show_shard(c, v, iv->state, have[k], &first);
+	struct show_miss m = { c, &first };
+	uint64_t missing = cli_missing_ranks(iv->world_size, have, n, CLI_MISSING_NAMED, show_missing_one, &m);
+	if (missing > CLI_MISSING_NAMED) {
+		if (c->json)
+			printf("%s{\"rank\": %u, \"error\": \"and %llu more ranks have no shard file\"}", first ? "" : ", ",
+			       iv->world_size - 1, (unsigned long long)(missing - CLI_MISSING_NAMED));
+		else
+			printf("  and %llu more ranks with no shard file\n", (unsigned long long)(missing - CLI_MISSING_NAMED));
+	}
+	if (missing && iv->state == CKPT_STATE_COMMITTED)
+		bad = 1;
+	free(have);
+	return bad;
+}
+
 static int cmd_show(cli *c, int argc, char **argv)
 {
 	/* --global: the global tensors and how the ranks split them. */
@@ -309,75 +481,7 @@ static int cmd_show(cli *c, int argc, char **argv)
 	else
 		printf("job %s version %llu: %s, %u/%u shards\n", c->job, (unsigned long long)v,
 		       ckpt_state_name(iv.state), iv.shards_done, iv.world_size);
-	int first = 1;
-	for (uint32_t r = 0; r < iv.world_size; r++) {
-		if (c->rank >= 0 && (uint32_t)c->rank != r)
-			continue;
-		char path[4096], why[512] = "", hb[32];
-		ckpt__shard_path(path, sizeof(path), c->root, c->job, v, r);
-		ckpt_shard s;
-		int err = ckpt__shard_open(path, &s, why, sizeof(why));
-		if (err < 0) {
-			if (err != -ENOENT || iv.state == CKPT_STATE_COMMITTED)
-				bad = 1;
-			if (c->json) {
-				printf("%s{\"rank\": %u, \"error\": ", first ? "" : ", ", r);
-				cli_json_str(stdout, why);
-				printf("}");
-			} else {
-				printf("  rank %u: %s\n", r, why);
-			}
-			first = 0;
-			continue;
-		}
-		if (c->json) {
-			printf("%s{\"rank\": %u, \"bytes\": %llu, \"stored_bytes\": %llu, \"chunk_bytes\": %llu, "
-			       "\"regions\": [", first ? "" : ", ", r, (unsigned long long)s.footer.data_bytes,
-			       (unsigned long long)s.footer.stored_bytes, (unsigned long long)s.footer.chunk_bytes);
-		} else {
-			printf("  rank %u: %s in %u regions, %llu chunks of %s, %llu bytes stored\n", r,
-			       cli_human(s.footer.data_bytes, hb, sizeof(hb)), s.footer.region_count,
-			       (unsigned long long)s.footer.chunk_count,
-			       cli_human(s.footer.chunk_bytes, (char[32]){ 0 }, 32),
-			       (unsigned long long)s.footer.stored_bytes);
-		}
-		for (uint32_t i = 0; i < s.footer.region_count; i++) {
-			const ckpt_fmt_region *rg = &s.footer.regions[i];
-			uint32_t z = 0;
-			for (uint32_t k = 0; k < rg->chunk_count; k++)
-				z += !!(s.footer.chunks[rg->chunk_first + k].flags & CKPT_CHUNK_ZSTD);
-			if (c->json) {
-				printf("%s{\"name\": ", i ? ", " : "");
-				cli_json_str(stdout, rg->name);
-				printf(", \"dtype\": \"%s\", \"bytes\": %llu, \"chunks\": %u, \"compressed_chunks\": %u, "
-				       "\"global_shape\": [", ckpt_dtype_name(rg->dtype), (unsigned long long)rg->bytes,
-				       rg->chunk_count, z);
-				for (unsigned d = 0; d < rg->ndim; d++)
-					printf("%s%llu", d ? ", " : "", (unsigned long long)rg->global_shape[d]);
-				printf("], \"offsets\": [");
-				for (unsigned d = 0; d < rg->ndim; d++)
-					printf("%s%llu", d ? ", " : "", (unsigned long long)rg->offsets[d]);
-				printf("]}");
-			} else {
-				printf("    %-32s %-6s %12s  %u chunks (%u compressed)", rg->name, ckpt_dtype_name(rg->dtype),
-				       cli_human(rg->bytes, hb, sizeof(hb)), rg->chunk_count, z);
-				if (rg->ndim) {
-					printf("  shape [");
-					for (unsigned d = 0; d < rg->ndim; d++)
-						printf("%s%llu", d ? "," : "", (unsigned long long)rg->global_shape[d]);
-					printf("] at [");
-					for (unsigned d = 0; d < rg->ndim; d++)
-						printf("%s%llu", d ? "," : "", (unsigned long long)rg->offsets[d]);
-					printf("]");
-				}
-				printf("\n");
-			}
-		}
-		if (c->json)
-			printf("]}");
-		first = 0;
-		ckpt__shard_close(&s);
-	}
+	bad = show_ranks(c, v, &iv);
 	if (c->json)
 		printf("]}\n");
 	return bad ? EXIT_CORRUPT : EXIT_OK;

@@ -1,13 +1,17 @@
 /* ckpt-example: one rank of a toy data-parallel job, showing how a trainer
  * uses libckpt: register the state once, restore the latest checkpoint at
- * start, save every K steps without waiting, wait only before exiting.
+ * start, arm the preemption signals, save every K steps (and whenever
+ * ckpt_step says SAVE) without waiting, leave when ckpt_step says EXIT,
+ * wait only before exiting: the loop of docs/operations.md.
  *
  *   ckpt-example --root DIR --job J --rank R --world-size W --steps S
  *                [--ckpt-every K] [--state-bytes N] [--step-ms MS]
  *
  * The state evolves deterministically from (rank, step), so a run that is
  * killed and restarted ends with the same digest as one that never stopped.
- * The last line is "final-digest <hex>". */
+ * The last line is "final-digest <hex>", or after a preemption (SIGTERM,
+ * SIGUSR1, a notice through the daemon) "preempted at step <S>"; exit 0
+ * either way: a launcher restarts a preempted job and it resumes. */
 #include "ckpt.h"
 
 #include <errno.h>
@@ -127,6 +131,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rank %u: restore failed: %s\n", cfg.rank, ckpt_strerror(r));
 		return 1;
 	}
+	/* SIGTERM (Kubernetes, systemd, Slurm's preemption, torchrun) and
+	 * SIGUSR1 (Slurm's --signal) become a notice; ckpt_step answers. */
+	r = ckpt_preempt_install(ctx, NULL, 0);
+	if (r < 0) {
+		fprintf(stderr, "rank %u: ckpt_preempt_install: %s\n", cfg.rank, ckpt_strerror(r));
+		return 1;
+	}
 	ckpt_handle *last = NULL;
 	while (s.step < steps) {
 		train_step(&s, cfg.rank);
@@ -134,9 +145,19 @@ int main(int argc, char **argv)
 			struct timespec ts = { (time_t)(step_ms / 1000), (long)(step_ms % 1000) * 1000000L };
 			nanosleep(&ts, NULL);
 		}
-		/* Once per step: step times for stragglers and goodput (through a daemon). */
-		ckpt_step(ctx, s.step);
-		if (s.step % every == 0 || s.step == steps) {
+		/* Once per step: step times, interval advice and preemption. */
+		int act = ckpt_step(ctx, s.step);
+		if (act == CKPT_STEP_EXIT) {
+			/* The emergency version is safe (or the deadline is close and the
+			 * last committed version stays the restore point): leave. */
+			ckpt_handle_free(last);
+			r = ckpt_ctx_close(ctx);
+			printf("rank %u: preempted at step %" PRIu64 "\n", cfg.rank, s.step);
+			free(s.weights);
+			free(s.momentum);
+			return r < 0 ? 1 : 0;
+		}
+		if (act == CKPT_STEP_SAVE || s.step % every == 0 || s.step == steps) {
 			ckpt_handle *h;
 			/* The version is the number of steps done: the state holds it too. */
 			r = ckpt_save(ctx, s.step, 0, &h);

@@ -1,7 +1,9 @@
 """ckpt.Checkpointer: save, restore and load nested states through libckpt."""
 from __future__ import annotations
 
+import collections
 import logging
+import os
 import threading
 import warnings
 from dataclasses import dataclass
@@ -16,6 +18,14 @@ TIERS = {"local_mem": _ckpt.TIER_LOCAL_MEM, "peer_mem": _ckpt.TIER_PEER_MEM,
          "local_disk": _ckpt.TIER_LOCAL_DISK, "shared": _ckpt.TIER_SHARED}
 _ACTIONS = {_ckpt.STEP_CONTINUE: "continue", _ckpt.STEP_SAVE: "save", _ckpt.STEP_EXIT: "exit"}
 _EINVAL = -22
+_open_roots: "collections.Counter[str]" = collections.Counter()
+_roots_lock = threading.Lock()
+
+
+def open_roots() -> set:
+    """Real paths of the roots this process has a Checkpointer open on."""
+    with _roots_lock:
+        return {r for r, n in _open_roots.items() if n > 0}
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,11 @@ class Checkpointer:
         self._lock = threading.RLock()
         self._registered: Dict[str, _state.Leaf] = {}
         self._ctx = _ckpt.Context(cfg)
+        root_path = cfg.get("root") or os.environ.get("CKPT_ROOT")
+        self._root = os.path.realpath(root_path) if root_path else None
+        if self._root:
+            with _roots_lock:
+                _open_roots[self._root] += 1
 
     # -------------------------------------------------------------- life
 
@@ -112,7 +127,20 @@ class Checkpointer:
         """Waits for pending saves to persist, then frees everything. Idempotent."""
         with self._lock:
             self._registered.clear()
-            self._ctx.close()
+            was_open = not self._ctx.closed
+            try:
+                self._ctx.close()
+            finally:
+                if was_open and self._root:
+                    with _roots_lock:
+                        _open_roots[self._root] -= 1
+
+    def __del__(self):
+        try:
+            if not self._ctx.closed:
+                self.close()
+        except Exception:
+            pass
 
     @property
     def closed(self) -> bool:
@@ -165,9 +193,14 @@ class Checkpointer:
                                (_state.MANIFEST, bytearray(man)), (_state.OBJECTS, bytearray(objs))):
                 want[name] = _state.Leaf("bytes", "bytes", (), len(data), _ckpt.DEVICE_HOST, data,
                                          ("meta", name, id(data)), owner=data)
+            cuda = False
             for leaf in flat.leaves.values():
                 if leaf.sync_in:
                     leaf.sync_in()
+                cuda = cuda or leaf.device == _ckpt.DEVICE_CUDA
+            if cuda:  # the snapshot follows the work queued on torch's current stream
+                from .torch import current_stream_handle
+                self._ctx.cuda_stream_set(current_stream_handle())
             self._sync(want)
             return SaveHandle(self._ctx.save(step, lazy), step)
 

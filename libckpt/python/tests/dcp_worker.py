@@ -1,0 +1,76 @@
+"""One rank of the DCP tests (run by test_dcp.py under torchrun).
+
+save:  a state of DTensors sharded over all ranks, a replicated tensor and
+       non-tensor items, through ckpt.torch.StorageWriter as version V.
+torn:  the same as version V, with the coordinator killed (-9, a ckpt fault
+       point) after every other rank's data is durable, before its own
+       shard with DCP's metadata is.
+load:  into DTensors sharded over this run's ranks, the newest committed
+       version (or --version), checked element for element.
+"""
+import argparse
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import Shard, distribute_tensor
+
+from ckpt.torch import StorageReader, StorageWriter
+
+
+def full(version):
+    return {"w": (torch.arange(24 * 5, dtype=torch.float32).reshape(24, 5) + version),
+            "b": (torch.arange(12, dtype=torch.float32) * 0.5 + version).to(torch.bfloat16),
+            "rep": torch.arange(7, dtype=torch.int64) * (version + 1)}
+
+
+def state(mesh, version, zero):
+    f = full(version)
+    out = {}
+    for k in ("w", "b"):
+        t = torch.zeros_like(f[k]) if zero else f[k]
+        out[k] = distribute_tensor(t, mesh, [Shard(0)])
+    out["rep"] = torch.zeros_like(f["rep"]) if zero else f["rep"]
+    out["extra"] = {"step": -1 if zero else version, "note": "" if zero else f"version {version}"}
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--root", required=True)
+    p.add_argument("--mode", choices=["save", "torn", "load"], required=True)
+    p.add_argument("--version", type=int)
+    p.add_argument("--expect", type=int)
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mesh = init_device_mesh("cpu", (world,))
+    if a.mode in ("save", "torn"):
+        settings = {"staging_bytes": "4M", "chunk_bytes": "64K"}
+        if a.mode == "torn" and rank == 0:
+            settings["faults"] = "save.before_fsync=kill"
+        w = StorageWriter("dcp", a.root, **settings)
+        dcp.save(state(mesh, a.version, zero=False), storage_writer=w, checkpoint_id=a.version)
+        w.close()
+        print(f"rank {rank}: saved version {a.version}", flush=True)
+    else:
+        sd = state(mesh, 0, zero=True)
+        r = StorageReader("dcp", a.root, step=a.version)
+        dcp.load(sd, storage_reader=r)
+        want = full(a.expect)
+        for k in ("w", "b"):
+            got = sd[k].full_tensor()
+            assert got.dtype == want[k].dtype and torch.equal(got, want[k]), (k, got, want[k])
+        assert torch.equal(sd["rep"], want["rep"]), sd["rep"]
+        assert sd["extra"] == {"step": a.expect, "note": f"version {a.expect}"}, sd["extra"]
+        print(f"rank {rank}: loaded version {a.expect} on {world} ranks", flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
