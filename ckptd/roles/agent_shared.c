@@ -14,6 +14,11 @@
  * its copies write the tree's commit marker (libckpt/format/shared.h), which
  * lets ranks restore from the tree with nothing else left.
  *
+ * An emergency checkpoint aimed at SHARED (EMERGENCY with tier SHARED: a
+ * node is about to go and no partner DRAM can hold the version) jumps the
+ * queue and the throttle: its files, then its marker, go before anything
+ * else, as soon as the version commits at LOCAL_DISK.
+ *
  * Restart-safe: the index says what is still to copy; a file already in
  * place with the source's footer is not copied again; this node's temp
  * files are removed when the thread starts. A deletion cancels what is
@@ -41,6 +46,7 @@
 #define RETRY_MS 30000            /* a failed flush is tried again after this */
 #define TICK_MS 1000
 #define PATH_BUF (CKPTD_PATH_MAX + 256)
+#define URGENT_MAX 16             /* emergency versions remembered at once */
 
 enum { SH_COPY = 1, SH_MARK };
 
@@ -78,7 +84,21 @@ struct ckptd_shared {
 	int pipe[2];            /* the thread wakes the loop */
 	uint64_t next_ns;       /* the throttle (thread only) */
 	uint64_t retry_at_ns;   /* loop: rescan the index then (0: nothing failed) */
+	struct {                /* emergency versions aimed at SHARED (mu) */
+		char job[CKPTD_JOB_MAX + 1];
+		uint64_t version;
+	} urgent[URGENT_MAX];
+	size_t nurgent;         /* the newest URGENT_MAX, round robin */
 };
+
+/* With mu: whether (job, version) is an emergency's. */
+static int urgent_locked(const ckptd_shared *sh, const char *job, uint64_t version)
+{
+	for (size_t i = 0; i < sh->nurgent && i < URGENT_MAX; i++)
+		if (sh->urgent[i].version == version && !strcmp(sh->urgent[i].job, job))
+			return 1;
+	return 0;
+}
 
 /* ---------------------------------------------------------------- thread */
 
@@ -87,7 +107,10 @@ struct ckptd_shared {
 static int pace(ckptd_shared *sh, uint64_t bytes)
 {
 	pthread_mutex_lock(&sh->mu);
-	if (sh->rate && !sh->stop && !sh->cancel) {
+	/* An emergency's files race a deadline: the throttle is for the
+	 * background flush, not for them. */
+	int urgent = sh->cur && urgent_locked(sh, sh->cur->job, sh->cur->version);
+	if (sh->rate && !sh->stop && !sh->cancel && !urgent) {
 		uint64_t now = ckpt__now_ns();
 		if (sh->next_ns + BURST_NS < now)
 			sh->next_ns = now - BURST_NS;
@@ -309,16 +332,21 @@ static void clean_partial(ckptd_shared *sh)
 	closedir(d);
 }
 
-/* The next item: markers first (small, and a marker makes a version
- * restorable), then the newest version. */
+/* The next item (with mu): an emergency's first, then markers (small, and
+ * a marker makes a version restorable), then the newest version. */
 static size_t pick(const ckptd_shared *sh)
 {
 	size_t best = 0;
-	for (size_t i = 0; i < sh->nq; i++) {
+	int bu = sh->nq ? urgent_locked(sh, sh->q[0].job, sh->q[0].version) : 0;
+	for (size_t i = 1; i < sh->nq; i++) {
 		const sh_item *x = &sh->q[i], *b = &sh->q[best];
-		if (x->kind != b->kind ? x->kind == SH_MARK
-		                       : x->version != b->version ? x->version > b->version : x->rank < b->rank)
+		int xu = urgent_locked(sh, x->job, x->version);
+		if (xu != bu ? xu
+		    : x->kind != b->kind ? x->kind == SH_MARK
+		    : x->version != b->version ? x->version > b->version : x->rank < b->rank) {
 			best = i;
+			bu = xu;
+		}
 	}
 	return best;
 }
@@ -522,6 +550,25 @@ static void scan_index(ckptd_agent *a)
 	if (acc.queued || acc.marks)
 		CKPTD_INFO(a->log, NULL, NULL, "SHARED: %d shard files and %d commit markers to flush to %s", acc.queued,
 		           acc.marks, a->shared->dir);
+}
+
+void ckptd__shared_emergency(ckptd_agent *a, const char *job, uint64_t version)
+{
+	ckptd_shared *sh = a->shared;
+	if (!sh) {
+		CKPTD_WARN(a->log, NULL, job, "emergency checkpoint at step %llu aimed at SHARED, but this agent has no "
+		           "--shared-dir: its ranks' shards cannot get there", (unsigned long long)version);
+		return;
+	}
+	pthread_mutex_lock(&sh->mu);
+	if (!urgent_locked(sh, job, version)) {
+		size_t k = sh->nurgent++ % URGENT_MAX;
+		snprintf(sh->urgent[k].job, sizeof(sh->urgent[k].job), "%s", job);
+		sh->urgent[k].version = version;
+	}
+	pthread_mutex_unlock(&sh->mu);
+	CKPTD_INFO(a->log, NULL, job, "emergency checkpoint at step %llu: flushed to SHARED ahead of the queue and "
+	           "the throttle once committed on this node's disk", (unsigned long long)version);
 }
 
 void ckptd__shared_notice(ckptd_agent *a, const ckptd_commit_notice *n)

@@ -352,6 +352,12 @@ static void dispatch(ckptd_session *s, const ckptd_msg *m)
 	default:
 		break;
 	}
+	/* Job scope, for every message and before any handler (the table says
+	 * which carry a job): a job's session reaches its own job only. */
+	if (!ckptd_msg_job_allowed(m, s->job)) {
+		send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
+		return;
+	}
 	for (size_t i = 0; i < srv->nhandlers; i++) {
 		if (srv->handlers[i].type != m->type)
 			continue;
@@ -679,10 +685,8 @@ static void on_accept(ckptd_server *srv, int lfd, int transport)
 
 static int on_status(ckptd_server *srv, ckptd_session *s, const ckptd_msg *req, void *arg)
 {
+	(void)req; /* its job, the only field, was checked in dispatch */
 	(void)arg;
-	/* A job's session sees its own job only. */
-	if (s->job[0] && req->u.status.job[0] && strcmp(s->job, req->u.status.job) != 0)
-		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 	ckptd_msg m = { .type = CKPTD_MSG_STATUS_REPLY };
 	snprintf(m.u.status_reply.node, sizeof(m.u.status_reply.node), "%s", srv->node);
 	m.u.status_reply.roles = srv->cfg->roles;
