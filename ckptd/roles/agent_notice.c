@@ -166,6 +166,8 @@ int ckptd__agent_preempt(ckptd_agent *a, ckptd_session *s, const ckptd_preempt *
 
 void ckptd__agent_emergency(ckptd_agent *a, const ckptd_emergency *e)
 {
+	if (e->tier == CKPT_TIER_SHARED && !e->final)
+		ckptd__shared_emergency(a, e->job, e->step);
 	ckptd_msg m = { .type = CKPTD_MSG_EMERGENCY, .u.emergency = *e };
 	int k = 0;
 	for (rank_sess *rs = a->ranks; rs; rs = rs->next)
