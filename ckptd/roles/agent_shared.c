@@ -25,6 +25,7 @@
  * queued or in flight for its version and removes the files this agent
  * flushed (the marker first). */
 #include "agent_int.h"
+#include "base/dirs.h"
 
 #include "format/format.h"
 #include "format/reader.h"
@@ -629,9 +630,9 @@ static int shared_rank_cb(void *arg, const ckptd_aidx_rec *r)
 	return 0;
 }
 
-static int unlink_ok(const char *p)
+static int unlink_at_ok(int dfd, const char *name)
 {
-	return unlink(p) == 0 || errno == ENOENT ? 0 : -errno;
+	return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -errno;
 }
 
 int ckptd__shared_delete(ckptd_agent *a, const char *job, uint64_t version, uint32_t tiers)
@@ -657,21 +658,43 @@ int ckptd__shared_delete(ckptd_agent *a, const char *job, uint64_t version, uint
 		free(acc.r);
 		return 0;
 	}
-	char p[PATH_BUF], vdir[PATH_BUF];
-	/* The marker first: a version with a file missing is never complete. */
-	if ((r = ckpt__shared_marker_path(p, sizeof(p), dir, job, version)) == 0 && (r = unlink_ok(p)) == 0 &&
-	    (r = ckpt__version_dir(vdir, sizeof(vdir), dir, job, version)) == 0) {
-		ckpt__fsync_dir(vdir);
-		for (size_t i = 0; i < acc.n && r == 0; i++)
-			if ((r = ckpt__shard_path(p, sizeof(p), dir, job, version, acc.r[i])) == 0)
-				r = unlink_ok(p);
+	/* Walked without following a symlink below --shared-dir: anyone who
+	 * can write the shared filesystem could plant one. */
+	char rel[160], vname[32], name[32];
+	snprintf(rel, sizeof(rel), "jobs/%s", job);
+	snprintf(vname, sizeof(vname), "v%020llu", (unsigned long long)version);
+	int jfd = ckpt__dir_open_below(dir, rel, 0, 0), vfd = -1;
+	if (jfd >= 0)
+		vfd = ckpt__dir_open_at(jfd, vname, 0, 0);
+	r = jfd == -ENOENT || vfd == -ENOENT ? 0 : jfd < 0 ? jfd : vfd < 0 ? vfd : 0;
+	if (r == -ELOOP || r == -ENOTDIR) {
+		/* Not ours to follow; a symlink at the version's name goes itself. */
+		CKPTD_WARN(a->log, NULL, job, "version %llu: %s/%s%s%s is a symlink or not a directory; not followed",
+		           (unsigned long long)version, dir, rel, jfd >= 0 ? "/" : "", jfd >= 0 ? vname : "");
+		if (jfd >= 0)
+			unlinkat(jfd, vname, 0);
+		r = 0;
 	}
-	if (r == 0) {
-		ckpt__fsync_dir(vdir);
+	/* The marker first: a version with a file missing is never complete. */
+	if (vfd >= 0) {
+		r = unlink_at_ok(vfd, CKPT_SHARED_MARKER);
+		if (r == 0 && fsync(vfd) < 0)
+			r = -errno;
+		for (size_t i = 0; i < acc.n && r == 0; i++) {
+			snprintf(name, sizeof(name), "r%06u.ckpt", acc.r[i]);
+			r = unlink_at_ok(vfd, name);
+		}
+		if (r == 0 && fsync(vfd) < 0)
+			r = -errno;
 		/* The last agent to delete its files removes the directory. */
-		if (rmdir(vdir) == 0)
-			ckpt__fsync_parent(vdir);
-	} else {
+		if (r == 0 && unlinkat(jfd, vname, AT_REMOVEDIR) == 0)
+			fsync(jfd);
+	}
+	if (vfd >= 0)
+		close(vfd);
+	if (jfd >= 0)
+		close(jfd);
+	if (r < 0) {
 		CKPTD_ERROR(a->log, NULL, job, "version %llu: deleting its SHARED files under %s failed: %s",
 		            (unsigned long long)version, dir, strerror(-r));
 	}

@@ -69,6 +69,10 @@ static const cfg_entry table[] = {
 	  "PEER_MEM: ms to wait on a partner (an answer, a fabric completion) before trying the next one" },
 	{ "interval", T_STR, F(interval), NULL, "CKPT_INTERVAL",
 	  "when ckpt_step asks for a save: off, N (every N steps), or auto (the coordinator's Young/Daly advice)" },
+	{ "keep_versions", T_U32, F(keep_versions), "0", "CKPT_KEEP_VERSIONS",
+	  "without a daemon: after each commit, delete committed versions older than the newest N (0: keep all)" },
+	{ "recycle", T_BOOL, F(recycle), "0", "CKPT_RECYCLE",
+	  "keep deleted versions' shard files allocated in <root>/recycle/ and overwrite them with new shards (0 empties the pool)" },
 	{ "shared_dir", T_STR, F(shared_dir), NULL, "CKPT_SHARED_DIR",
 	  "the ckptd agents' --shared-dir as this rank sees it: ckpt_restore reads the SHARED tier there (unset: not read)" },
 };
@@ -311,6 +315,17 @@ void ckpt_config_help(FILE *out)
 	for (size_t i = 0; i < CKPT_ARRAY_LEN(table); i++)
 		fprintf(out, "%-16s %-20s %-12s %s\n", table[i].name, table[i].env,
 		        table[i].def ? table[i].def : "-", table[i].help);
+	/* Read outside the table: not settings of a context. */
+	static const struct { const char *env, *def, *help; } also[] = {
+		{ CKPT_LOG_ENV, "WARN", "log level: ERROR, WARN, INFO, DEBUG, TRACE (CKPT_LOG_LEVEL: an alias)" },
+		{ "CKPT_TOKEN", "-", "the cluster token itself, when no token_file is set" },
+		{ "CKPT_FABRIC_PROVIDER", "-", "the libfabric provider of partner copies (unset: libfabric's choice)" },
+	};
+	fprintf(out, "\nAlso read by the library:\n");
+	for (size_t i = 0; i < CKPT_ARRAY_LEN(also); i++)
+		fprintf(out, "%-16s %-20s %-12s %s\n", "", also[i].env, also[i].def, also[i].help);
+	fprintf(out, "%-16s %-20s %-12s %s\n", "", "TORCHELASTIC_RESTART_COUNT", "-",
+	        "incarnation, when CKPT_INCARNATION is not set (also SLURM_RESTART_COUNT)");
 }
 
 /* ------------------------------------------------------------- checks at open */
