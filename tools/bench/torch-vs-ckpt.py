@@ -82,6 +82,7 @@ class Bench:
         self.state = {f"t{i:02d}": torch.randn(per, generator=g) for i in range(n)}
         self.bytes = sum(t.numel() * 4 for t in self.state.values())
         self.check = {k: v.clone() for k, v in list(self.state.items())[:2]}
+        self.warm = []  # ckpt restores without a cache drop
 
     def record(self, name, stall, modify, durable, restore):
         self.rows.setdefault(name, []).append((stall, modify, durable, restore))
@@ -108,10 +109,14 @@ class Bench:
                 stall = time.perf_counter() - t0
                 h.wait()
                 durable = time.perf_counter() - t0
+                # As ckpt-bench does it (no cache drop), for the Python layer's overhead.
+                warm, _ = timed(lambda: c.restore(self.state, version=i + 1))
+                self.verify(self.state)
                 drop_caches()
                 restore, _ = timed(lambda: c.restore(self.state, version=i + 1))
                 self.verify(self.state)
                 self.record("ckpt (Python, Checkpointer.save / restore in place)", stall, stall, durable, restore)
+                self.warm.append(warm)
 
     def run_torch_save(self, d):
         for i in range(self.a.iters):
@@ -259,8 +264,9 @@ def main():
               f"{cb['stall_s']:.3f} | {cb['durable_s']:.3f} ({fw_s / cb['durable_s']:.2f}) | "
               f"{cb['restore_s']:.3f} ({fr_s / cb['restore_s']:.2f}) |")
         if py:
+            py = dict(py, restore_s=statistics.median(b.warm))  # like ckpt-bench: no cache drop
             out["python_overhead"] = {k: py[k + "_s"] / cb[k + "_s"] - 1 for k in ("stall", "durable", "restore")}
-            print("\nPython layer over ckpt-bench: " + ", ".join(f"{k} {v * 100:+.0f}%"
+            print("\nPython layer over ckpt-bench (restores without a cache drop on both sides): " + ", ".join(f"{k} {v * 100:+.0f}%"
                                                                  for k, v in out["python_overhead"].items()))
     for k, v in failed.items():
         print(f"\n{k}: did not run: {v}")
