@@ -163,7 +163,11 @@ static int recv_slice(tr_comm *c, uint32_t src, uint64_t seq, size_t n, zmq_msg_
 		if (c->park[i].src == src && c->park[i].seq == seq) {
 			*msg = c->park[i].msg;
 			c->park[i] = c->park[--c->npark];
-			return 0;
+			if (zmq_msg_size(msg) == sizeof(tr_wire_data) + n * sizeof(float))
+				return 0;
+			zmq_msg_close(msg);
+			fprintf(stderr, "trainer: rank %u: message of the wrong size\n", c->rank);
+			return -EPROTO;
 		}
 	for (;;) {
 		zmq_msg_init(msg);
@@ -172,14 +176,21 @@ static int recv_slice(tr_comm *c, uint32_t src, uint64_t seq, size_t n, zmq_msg_
 			return zerr("receive from peers");
 		}
 		tr_wire_data hd;
-		if (zmq_msg_size(msg) != sizeof(hd) + n * sizeof(float)) {
+		/* A message of a later collective (a faster peer) may be of
+		 * another size: it is parked, and checked when its turn comes. */
+		if (zmq_msg_size(msg) < sizeof(hd) || (zmq_msg_size(msg) - sizeof(hd)) % sizeof(float)) {
 			zmq_msg_close(msg);
 			fprintf(stderr, "trainer: rank %u: message of the wrong size\n", c->rank);
 			return -EPROTO;
 		}
 		memcpy(&hd, zmq_msg_data(msg), sizeof(hd));
-		if (hd.src == src && hd.seq == seq)
-			return 0;
+		if (hd.src == src && hd.seq == seq) {
+			if (zmq_msg_size(msg) == sizeof(hd) + n * sizeof(float))
+				return 0;
+			zmq_msg_close(msg);
+			fprintf(stderr, "trainer: rank %u: message of the wrong size\n", c->rank);
+			return -EPROTO;
+		}
 		if (c->npark == c->cappark) {
 			size_t cap = c->cappark ? 2 * c->cappark : 2 * (size_t)c->world;
 			parked *np = realloc(c->park, cap * sizeof(*np));

@@ -2,7 +2,11 @@
  * they resume from, watches them, and prints the final digest. A rank that
  * dies takes the job down (as it would on a cluster); the ranks die with
  * the launcher (PR_SET_PDEATHSIG), so a kill -9 of the launcher leaves no
- * orphans behind. */
+ * orphans behind. SIGTERM and SIGUSR1 to the launcher (Kubernetes and
+ * systemd signal the main process, Slurm the job step) are passed on to the
+ * ranks, whose preemption handlers make them save and leave; the launcher
+ * then says "preempted at step S" and exits 0, and the same command run
+ * again resumes. */
 #include "wire.h"
 
 #include <errno.h>
@@ -37,6 +41,13 @@ typedef struct launcher {
 	uint32_t hellos, dones, exited;
 	int welcomed;
 } launcher;
+
+static volatile sig_atomic_t pass_on; /* a signal to pass on to the ranks */
+
+static void on_signal(int sig)
+{
+	pass_on = sig;
+}
 
 static void kill_all(launcher *L)
 {
@@ -263,8 +274,20 @@ int tr_launch(const tr_opts *o, int argc, char **argv)
 		goto out_wait;
 	}
 
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
 	int failed = 0;
 	while (L.exited < o->ranks) {
+		int sig = pass_on;
+		if (sig) {
+			pass_on = 0;
+			fprintf(stderr, "trainer: signal %d: passed on to the ranks (they save and leave)\n", sig);
+			for (uint32_t i = 0; i < o->ranks; i++)
+				if (L.r[i].pid > 0 && !L.r[i].exited)
+					kill(L.r[i].pid, sig);
+		}
 		zmq_pollitem_t pi = { .socket = L.router, .events = ZMQ_POLLIN };
 		if (zmq_poll(&pi, 1, 50) > 0) {
 			int r;
@@ -296,6 +319,18 @@ int tr_launch(const tr_opts *o, int argc, char **argv)
 	}
 	if (L.dones != o->ranks) {
 		fprintf(stderr, "trainer: %u of %u ranks reported\n", L.dones, o->ranks);
+		goto out;
+	}
+	if (L.r[0].d.preempted) {
+		/* Every rank left at the same step, its state committed. */
+		rc = TR_EXIT_OK;
+		for (uint32_t i = 0; i < o->ranks; i++)
+			if (!L.r[i].d.preempted || L.r[i].d.step != L.r[0].d.step) {
+				fprintf(stderr, "trainer: rank %u left at another step than rank 0\n", i);
+				rc = TR_EXIT_FAIL;
+			}
+		if (rc == TR_EXIT_OK)
+			printf("preempted at step %" PRIu64 ": run the same command again to resume\n", L.r[0].d.step);
 		goto out;
 	}
 	uint64_t *dig = calloc(o->ranks, sizeof(*dig));

@@ -100,6 +100,28 @@ int tr_ckpt_wait(ckpt_handle **h, int rank)
 	return err;
 }
 
+int tr_ckpt_step(ckpt_ctx *ctx, tr_comm *comm, uint64_t t, uint32_t world, int rank)
+{
+	int act = ckpt_step(ctx, t);
+	if (act < 0) {
+		fprintf(stderr, "trainer: rank %d: ckpt_step: %s\n", rank, ckpt_strerror(act));
+		return act;
+	}
+	/* An all-reduce as a reduce-scatter of one float per rank: every rank
+	 * gets the sum of the flags (small integers: exact in a float). */
+	float flag = act == CKPT_STEP_EXIT ? 1024.0f : act == CKPT_STEP_SAVE ? 1.0f : 0.0f, sum = 0.0f;
+	float *in = malloc(world * sizeof(float));
+	if (!in)
+		return -ENOMEM;
+	for (uint32_t r = 0; r < world; r++)
+		in[r] = flag;
+	int err = tr_comm_reduce_scatter(comm, in, &sum, 1);
+	free(in);
+	if (err < 0)
+		return err;
+	return sum >= 1024.0f ? CKPT_STEP_EXIT : sum >= 1.0f ? CKPT_STEP_SAVE : CKPT_STEP_CONTINUE;
+}
+
 int tr_ckpt_saved_world(ckpt_ctx *ctx, uint64_t version, uint32_t *world)
 {
 	size_t n = 0;
@@ -119,7 +141,12 @@ int tr_ckpt_saved_world(ckpt_ctx *ctx, uint64_t version, uint32_t *world)
 			return 0;
 		}
 	free(vi);
-	return err < 0 ? err : -ENOENT;
+	/* Not in this root's index: restored from a copy elsewhere (node or
+	 * partner DRAM, SHARED) after the job moved to other nodes. libckpt
+	 * takes such a copy only when it is this rank's shard of a job of the
+	 * same size (the header's world size is checked), so nothing was
+	 * resharded. */
+	return err;
 }
 
 int tr_dump_state(const char *dir, const char *name, const float *p, size_t off, size_t n)

@@ -169,6 +169,13 @@ int tr_rank_cpu(const tr_opts *o)
 	tr_adam adam = { .lr = o->lr, .beta1 = 0.9f, .beta2 = 0.99f, .eps = 1e-8f, .wd = o->wd };
 	const float inv_batch = 1.0f / (float)o->batch;
 	float loss = 0.0f;
+	int preempted = 0;
+	/* SIGTERM and SIGUSR1 (the launcher passes on its own) become a
+	 * preemption notice; ckpt_step then says SAVE and EXIT. */
+	if ((err = ckpt_preempt_install(ctx, NULL, 0)) < 0) {
+		fprintf(stderr, "trainer: rank %u: ckpt_preempt_install: %s\n", rank, ckpt_strerror(err));
+		goto out;
+	}
 	while (s.step < o->steps) {
 		uint64_t t = s.step + 1;
 		tr_batch_next(&s.corpus, &s.data, &s.rng, bl, s.bctx, s.btgt);
@@ -195,7 +202,14 @@ int tr_rank_cpu(const tr_opts *o)
 			printf("step %" PRIu64 " loss %.4f\n", t, loss);
 			fflush(stdout);
 		}
-		if (o->ckpt_every && (t % o->ckpt_every == 0 || t == o->steps) &&
+		int act = tr_ckpt_step(ctx, comm, t, world, o->rank);
+		if (act < 0)
+			goto out;
+		if (act == CKPT_STEP_EXIT) {
+			preempted = 1; /* the emergency version is the restore point */
+			break;
+		}
+		if ((act == CKPT_STEP_SAVE || (o->ckpt_every && (t % o->ckpt_every == 0 || t == o->steps))) &&
 		    tr_ckpt_save(ctx, t, CKPT_SAVE_DEFAULT, &last, o->rank) < 0)
 			goto out;
 		if (o->step_ms)
@@ -216,6 +230,7 @@ int tr_rank_cpu(const tr_opts *o)
 		.weights_digest = tr_hash64(s.params, p->nparams * sizeof(float), 0),
 		.step = s.step,
 		.loss = loss,
+		.preempted = (uint32_t)preempted,
 	};
 	if (tr_comm_report(comm, &done) == 0)
 		rc = TR_EXIT_OK;

@@ -197,6 +197,7 @@ typedef struct gpu_rank {
 	int rank;
 	uint32_t world, bl;
 	int dev, use_nccl, dev_regions; /* dev_regions: libckpt copies device memory itself */
+	int preempted;                  /* left because ckpt_step said EXIT */
 	tr_model m;
 	tr_part part;
 	tr_corpus corpus;
@@ -504,7 +505,16 @@ static int train(gpu_rank *g, const tr_opts *o, ckpt_ctx *ctx, tr_comm *comm, fl
 				fflush(stdout);
 			}
 		}
-		if (o->ckpt_every && (t % o->ckpt_every == 0 || t == o->steps)) {
+		int act = tr_ckpt_step(ctx, comm, t, g->world, g->rank);
+		if (act < 0) {
+			err = -1;
+			break;
+		}
+		if (act == CKPT_STEP_EXIT) {
+			g->preempted = 1; /* the emergency version is the restore point */
+			break;
+		}
+		if (act == CKPT_STEP_SAVE || (o->ckpt_every && (t % o->ckpt_every == 0 || t == o->steps))) {
 			if (g->dev_regions)
 				err = tr_ckpt_save(ctx, t, CKPT_SAVE_LAZY, &last, g->rank);
 			else if ((err = mirror_to_host(g)) == 0)
@@ -533,6 +543,7 @@ static int report(gpu_rank *g, tr_comm *comm, float loss)
 	d.weights_digest = tr_hash64(g->h_w, p->nparams * sizeof(float), 0);
 	d.step = g->step;
 	d.loss = loss;
+	d.preempted = (uint32_t)g->preempted;
 	return tr_comm_report(comm, &d) < 0 ? -1 : 0;
 }
 
@@ -608,6 +619,13 @@ static int run(gpu_rank *g, const tr_opts *o, ckpt_ctx **ctx, tr_comm **comm)
 		NC_TRY(ncclCommInitRank(&g->nccl, (int)g->world, id, g->rank));
 	}
 #endif
+	/* SIGTERM and SIGUSR1 (the launcher passes on its own) become a
+	 * preemption notice; ckpt_step then says SAVE and EXIT. */
+	int perr = ckpt_preempt_install(*ctx, NULL, 0);
+	if (perr < 0) {
+		fprintf(stderr, "trainer: rank %d: ckpt_preempt_install: %s\n", g->rank, ckpt_strerror(perr));
+		return -1;
+	}
 	float loss = 0.0f;
 	if (train(g, o, *ctx, *comm, &loss) < 0)
 		return -1;

@@ -178,6 +178,7 @@ typedef struct tr_done {
 	uint64_t weights_digest; /* must be equal on every rank */
 	uint64_t step;
 	float loss;
+	uint32_t preempted;      /* 1: left at `step` because ckpt_step said EXIT */
 } tr_done;
 
 int tr_comm_open(tr_comm **out, uint32_t rank, uint32_t world, const char *coord);
@@ -218,9 +219,16 @@ int tr_ckpt_save(struct ckpt_ctx *ctx, uint64_t version, uint32_t flags,
                  struct ckpt_handle **last, int rank);
 /* Waits for *h to be durable and frees it; NULL is fine. */
 int tr_ckpt_wait(struct ckpt_handle **h, int rank);
+/* Once per step t, after the optimizer update: ckpt_step's answer on this
+ * rank, agreed with every rank through a small collective (the ranks step
+ * in lockstep: one leaving alone would leave the others waiting, and an
+ * emergency step must be saved by all). EXIT if any rank says so, else
+ * SAVE if any does, else CONTINUE; negative on a transport error. */
+int tr_ckpt_step(struct ckpt_ctx *ctx, tr_comm *comm, uint64_t t, uint32_t world, int rank);
 
-/* The number of ranks that saved `version` (from the job's version list).
- * Returns 0 or a negative code. */
+/* The number of ranks that saved `version` (from the job's version list in
+ * this root; *world unchanged when the root does not list it: see
+ * rank_common.c). Returns 0 or a negative code. */
 int tr_ckpt_saved_world(struct ckpt_ctx *ctx, uint64_t version, uint32_t *world);
 /* Tests (--dump-restored DIR): writes n floats, elements [off, off+n) of
  * the global tensor `name`, to DIR/<name>.<off>.<n>.f32. */

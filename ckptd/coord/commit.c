@@ -8,7 +8,7 @@
 static int apply(ckptd_tx *t, const ckptd_coord_shard *s, uint32_t *committed)
 {
 	*committed = 0;
-	if (ckptd_job_valid(s->job) < 0 || ckptd__node_valid(s->node) < 0)
+	if (ckpt__job_valid(s->job) < 0 || ckptd__node_valid(s->node) < 0)
 		return -CKPT_ENAME;
 	if (ckptd__tier_index(s->tier) < 0 || (s->world_size && s->rank >= s->world_size))
 		return -EINVAL;

@@ -8,7 +8,7 @@
 int ckptd_coord_list(ckptd_coord *c, const char *job, uint64_t start, ckptd_coord_version_fn fn,
                      void *arg)
 {
-	CKPT_TRY(ckptd_job_valid(job));
+	CKPT_TRY(ckpt__job_valid(job));
 	ckptd_tx t;
 	CKPT_TRY(ckptd__begin(c, 1, &t));
 	MDB_cursor *cur;
@@ -46,7 +46,7 @@ int ckptd_coord_list(ckptd_coord *c, const char *job, uint64_t start, ckptd_coor
 
 int ckptd_coord_get(ckptd_coord *c, const char *job, uint64_t version, ckptd_coord_version *out)
 {
-	CKPT_TRY(ckptd_job_valid(job));
+	CKPT_TRY(ckpt__job_valid(job));
 	ckptd_tx t;
 	CKPT_TRY(ckptd__begin(c, 1, &t));
 	ckptd_vrec v;
@@ -85,11 +85,6 @@ static int latest_restorable(ckptd_tx *t, const char *job, uint64_t *version, ck
 	if (err < 0 && rc && rc != MDB_NOTFOUND)
 		err = ckptd__lmdb_err(t->c, "scan", rc);
 	return err;
-}
-
-int ckptd__latest_restorable(ckptd_tx *t, const char *job, uint64_t *version, ckptd_vrec *v)
-{
-	return latest_restorable(t, job, version, v);
 }
 
 /* Read cost, smaller first (coord.h, ckptd_coord_restore_plan). */
@@ -146,7 +141,7 @@ int ckptd_coord_restore_plan(ckptd_coord *c, const char *job, uint64_t version, 
                              const char *node, ckptd_coord_plan *out)
 {
 	memset(out, 0, sizeof(*out));
-	CKPT_TRY(ckptd_job_valid(job));
+	CKPT_TRY(ckpt__job_valid(job));
 	ckptd_tx t;
 	CKPT_TRY(ckptd__begin(c, 1, &t));
 	ckptd_vrec v;
@@ -185,7 +180,7 @@ out:
 int ckptd_coord_copies(ckptd_coord *c, const char *job, uint64_t version, uint32_t start_rank,
                        ckptd_coord_copy_fn fn, void *arg)
 {
-	CKPT_TRY(ckptd_job_valid(job));
+	CKPT_TRY(ckpt__job_valid(job));
 	ckptd_tx t;
 	CKPT_TRY(ckptd__begin(c, 1, &t));
 	ckptd_vrec v;

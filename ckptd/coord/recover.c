@@ -222,7 +222,7 @@ int ckptd_coord_inventory(ckptd_coord *c, const char *node, const ckptd_held_sha
 	a.state = CKPTD_AGENT_REC_UP;
 	a.last_seen_ns = t.now_ns;
 	for (size_t i = 0; i < n; i++) {
-		if (ckptd_job_valid(e[i].job) < 0 || (e[i].tiers & ~CKPTD_COORD_ALL_TIERS) || !e[i].tiers) {
+		if (ckpt__job_valid(e[i].job) < 0 || (e[i].tiers & ~CKPTD_COORD_ALL_TIERS) || !e[i].tiers) {
 			skipped++;
 			continue;
 		}

@@ -26,7 +26,7 @@ static int get_job(ckptd_tx *t, const char *job, ckptd_jrec *j)
 int ckptd_coord_job_set(ckptd_coord *c, const char *job, uint32_t world_size,
                         const ckptd_coord_policy *p)
 {
-	CKPT_TRY(ckptd_job_valid(job));
+	CKPT_TRY(ckpt__job_valid(job));
 	ckptd_tx t;
 	CKPT_TRY(ckptd__begin(c, 0, &t));
 	ckptd_jrec j;
@@ -54,7 +54,7 @@ int ckptd_coord_job_set(ckptd_coord *c, const char *job, uint32_t world_size,
 int ckptd_coord_job_get(ckptd_coord *c, const char *job, uint32_t *world_size,
                         ckptd_coord_policy *p)
 {
-	CKPT_TRY(ckptd_job_valid(job));
+	CKPT_TRY(ckpt__job_valid(job));
 	ckptd_tx t;
 	CKPT_TRY(ckptd__begin(c, 1, &t));
 	ckptd_jrec j;
@@ -165,7 +165,7 @@ int ckptd_coord_retention(ckptd_coord *c, const char *job, const ckptd_coord_pol
 {
 	*out = NULL;
 	*n = 0;
-	CKPT_TRY(ckptd_job_valid(job));
+	CKPT_TRY(ckpt__job_valid(job));
 	ckptd_tx t;
 	CKPT_TRY(ckptd__begin(c, 0, &t));
 	vitem *vs = NULL;
@@ -235,7 +235,7 @@ out:
 int ckptd_coord_delete_done(ckptd_coord *c, const char *job, uint64_t version, uint32_t rank,
                             uint32_t tier, const char *node)
 {
-	CKPT_TRY(ckptd_job_valid(job));
+	CKPT_TRY(ckpt__job_valid(job));
 	CKPT_TRY(ckptd__node_valid(node));
 	if (ckptd__tier_index(tier) < 0)
 		return -EINVAL;
@@ -256,7 +256,7 @@ int ckptd_coord_delete_version(ckptd_coord *c, const char *job, uint64_t version
 {
 	*out = NULL;
 	*n = 0;
-	CKPT_TRY(ckptd_job_valid(job));
+	CKPT_TRY(ckpt__job_valid(job));
 	if (tiers & ~(uint32_t)CKPTD_COORD_ALL_TIERS)
 		return -EINVAL;
 	ckptd_tx t;
@@ -325,7 +325,7 @@ static int node_copies(ckptd_tx *t, const char *job, uint64_t version, uint32_t 
 int ckptd_coord_copies_gone(ckptd_coord *c, const char *job, uint64_t version, uint32_t tiers,
                             const char *node, ckptd_coord_change_fn fn, void *arg)
 {
-	CKPT_TRY(ckptd_job_valid(job));
+	CKPT_TRY(ckpt__job_valid(job));
 	CKPT_TRY(ckptd__node_valid(node));
 	ckptd_tx t;
 	CKPT_TRY(ckptd__begin(c, 0, &t));

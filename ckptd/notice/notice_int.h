@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "notice.h"
+#include "base/common.h"
 
 #define NT_NS 1000000000ull
 #define NT_KEY_MAX 160 /* what tells one notice of a source from another */
@@ -92,8 +93,6 @@ void nt_answered(nt_poller *p, nt_state *s);
 void nt_notice(nt_poller *p, nt_state *s, const ckptd_notice_event *ev, const char *key);
 /* When the next poll of s is due after one now. */
 void nt_schedule(nt_poller *p, nt_state *s, uint64_t now_ns);
-uint64_t nt_mono_ns(void);
-uint64_t nt_real_ns(void);
 
 /* ---------------------------------------------------------------- sources.c */
 

@@ -42,20 +42,6 @@ struct ckptd_notice_poller {
 	atomic_int stop;
 };
 
-uint64_t nt_mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NT_NS + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t nt_real_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * NT_NS + (uint64_t)ts.tv_nsec;
-}
-
 void nt_schedule(nt_poller *p, nt_state *s, uint64_t now_ns)
 {
 	s->next_ns = now_ns + (uint64_t)p->interval_ms * 1000000ull;
@@ -63,7 +49,7 @@ void nt_schedule(nt_poller *p, nt_state *s, uint64_t now_ns)
 
 void nt_failed(nt_poller *p, nt_state *s, const char *why, const char *more)
 {
-	uint64_t now = nt_mono_ns();
+	uint64_t now = ckpt__now_ns();
 	if (s->logged_ns && now - s->logged_ns < LOG_EVERY_NS) {
 		s->unlogged++;
 		return;
@@ -94,7 +80,7 @@ void nt_notice(nt_poller *p, nt_state *s, const ckptd_notice_event *ev, const ch
 		return;
 	s->fired = 1;
 	snprintf(s->key, sizeof(s->key), "%s", key);
-	uint64_t now = nt_real_ns();
+	uint64_t now = ckpt__wall_ns();
 	if (ev->deadline_ns)
 		CKPTD_WARN(p->log, NULL, NULL, "notice %s: preemption notice: %s (%+.0f s from now)", s->name, ev->detail,
 		           ((double)ev->deadline_ns - (double)now) / 1e9);
@@ -137,7 +123,7 @@ static void collect_done(nt_poller *p)
 		curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&c);
 		curl_multi_remove_handle(p->multi, e);
 		c->http.busy = 0;
-		nt_cloud_done(p, c, code, p->vm_name, nt_mono_ns());
+		nt_cloud_done(p, c, code, p->vm_name, ckpt__now_ns());
 	}
 }
 
@@ -145,7 +131,7 @@ static void collect_done(nt_poller *p)
  * shorten it through curl's own timers). */
 static int sleep_ms(nt_poller *p)
 {
-	uint64_t now = nt_mono_ns(), next = now + MAX_SLEEP_MS * 1000000ull;
+	uint64_t now = ckpt__now_ns(), next = now + MAX_SLEEP_MS * 1000000ull;
 	for (int i = 0; i < p->ncloud; i++)
 		if (!p->cloud[i].http.busy && p->cloud[i].st.next_ns < next)
 			next = p->cloud[i].st.next_ns;
@@ -159,7 +145,7 @@ static void *run(void *arg)
 	nt_poller *p = arg;
 	int running;
 	while (!atomic_load(&p->stop)) {
-		begin_due(p, nt_mono_ns());
+		begin_due(p, ckpt__now_ns());
 		curl_multi_perform(p->multi, &running);
 		collect_done(p);
 		if (!atomic_load(&p->stop))

@@ -135,7 +135,7 @@ static void answer(nt_poller *p, nt_cloud *c, const nt_reply *r, const char *vm_
 {
 	ckptd_notice_event ev;
 	char err[128] = "", key[NT_KEY_MAX] = "";
-	uint64_t now = nt_real_ns();
+	uint64_t now = ckpt__wall_ns();
 	int rc;
 	switch (c->st.kind) {
 	case CKPTD_NOTICE_AWS:

@@ -81,7 +81,7 @@ void nt_trigger_check(nt_poller *p, nt_trigger *t, uint64_t now_ns)
 	nt_answered(p, &t->st);
 	ckptd_notice_event ev;
 	int rc = (size_t)n > cap ? nt_fail(err, sizeof(err), "longer than the bytes read of it")
-	                         : ckptd_notice_parse_trigger(buf, (size_t)n, nt_real_ns(), &ev, err, sizeof(err));
+	                         : ckptd_notice_parse_trigger(buf, (size_t)n, ckpt__wall_ns(), &ev, err, sizeof(err));
 	if (rc != 1) {
 		nt_failed(p, &t->st, "trigger file content not understood, deadline unknown", err);
 		memset(&ev, 0, sizeof(ev));

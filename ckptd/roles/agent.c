@@ -99,7 +99,7 @@ static void link_down(ckptd_agent *a, const char *why)
 			ckptd_session_send_error(r->s, CKPTD_ERR_BUSY, "coordinator unreachable; try again");
 	}
 	a->backoff_ms = BACKOFF_MIN_MS;
-	a->next_try_ns = ckptd__now_ns() + a->backoff_ms * 1000000ull;
+	a->next_try_ns = ckpt__now_ns() + a->backoff_ms * 1000000ull;
 }
 
 /* Sends to the coordinator; kind: what its answer is for. */
@@ -249,7 +249,7 @@ static void link_tick(ckptd_server *srv, void *arg)
 {
 	(void)srv;
 	ckptd_agent *a = arg;
-	if (a->local || a->link || ckptd__now_ns() < a->next_try_ns)
+	if (a->local || a->link || ckpt__now_ns() < a->next_try_ns)
 		return;
 	char err[300] = "";
 	ckptd_client *c = NULL;
@@ -259,7 +259,7 @@ static void link_tick(ckptd_server *srv, void *arg)
 		CKPTD_DEBUG(a->log, a->cfg->coordinator, NULL, "coordinator not reachable: %s", err);
 		/* Doubling with jitter, so that agents restarted together spread out. */
 		a->backoff_ms = a->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : a->backoff_ms * 2;
-		a->next_try_ns = ckptd__now_ns() + (a->backoff_ms / 2 + next_rand(a) % (a->backoff_ms / 2 + 1)) * 1000000ull;
+		a->next_try_ns = ckpt__now_ns() + (a->backoff_ms / 2 + next_rand(a) % (a->backoff_ms / 2 + 1)) * 1000000ull;
 		return;
 	}
 	ckptd_client_set_timeout(c, 5000);
@@ -476,16 +476,18 @@ rank_sess *ckptd__agent_rank_of(ckptd_agent *a, ckptd_session *s)
 static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_register_rank *m)
 {
 	pid_t pid;
-	if (strcmp(m->job, ckptd_session_job(s)) != 0)
-		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "job differs from the one this session authenticated for");
 	/* Over TCP there are no peer credentials: the job's secret is the check. */
 	if (ckptd_session_transport(s) == CKPTD_TRANSPORT_UNIX &&
 	    (ckptd_session_peer_cred(s, &pid, NULL, NULL) < 0 || (uint32_t)pid != m->pid))
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "PID does not match the socket's peer credentials");
 	if (rs->registered && (rs->rank != m->rank || rs->world_size != m->world_size))
 		return ckptd_session_send_error(s, CKPTD_ERR_STATE, "this session is registered as another rank");
-	char canon[CKPTD_PATH_MAX + 1], why[300];
-	if (m->root[0] && ckptd__agent_root_trust(a, s, m->root, canon, sizeof(canon), why, sizeof(why)) < 0) {
+	char canon[CKPTD_PATH_MAX + 1] = "", why[300];
+	int trust = m->root[0] ? ckptd__agent_root_trust(a, s, m->root, canon, sizeof(canon), why, sizeof(why)) : 0;
+	if (trust == -EPERM) {
+		CKPTD_WARN(a->log, ckptd_session_peer(s), m->job, "rank %u: its root is not recorded: %s", m->rank, why);
+		canon[0] = '\0';
+	} else if (trust < 0) {
 		CKPTD_WARN(a->log, ckptd_session_peer(s), m->job, "rank %u refused: %s", m->rank, why);
 		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, why);
 	}
@@ -497,7 +499,7 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 	rs->rank = m->rank;
 	rs->world_size = m->world_size;
 	rs->lineage = m->lineage;
-	if (m->root[0]) {
+	if (canon[0]) {
 		int r = ckptd_aidx_root_add(a->idx, m->job, canon);
 		if (r < 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "agent index write failed");
@@ -532,7 +534,7 @@ static int on_segment(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckp
 			return ckptd_session_send_error(s, CKPTD_ERR_STATE, "a segment request is already waiting");
 		rs->waiting = 1;
 		rs->wreq = *m;
-		rs->wait_until_ns = ckptd__now_ns() + a->cfg->segment_wait_ms * 1000000ull;
+		rs->wait_until_ns = ckpt__now_ns() + a->cfg->segment_wait_ms * 1000000ull;
 		return 0;
 	}
 	if (!pool && m->mode == CKPTD_SEG_WRITE)
@@ -677,15 +679,7 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 		return ckptd__peer_send_partners(a, s);
 	if (!rs->registered)
 		return ckptd_session_send_error(s, CKPTD_ERR_STATE, "REGISTER_RANK first");
-	/* Every request names its job; a session speaks for its own only. */
-	const char *job = m->type == CKPTD_MSG_SEGMENT_REQUEST ? m->u.segment_request.job
-	                : m->type == CKPTD_MSG_SHARD_DONE      ? m->u.shard_done.job
-	                : m->type == CKPTD_MSG_LIST_VERSIONS   ? m->u.list_versions.job
-	                : m->type == CKPTD_MSG_STEP_REPORT     ? m->u.step_report.job
-	                : m->type == CKPTD_MSG_PREEMPT         ? m->u.preempt.job
-	                                                       : rs->job;
-	if (strcmp(job, rs->job) != 0)
-		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
+	/* The job each request names is the session's (server.c checked it). */
 	switch (m->type) {
 	case CKPTD_MSG_SEGMENT_REQUEST:
 		if (m->u.segment_request.mode == CKPTD_SEG_LOCATE)
@@ -787,7 +781,7 @@ static void wait_tick(ckptd_server *srv, void *arg)
 {
 	(void)srv;
 	ckptd_agent *a = arg;
-	uint64_t now = ckptd__now_ns();
+	uint64_t now = ckpt__now_ns();
 	for (rank_sess *rs = a->ranks; rs; rs = rs->next)
 		if (rs->waiting && now >= rs->wait_until_ns) {
 			rs->waiting = 0;
@@ -828,6 +822,8 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 	if (dropped)
 		CKPTD_INFO(log, NULL, NULL, "agent index: %zu DRAM records dropped (DRAM does not survive a restart)", dropped);
 	ckpt__logger_init(&a->lg, "", -1);
+	/* Fault points are for tests, not a setting of the daemon (listed in
+	 * --help all the same). */
 	if ((r = ckpt__faults_parse(&a->faults, getenv("CKPT_FAULT"))) < 0) {
 		snprintf(err, errcap, "CKPT_FAULT: cannot parse the fault points");
 		goto fail;
@@ -861,7 +857,7 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 		goto fail;
 	}
 	a->backoff_ms = BACKOFF_MIN_MS;
-	a->rng = ckptd__now_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
+	a->rng = ckpt__now_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
 	*out = a;
 	return 0;
 fail:

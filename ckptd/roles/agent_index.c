@@ -48,34 +48,6 @@ static int dram_tier(uint32_t tier)
 	return tier == CKPT_TIER_LOCAL_MEM || tier == CKPT_TIER_PEER_MEM;
 }
 
-static void put_be(uint8_t *p, uint64_t v, int n)
-{
-	for (int i = n - 1; i >= 0; i--, v >>= 8)
-		p[i] = (uint8_t)v;
-}
-
-static uint64_t get_be(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < n; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++, v >>= 8)
-		p[i] = (uint8_t)v;
-}
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-	for (int i = n - 1; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
 /* The job prefix (length byte first, so "a" never ranges into "ab"), then
  * as much of version, rank, tier as `depth` asks: 1 version, 2 rank, 3 tier. */
 static size_t key_make(uint8_t *k, const char *job, uint64_t version, uint32_t rank, uint32_t tier, int depth)
@@ -85,11 +57,11 @@ static size_t key_make(uint8_t *k, const char *job, uint64_t version, uint32_t r
 	memcpy(k + o, job, n);
 	o += n;
 	if (depth >= 1) {
-		put_be(k + o, version, 8);
+		ckpt__put_be64(k + o, version);
 		o += 8;
 	}
 	if (depth >= 2) {
-		put_be(k + o, rank, 4);
+		ckpt__put_be32(k + o, rank);
 		o += 4;
 	}
 	if (depth >= 3)
@@ -103,31 +75,31 @@ static int rec_decode(const MDB_val *k, const MDB_val *v, ckptd_aidx_rec *r)
 	if (k->mv_size < 1 || k->mv_size != (size_t)1 + p[0] + 13 || p[0] > CKPTD_JOB_MAX || v->mv_size < AIDX_VAL_LEN)
 		return -EINVAL;
 	const uint8_t *q = v->mv_data;
-	if (get_le(q, 4) != AIDX_REC_VERSION)
+	if (ckpt__get_le32(q) != AIDX_REC_VERSION)
 		return -EINVAL;
 	memset(r, 0, sizeof(*r));
 	memcpy(r->job, p + 1, p[0]);
 	p += 1 + p[0];
-	r->version = get_be(p, 8);
-	r->rank = (uint32_t)get_be(p + 8, 4);
+	r->version = ckpt__get_be64(p);
+	r->rank = (uint32_t)ckpt__get_be32(p + 8);
 	r->tier = p[12];
-	r->world_size = (uint32_t)get_le(q + 4, 4);
-	r->committed = (uint32_t)get_le(q + 8, 4);
-	r->bytes = get_le(q + 16, 8);
-	r->checksum = get_le(q + 24, 8);
-	r->lineage = get_le(q + 32, 8);
+	r->world_size = (uint32_t)ckpt__get_le32(q + 4);
+	r->committed = (uint32_t)ckpt__get_le32(q + 8);
+	r->bytes = ckpt__get_le64(q + 16);
+	r->checksum = ckpt__get_le64(q + 24);
+	r->lineage = ckpt__get_le64(q + 32);
 	return 0;
 }
 
 static void val_make(uint8_t *q, const ckptd_aidx_rec *r)
 {
 	memset(q, 0, AIDX_VAL_LEN);
-	put_le(q, AIDX_REC_VERSION, 4);
-	put_le(q + 4, r->world_size, 4);
-	put_le(q + 8, r->committed, 4);
-	put_le(q + 16, r->bytes, 8);
-	put_le(q + 24, r->checksum, 8);
-	put_le(q + 32, r->lineage, 8);
+	ckpt__put_le32(q, AIDX_REC_VERSION);
+	ckpt__put_le32(q + 4, r->world_size);
+	ckpt__put_le32(q + 8, r->committed);
+	ckpt__put_le64(q + 16, r->bytes);
+	ckpt__put_le64(q + 24, r->checksum);
+	ckpt__put_le64(q + 32, r->lineage);
 }
 
 int ckptd_aidx_open(const char *dir, ckptd_aidx **out, size_t *dropped)
@@ -465,7 +437,7 @@ int ckptd_aidx_roots(ckptd_aidx *x, const char *job, int (*fn)(void *arg, const 
 static size_t mark_key(uint8_t *kb, const char *job, uint64_t version)
 {
 	size_t o = aux_key(kb, AIDX_MARK, job);
-	put_be(kb + o, version, 8);
+	ckpt__put_be64(kb + o, version);
 	return o + 8;
 }
 
@@ -479,8 +451,8 @@ int ckptd_aidx_mark(ckptd_aidx *x, const char *job, uint64_t version, uint32_t t
 	if (rc)
 		return lmdb_err(rc);
 	if ((rc = mdb_get(txn, x->dbi, &k, &v)) == 0 && v.mv_size == 4)
-		tiers |= (uint32_t)get_le(v.mv_data, 4);
-	put_le(vb, tiers, 4);
+		tiers |= (uint32_t)ckpt__get_le32(v.mv_data);
+	ckpt__put_le32(vb, tiers);
 	v = (MDB_val){ 4, vb };
 	if ((rc = mdb_put(txn, x->dbi, &k, &v, 0))) {
 		mdb_txn_abort(txn);
@@ -519,7 +491,7 @@ static int mark_cb(void *arg, const uint8_t *k, size_t klen, const MDB_val *v)
 		return 0;
 	memcpy(job, k + 2, k[1]);
 	job[k[1]] = '\0';
-	return w->fn(w->arg, job, get_be(k + o, 8), (uint32_t)get_le(v->mv_data, 4));
+	return w->fn(w->arg, job, ckpt__get_be64(k + o), (uint32_t)ckpt__get_le32(v->mv_data));
 }
 
 int ckptd_aidx_marks(ckptd_aidx *x, int (*fn)(void *arg, const char *job, uint64_t version, uint32_t tiers),

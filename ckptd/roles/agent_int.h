@@ -146,7 +146,9 @@ void ckptd__agent_delete(ckptd_agent *a, const ckptd_delete_version *d);
 void ckptd__agent_finish_deletes(ckptd_agent *a);
 
 /* agent_roots.c: whether the rank on s may have root recorded (canonical
- * path into canon) and acted on; -EACCES and others with a reason in why. */
+ * path into canon) and acted on. -EPERM: it cannot be checked (TCP without
+ * --rank-roots), serve the rank but record nothing; -EACCES and others: it
+ * is refused. A reason in why either way. */
 int ckptd__agent_root_trust(const ckptd_agent *a, const ckptd_session *s, const char *root, char *canon,
                             size_t cap, char *why, size_t whycap);
 /* At deletion: a recorded root still resolves to itself and is allowed. */
@@ -164,6 +166,8 @@ void ckptd__shared_close(ckptd_agent *a);
 /* COMMIT_NOTICE: at LOCAL_DISK, queues this node's shard files of the
  * version; at SHARED, its commit marker in the tree. */
 void ckptd__shared_notice(ckptd_agent *a, const ckptd_commit_notice *n);
+/* EMERGENCY aimed at SHARED: (job, version)'s files go first and unthrottled. */
+void ckptd__shared_emergency(ckptd_agent *a, const char *job, uint64_t version);
 /* Deletion of (job, version) at tiers: cancels its flush (LOCAL_DISK or
  * SHARED), removes the SHARED files this agent flushed (the marker first).
  * Returns 0 or -errno (the deletion is then retried). */

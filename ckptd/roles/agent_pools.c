@@ -216,7 +216,7 @@ void ckptd_jpools_unref(ckptd_jpools *p, const char *job)
 {
 	jpool *j = find(p, job);
 	if (j && j->users && --j->users == 0)
-		j->idle_since_ns = ckptd__now_ns();
+		j->idle_since_ns = ckpt__now_ns();
 }
 
 ckptd_pool *ckptd_jpools_get(ckptd_jpools *p, const char *job, int *preparing)

@@ -6,7 +6,9 @@
  * its canonical path, no symlink in it), owned by the uid the Unix socket
  * reports for the rank (SO_PEERCRED; root's ranks may name any), and, when
  * --rank-roots is set, inside one of those directories. Over TCP there is
- * no uid to check: roots are taken only under --rank-roots. */
+ * no uid to check: roots are taken only under --rank-roots; without it the
+ * rank is served but its root is not recorded (the agent acts on nothing
+ * there). */
 #include "agent_int.h"
 
 #include <errno.h>
@@ -65,9 +67,9 @@ int ckptd__agent_root_trust(const ckptd_agent *a, const ckptd_session *s, const 
 		snprintf(why, whycap, "checkpoint root %.200s is outside the agent's --rank-roots", rp);
 		r = -EACCES;
 	} else if (!have_uid && !allowed) {
-		snprintf(why, whycap, "a rank over TCP cannot prove who owns its checkpoint root; "
-		                      "the agent takes such roots only under --rank-roots");
-		r = -EACCES;
+		snprintf(why, whycap, "a rank over TCP cannot prove who owns its checkpoint root %.200s; the agent "
+		                      "records such roots only under --rank-roots", rp);
+		r = -EPERM;
 	} else if (have_uid && uid != 0 && st.st_uid != uid) {
 		snprintf(why, whycap, "checkpoint root %.200s is owned by uid %u, not by the rank's uid %u", rp,
 		         (unsigned)st.st_uid, (unsigned)uid);

@@ -76,7 +76,7 @@ static int em_safe(void *arg, const char *job, uint64_t version)
 int ckptd_coordinator_preempt(ckptd_coordinator *c, const ckptd_preempt *p)
 {
 	ckptd__coord_flush_batch(c); /* commits already reported count */
-	return ckptd_emerg_notice(c->emerg, p, ckptd__now_ns());
+	return ckptd_emerg_notice(c->emerg, p, ckpt__now_ns());
 }
 
 const ckptd_emerg_ops ckptd__coord_emerg_ops = { em_broadcast, em_exclude, em_readmit, em_peer_room,

@@ -17,13 +17,6 @@
 #define LIST_PAGE 1024
 #define LIVENESS_MS 200
 
-uint64_t ckptd__now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int job_add(char (**jobs)[CKPTD_JOB_MAX + 1], size_t *n, size_t *cap, const char *job)
 {
 	for (size_t i = 0; i < *n; i++)
@@ -196,10 +189,10 @@ void ckptd__coord_flush_batch(ckptd_coordinator *c)
 		c->batch[i].job = c->q[i].job;
 		c->batch[i].node = c->q[i].p->node;
 	}
-	uint64_t t0 = ckptd__now_ns();
+	uint64_t t0 = ckpt__now_ns();
 	int r = ckptd_coord_shard_done_batch(c->db, c->batch, c->nq, c->res);
 	CKPTD_DEBUG(c->log, NULL, NULL, "batch of %zu SHARD_DONE in %.3f ms: %d", c->nq,
-	            (double)(ckptd__now_ns() - t0) / 1e6, r);
+	            (double)(ckpt__now_ns() - t0) / 1e6, r);
 	for (size_t i = 0; i < c->nq; i++) {
 		pending *e = &c->q[i];
 		int st = r < 0 ? r : c->res[i].status;
@@ -279,7 +272,7 @@ static void hello(ckptd_coordinator *c, peer *p, const ckptd_agent_hello *h)
 	p->up = 1;
 	ckptd_emerg_node_back(c->emerg, p->node);
 	p->lost_at_ns = 0;
-	int r = ckptd_coord_agent_hello(c->db, p->node, h->address, h->domain, ckptd__now_ns());
+	int r = ckptd_coord_agent_hello(c->db, p->node, h->address, h->domain, ckpt__now_ns());
 	if (r < 0)
 		CKPTD_WARN(c->log, p->node, NULL, "recording agent failed: %s", ckpt_strerror(r));
 	CKPTD_INFO(c->log, p->node, NULL, "agent %s up at %s%s%s", p->node, h->address, h->domain[0] ? " domain " : "",
@@ -324,7 +317,7 @@ static void agent_sess_free(void *arg)
 	if (as->p && as->p->s == as->s) {
 		as->p->s = NULL;
 		as->p->up = 0;
-		as->p->lost_at_ns = ckptd__now_ns() + as->c->cfg->agent_grace_ms * 1000000ull;
+		as->p->lost_at_ns = ckpt__now_ns() + as->c->cfg->agent_grace_ms * 1000000ull;
 		CKPTD_WARN(as->c->log, as->p->node, NULL, "agent %s disconnected; lost in %llu ms unless it returns",
 		           as->p->node, (unsigned long long)as->c->cfg->agent_grace_ms);
 		ckptd__coord_place_partners(as->c);
@@ -336,7 +329,7 @@ static void liveness(ckptd_server *srv, void *arg)
 {
 	(void)srv;
 	ckptd_coordinator *c = arg;
-	uint64_t t = ckptd__now_ns();
+	uint64_t t = ckpt__now_ns();
 	uint32_t up = 0, down = 0;
 	for (peer *p = c->peers; p; p = p->next)
 		p->up ? up++ : down++;
@@ -644,8 +637,8 @@ static void judge_steps(ckptd_server *srv, void *arg)
 {
 	(void)srv;
 	ckptd_coordinator *c = arg;
-	ckptd_emerg_tick(c->emerg, ckptd__now_ns());
-	ckptd_steps_judge(c->steps, ckptd__now_ns());
+	ckptd_emerg_tick(c->emerg, ckpt__now_ns());
+	ckptd_steps_judge(c->steps, ckpt__now_ns());
 }
 
 /* ---------------------------------------------------------------- handlers */
@@ -654,7 +647,6 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 {
 	agent_sess *as = ckptd_session_data(s);
 	uint32_t role = ckptd_session_role(s);
-	const char *sjob = ckptd_session_job(s);
 	switch (m->type) {
 	case CKPTD_MSG_AGENT_HELLO: {
 		if (role != CKPTD_ROLE_AGENT)
@@ -699,8 +691,6 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 			return ckptd_session_send(s, &ok, -1);
 		}
 	case CKPTD_MSG_LIST_VERSIONS: {
-		if (sjob[0] && strcmp(sjob, m->u.list_versions.job) != 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		ckptd_msg rep = { .type = CKPTD_MSG_VERSIONS };
 		int r = ckptd_coordinator_list(c, &m->u.list_versions, &rep.u.versions);
 		if (r == 0)
@@ -713,18 +703,12 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 	case CKPTD_MSG_DELETE_VERSION:
 		if (role == CKPTD_ROLE_AGENT)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "agents delete on the coordinator's word only");
-		if (sjob[0] && strcmp(sjob, m->u.delete_version.job) != 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		return delete_version(c, s, &m->u.delete_version);
 	case CKPTD_MSG_GC:
 		if (role == CKPTD_ROLE_AGENT)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "GC is for the ckpt tool");
-		if (sjob[0] && strcmp(sjob, m->u.gc.job) != 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		return gc(c, s, &m->u.gc);
 	case CKPTD_MSG_PREEMPT: {
-		if (sjob[0] && strcmp(sjob, m->u.preempt.job) != 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		if (!m->u.preempt.job[0] && !m->u.preempt.node[0])
 			return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "PREEMPT names a job, a node, or both");
 		/* count: the jobs whose ranks were told (0: nobody was). */
@@ -746,21 +730,17 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		return r;
 	}
 	case CKPTD_MSG_SHOW_VERSION:
-		if (sjob[0] && strcmp(sjob, m->u.show_version.job) != 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		return show_version(c, s, &m->u.show_version);
 	case CKPTD_MSG_STEP_REPORT: {
 		if (role != CKPTD_ROLE_AGENT)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "ranks report steps through their agent");
-		int r = ckptd_steps_report(c->steps, &m->u.step_report, ckptd__now_ns());
+		int r = ckptd_steps_report(c->steps, &m->u.step_report, ckpt__now_ns());
 		if (r < 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "step report not taken (rank or job beyond the bounds)");
 		ckptd_msg ok = { .type = CKPTD_MSG_OK };
 		return ckptd_session_send(s, &ok, -1);
 	}
 	case CKPTD_MSG_STEP_STATS: {
-		if (sjob[0] && strcmp(sjob, m->u.step_stats.job) != 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		ckptd_msg rep = { .type = CKPTD_MSG_STEP_STATS_REPLY };
 		int r = ckptd_steps_query(c->steps, m->u.step_stats.job, m->u.step_stats.start, &rep.u.step_stats_reply);
 		r = r < 0 ? r : ckptd_session_send(s, &rep, -1);
@@ -768,8 +748,6 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		return r;
 	}
 	case CKPTD_MSG_GOODPUT: {
-		if (sjob[0] && strcmp(sjob, m->u.goodput.job) != 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		ckptd_msg rep = { .type = CKPTD_MSG_GOODPUT_REPLY };
 		int r = ckptd_steps_goodput(c->steps, m->u.goodput.job, &rep.u.goodput_reply);
 		r = r < 0 ? r : ckptd_session_send(s, &rep, -1);
@@ -823,7 +801,7 @@ int ckptd_coordinator_local_msg(ckptd_coordinator *c, const char *node, const ck
 		return r < 0 ? r : 0;
 	}
 	case CKPTD_MSG_STEP_REPORT:
-		return ckptd_steps_report(c->steps, &m->u.step_report, ckptd__now_ns());
+		return ckptd_steps_report(c->steps, &m->u.step_report, ckpt__now_ns());
 	case CKPTD_MSG_PREEMPT:
 		ckptd_coordinator_preempt(c, &m->u.preempt);
 		return 0;

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "base/common.h"
 #include "coord/coord.h"
 #include "mem/pool.h"
 #include "roles.h"
@@ -12,7 +13,6 @@
 typedef struct ckptd_coordinator ckptd_coordinator;
 typedef struct ckptd_agent ckptd_agent;
 
-uint64_t ckptd__now_ns(void);
 
 /* ---------------------------------------------------------------- coordinator */
 

@@ -23,6 +23,7 @@ typedef struct cfg_entry {
 	const char *def;  /* NULL: unset */
 	const char *env;
 	const char *help;
+	const char *env_alias; /* read when env is not set (an older name) */
 } cfg_entry;
 
 #define F(field) offsetof(ckptd_config, field)
@@ -40,14 +41,14 @@ static const cfg_entry table[] = {
 	{ "token-file", T_PATH, F(token_file), NULL, "CKPT_TOKEN_FILE", "file holding the cluster secret, mode 0600 (unset: the CKPT_TOKEN variable)" },
 	{ "node", T_NAME, F(node), NULL, "CKPT_NODE", "this node's name (unset: the host name)" },
 	{ "max-conns", T_COUNT, F(max_conns), "1024", "CKPT_MAX_CONNS", "authenticated connections served at once; more are refused with BUSY" },
-	{ "max-handshakes", T_COUNT, F(max_handshakes), "64", "CKPT_MAX_HANDSHAKES", "connections still authenticating, counted apart from --max-conns; when full, the oldest handshake is dropped for a new one" },
-	{ "max-handshakes-per-peer", T_COUNT, F(max_handshakes_per_peer), "8", "CKPT_MAX_HANDSHAKES_PER_PEER", "connections still authenticating from one peer (TCP: one IP address; Unix socket: one uid); when full, that peer's oldest handshake is dropped" },
+	{ "max-handshakes", T_COUNT, F(max_handshakes), "256", "CKPT_MAX_HANDSHAKES", "connections still authenticating, counted apart from --max-conns; when full, the oldest handshake is dropped for a new one" },
+	{ "max-handshakes-per-peer", T_COUNT, F(max_handshakes_per_peer), "16", "CKPT_MAX_HANDSHAKES_PER_PEER", "TCP connections still authenticating from one IP address; when full, that address's oldest handshake is dropped" },
 	{ "idle-timeout", T_DURATION, F(idle_timeout_ms), "0", "CKPT_IDLE_TIMEOUT", "drop a session silent this long (0: never; ranks stay connected for a whole run)" },
 	{ "frame-timeout", T_DURATION, F(frame_timeout_ms), "10s", "CKPT_FRAME_TIMEOUT", "a frame must be complete this long after its first byte (slow clients are dropped)" },
 	{ "handshake-timeout", T_DURATION, F(handshake_timeout_ms), "5s", "CKPT_HANDSHAKE_TIMEOUT", "a connection must authenticate within this" },
 	{ "shutdown-grace", T_DURATION, F(shutdown_grace_ms), "5s", "CKPT_SHUTDOWN_GRACE", "on SIGTERM/SIGINT, time left to flush replies in flight" },
 	{ "out-queue", T_SIZE, F(out_queue), "4M", "CKPT_OUT_QUEUE", "bytes queued to one peer before its requests stop being read" },
-	{ "log-level", T_LOGLEVEL, F(log_level), "info", "CKPT_LOG_LEVEL", "error, warn, info, debug or trace" },
+	{ "log-level", T_LOGLEVEL, F(log_level), "info", CKPT_LOG_ENV, "error, warn, info, debug or trace (the library reads CKPT_DEBUG too; CKPT_LOG_LEVEL is an alias)", CKPT_LOG_ENV_ALIAS },
 	{ "domain", T_NAME, F(domain), NULL, "CKPT_DOMAIN", "agent: this node's failure domain (rack), for partner placement" },
 	{ "agent-grace", T_DURATION, F(agent_grace_ms), "30s", "CKPT_AGENT_GRACE", "coordinator: a disconnected agent's copies are dropped after this" },
 	{ "retention-interval", T_DURATION, F(retention_interval_ms), "60s", "CKPT_RETENTION_INTERVAL", "coordinator: how often retention runs (0: never)" },
@@ -69,7 +70,7 @@ static const cfg_entry table[] = {
 	{ "notice-file", T_PATH, F(notice_file), NULL, "CKPT_NOTICE_FILE", "agent: a trigger file; when it appears the node is noticed (content: empty, deadline=SECONDS, or an RFC 3339 time)" },
 	{ "notice-interval", T_DURATION, F(notice_interval_ms), "1s", "CKPT_NOTICE_INTERVAL", "agent: how often the notice sources are polled" },
 	{ "shared-dir", T_PATH, F(shared_dir), NULL, "CKPT_SHARED_DIR", "agent: a shared filesystem directory that committed versions are copied to in the background (the SHARED tier, which survives losing every node; ranks read it with the same CKPT_SHARED_DIR). Unset: no SHARED tier" },
-	{ "rank-roots", T_PATH, F(rank_roots), NULL, "CKPT_RANK_ROOTS", "agent: directories (':'-separated) that ranks' checkpoint roots must lie in; the agent deletes and reads files under a root a rank registers, so it takes one only inside these, and over the Unix socket only if owned by the rank's uid (unset: any root the rank's uid owns; over TCP none)" },
+	{ "rank-roots", T_PATH, F(rank_roots), NULL, "CKPT_RANK_ROOTS", "agent: directories (':'-separated) that ranks' checkpoint roots must lie in; the agent deletes and reads files under a root a rank registers, so it takes one only inside these, and over the Unix socket only if owned by the rank's uid (unset: any root the rank's uid owns; over TCP none is recorded)" },
 	{ "shared-rate", T_SIZE0, F(shared_rate), "200M", "CKPT_SHARED_RATE", "agent: bytes per second the flush to --shared-dir may read and write together, so that it leaves training its bandwidth (K, M, G suffixes; 0: unthrottled)" },
 	{ "metrics-listen", T_TCP_ADDR, F(metrics_listen), NULL, "CKPT_METRICS_LISTEN", "host:port serving Prometheus metrics on GET /metrics; only this address is bound (unset: no endpoint)" },
 };
@@ -118,7 +119,7 @@ static int set_field(ckptd_config *cfg, const cfg_entry *e, const char *v, const
 		return set_str((char **)base, v);
 	case T_NAME:
 		*expect = "a name of letters, digits, '.', '_', '-' (at most 64)";
-		if (*v && ckptd_job_valid(v) < 0)
+		if (*v && ckpt__job_valid(v) < 0)
 			return -EINVAL;
 		return set_str((char **)base, v);
 	case T_TCP_ADDR:
@@ -172,9 +173,9 @@ static int set_field(ckptd_config *cfg, const cfg_entry *e, const char *v, const
 		return 0;
 	case T_LOGLEVEL:
 		*expect = "error, warn, info, debug or trace";
-		if (ckptd_log_level_parse(v) < 0)
+		if (ckpt__log_level_parse(v) < 0)
 			return -EINVAL;
-		*(int *)base = ckptd_log_level_parse(v);
+		*(int *)base = ckpt__log_level_parse(v);
 		return 0;
 	}
 	return -EINVAL;
@@ -279,10 +280,12 @@ int ckptd_config_parse(ckptd_config *cfg, int argc, char **argv, char *err, size
 		return r;
 
 	for (size_t i = 0; i < NENTRIES; i++) {
-		const char *v = getenv(table[i].env);
+		const char *name = table[i].env, *v = getenv(name);
+		if (!v && table[i].env_alias)
+			v = getenv(name = table[i].env_alias);
 		if (!v)
 			continue;
-		if ((r = apply(cfg, &table[i], v, CKPTD_SRC_ENV, table[i].env, err, errcap)) < 0)
+		if ((r = apply(cfg, &table[i], v, CKPTD_SRC_ENV, name, err, errcap)) < 0)
 			return r;
 	}
 
@@ -358,6 +361,10 @@ void ckptd_config_help(FILE *out)
 	}
 	fprintf(out, "\n  %-22s %-24s %-8s %s\n", "", "CKPT_TOKEN", "-",
 	        "the cluster secret itself, when no --token-file is set");
+	fprintf(out, "  %-22s %-24s %-8s %s\n", "", "CKPT_FABRIC_PROVIDER", "-",
+	        "the libfabric provider of the peer pool (unset: libfabric's choice)");
+	fprintf(out, "  %-22s %-24s %-8s %s\n", "", "CKPT_FAULT", "-",
+	        "fault points to arm, for tests only (docs/testing.md)");
 	fprintf(out, "\nOther flags: --help, --version, --print-config (show the effective settings and exit).\n"
 	             "Secrets are never accepted on the command line.\n"
 	             "Signals: SIGTERM or SIGINT stop accepting, flush replies, remove the socket, exit 0.\n"
@@ -387,7 +394,9 @@ void ckptd_config_print(const ckptd_config *cfg, FILE *out)
 			snprintf(v, sizeof(v), "%u", *(const uint32_t *)base);
 			break;
 		case T_LOGLEVEL:
-			snprintf(v, sizeof(v), "%s", ckptd_log_level_name(*(const int *)base));
+			snprintf(v, sizeof(v), "%s", ckpt__log_level_name(*(const int *)base));
+			for (char *c = v; *c; c++)
+				*c = (char)tolower((unsigned char)*c);
 			break;
 		default: {
 			const char *s = *(char *const *)base;

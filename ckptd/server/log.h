@@ -1,40 +1,31 @@
 /*
- * log.h — ckptd's log: one line per event on stderr, with a level, and the
- * peer and job where known. The logger is a value the daemon context owns;
- * there is no global logger.
- *
- * Never pass secrets or bytes received from a peer as text: reasons are
- * fixed strings, peers are addresses we formatted ourselves.
+ * log.h — ckptd's log: the one logger of base/log.h, in the daemon's voice:
+ * one line per event on stderr, led by the time, with the peer and job where
+ * known. The logger is a value the daemon context owns; there is no global
+ * logger. Its level is --log-level, else CKPT_DEBUG (base/log.h).
  */
 #ifndef CKPTD_SERVER_LOG_H
 #define CKPTD_SERVER_LOG_H
 
-#include <stdarg.h>
-#include <stdio.h>
+#include "base/log.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 enum {
-	CKPTD_LOG_ERROR = 0,
-	CKPTD_LOG_WARN,
-	CKPTD_LOG_INFO,
-	CKPTD_LOG_DEBUG,
-	CKPTD_LOG_TRACE,
+	CKPTD_LOG_ERROR = CKPT_LOG_ERROR,
+	CKPTD_LOG_WARN = CKPT_LOG_WARN,
+	CKPTD_LOG_INFO = CKPT_LOG_INFO,
+	CKPTD_LOG_DEBUG = CKPT_LOG_DEBUG,
+	CKPTD_LOG_TRACE = CKPT_LOG_TRACE,
 };
 
-typedef struct ckptd_log {
-	int level; /* lines above this level are not written */
-	FILE *out; /* NULL: stderr */
-} ckptd_log;
+/* { level, out }: out NULL writes to stderr. */
+typedef ckpt_logger ckptd_log;
 
-/* "error", "warn", "info", "debug", "trace" → level; -1 if unknown. */
-int ckptd_log_level_parse(const char *s);
-const char *ckptd_log_level_name(int level);
-
-/* Writes one line: "ckptd: LEVEL [peer job=J] text". peer and job may be
- * NULL or "". A NULL log writes nothing. */
+/* Writes one line: "TIME ckptd LEVEL [peer job=J]: text". peer and job may
+ * be NULL or "". A NULL log writes nothing. */
 void ckptd_logf(const ckptd_log *log, int level, const char *peer, const char *job, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 

@@ -3,13 +3,6 @@
 #include "server_int.h"
 
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t ms_to_ns(uint64_t ms)
 {
 	return ms * 1000000ull;
@@ -134,7 +127,7 @@ static int queue(ckptd_session *s, const ckptd_msg *m, int fd, int seal)
 		s->out_head = o;
 	s->out_tail = o;
 	if (!s->out_deadline)
-		s->out_deadline = now_ns() + ms_to_ns(s->srv->cfg->frame_timeout_ms);
+		s->out_deadline = ckpt__now_ns() + ms_to_ns(s->srv->cfg->frame_timeout_ms);
 	s->out_bytes += o->len;
 	return 0;
 }
@@ -174,7 +167,7 @@ static void drop(ckptd_session *s, uint32_t code, const char *why)
 	if (code)
 		send_error(s, code, why);
 	s->closing = 1;
-	s->close_deadline = now_ns() + CLOSE_LINGER_NS;
+	s->close_deadline = ckpt__now_ns() + CLOSE_LINGER_NS;
 	if (!s->out_head) {
 		session_close(s);
 		return;
@@ -218,7 +211,7 @@ static int flush(ckptd_session *s)
 		}
 		o->off += (size_t)n;
 		s->out_bytes -= (size_t)n;
-		s->out_deadline = now_ns() + ms_to_ns(s->srv->cfg->frame_timeout_ms);
+		s->out_deadline = ckpt__now_ns() + ms_to_ns(s->srv->cfg->frame_timeout_ms);
 		if (o->off == o->len) {
 			s->out_head = o->next;
 			if (!s->out_head)
@@ -257,40 +250,24 @@ static const char *role_name(uint32_t r)
 	return r == CKPTD_ROLE_RANK ? "rank" : r == CKPTD_ROLE_AGENT ? "agent" : r == CKPTD_ROLE_CLI ? "cli" : "?";
 }
 
-static int random_secret(ckptd_secret **out)
-{
-	uint8_t b[32];
-	randombytes_buf(b, sizeof(b));
-	int r = ckptd_secret_parse(b, sizeof(b), out, NULL, 0);
-	sodium_memzero(b, sizeof(b));
-	return r;
-}
-
 static void on_hello(ckptd_session *s, const ckptd_msg *m)
 {
 	ckptd_server *srv = s->srv;
 	const ckptd_hello *h = &m->u.hello;
-	ckptd_secret *sec = NULL, *derived = NULL;
+	ckptd_secret *derived = NULL;
 	const ckptd_secret *use = srv->cluster;
 	uint8_t nonce[CKPTD_NONCE_LEN];
 	s->role = h->role;
 	snprintf(s->job, sizeof(s->job), "%s", h->job);
 	if (h->job[0]) {
-		if (!srv->filter || srv->filter(h->job, srv->filter_arg)) {
-			if (ckptd_secret_derive_job(srv->cluster, h->job, &derived) < 0)
-				goto refuse;
-			use = derived;
-		} else {
-			if (random_secret(&sec) < 0)
-				goto refuse;
-			use = sec;
-		}
+		if (ckptd_secret_derive_job(srv->cluster, h->job, &derived) < 0)
+			goto refuse;
+		use = derived;
 	}
 	int r = ckptd_auth_server_start(s->auth, use, CKPTD_VERSION_PACK(m->major, m->minor), h->role, h->job,
 	                                h->nonce, nonce);
-	ckptd_secret_free(sec);
 	ckptd_secret_free(derived);
-	sec = derived = NULL;
+	derived = NULL;
 	if (r == -CKPT_EFORMAT) {
 		ckptd_msg e;
 		ckptd_msg_version_error(&e, CKPTD_VERSION_PACK(m->major, m->minor));
@@ -309,7 +286,6 @@ static void on_hello(ckptd_session *s, const ckptd_msg *m)
 	s->state = S_AUTH;
 	return;
 refuse:
-	ckptd_secret_free(sec);
 	ckptd_secret_free(derived);
 	drop(s, CKPTD_ERR_AUTH, "authentication failed: role and scope do not go together");
 }
@@ -359,6 +335,12 @@ static void dispatch(ckptd_session *s, const ckptd_msg *m)
 	default:
 		break;
 	}
+	/* Job scope, for every message and before any handler (the table says
+	 * which carry a job): a job's session reaches its own job only. */
+	if (!ckptd_msg_job_allowed(m, s->job)) {
+		send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
+		return;
+	}
 	for (size_t i = 0; i < srv->nhandlers; i++) {
 		if (srv->handlers[i].type != m->type)
 			continue;
@@ -370,7 +352,7 @@ static void dispatch(ckptd_session *s, const ckptd_msg *m)
 			if (r != -ENOBUFS)
 				send_error(s, CKPTD_ERR_INTERNAL, "request failed; see the daemon log");
 			s->closing = 1;
-			s->close_deadline = now_ns() + CLOSE_LINGER_NS;
+			s->close_deadline = ckpt__now_ns() + CLOSE_LINGER_NS;
 			if (!s->out_head)
 				session_close(s);
 		}
@@ -412,7 +394,7 @@ static void on_frame(ckptd_session *s, uint8_t *frame, size_t len)
 		drop(s, CKPTD_ERR_MALFORMED, w);
 		return;
 	}
-	s->last_rx = now_ns();
+	s->last_rx = ckpt__now_ns();
 	if (s->state == S_HELLO) {
 		if (m.type == CKPTD_MSG_HELLO)
 			on_hello(s, &m);
@@ -473,7 +455,7 @@ static void on_readable(ckptd_session *s)
 			session_close(s);
 			return;
 		}
-		uint64_t t = now_ns();
+		uint64_t t = ckpt__now_ns();
 		s->rx_any = 1;
 		r = ckptd_reader_commit(s->reader, (size_t)n, t);
 		uint8_t *frame;
@@ -605,7 +587,9 @@ static void make_handshake_room(ckptd_server *srv, const ckptd_session *n)
 		}
 	}
 	char why[128];
-	if (oldest_peer && same >= srv->cfg->max_handshakes_per_peer) {
+	/* Per peer over TCP only: a node's ranks share one uid on the Unix
+	 * socket and may all connect at once when a job starts. */
+	if (n->transport == CKPTD_TRANSPORT_TCP && oldest_peer && same >= srv->cfg->max_handshakes_per_peer) {
 		snprintf(why, sizeof(why), "handshake limit per peer (%u) reached; the oldest gives way to a new connection",
 		         srv->cfg->max_handshakes_per_peer);
 		drop(oldest_peer, CKPTD_ERR_BUSY, why);
@@ -643,7 +627,7 @@ static void on_accept(ckptd_server *srv, int lfd, int transport)
 		s->transport = transport;
 		s->state = S_HELLO;
 		peer_name(s, &ss);
-		uint64_t t = now_ns();
+		uint64_t t = ckpt__now_ns();
 		s->hs_deadline = t + ms_to_ns(srv->cfg->handshake_timeout_ms);
 		s->last_rx = t;
 		if (count_ready(srv, NULL) >= srv->cfg->max_conns) {
@@ -684,10 +668,8 @@ static void on_accept(ckptd_server *srv, int lfd, int transport)
 
 static int on_status(ckptd_server *srv, ckptd_session *s, const ckptd_msg *req, void *arg)
 {
+	(void)req; /* its job, the only field, was checked in dispatch */
 	(void)arg;
-	/* A job's session sees its own job only. */
-	if (s->job[0] && req->u.status.job[0] && strcmp(s->job, req->u.status.job) != 0)
-		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 	ckptd_msg m = { .type = CKPTD_MSG_STATUS_REPLY };
 	snprintf(m.u.status_reply.node, sizeof(m.u.status_reply.node), "%s", srv->node);
 	m.u.status_reply.roles = srv->cfg->roles;
@@ -695,7 +677,7 @@ static int on_status(ckptd_server *srv, ckptd_session *s, const ckptd_msg *req, 
 		m.u.status_reply.pool_bytes = srv->cfg->pool_size;
 	/* The reply has no fields for these yet (docs/protocol.md): the log has them. */
 	CKPTD_DEBUG(srv->log, s->peer, s->job, "status: up %llus, %u connections",
-	            (unsigned long long)((now_ns() - srv->started_ns) / 1000000000ull), srv->nlive);
+	            (unsigned long long)((ckpt__now_ns() - srv->started_ns) / 1000000000ull), srv->nlive);
 	return ckptd_session_send(s, &m, -1);
 }
 
@@ -728,10 +710,10 @@ int ckptd_server_new(const ckptd_config *cfg, const ckptd_secret *cluster, const
 	srv->epfd = srv->sigfd = srv->tcp_fd = srv->unix_fd = -1;
 	for (size_t i = 0; i < MAX_WATCHES; i++)
 		srv->watches[i].fd = -1;
-	srv->started_ns = now_ns();
+	srv->started_ns = ckpt__now_ns();
 	if (cfg->node)
 		snprintf(srv->node, sizeof(srv->node), "%s", cfg->node);
-	else if (gethostname(srv->node, sizeof(srv->node) - 1) < 0 || ckptd_job_valid(srv->node) < 0)
+	else if (gethostname(srv->node, sizeof(srv->node) - 1) < 0 || ckpt__job_valid(srv->node) < 0)
 		snprintf(srv->node, sizeof(srv->node), "localhost");
 	srv->cluster = cluster;
 
@@ -832,12 +814,6 @@ int ckptd_server_on(ckptd_server *srv, uint16_t type, ckptd_handler_fn handler, 
 	return 0;
 }
 
-void ckptd_server_set_job_filter(ckptd_server *srv, ckptd_job_filter_fn fn, void *arg)
-{
-	srv->filter = fn;
-	srv->filter_arg = arg;
-}
-
 void ckptd_server_stop(ckptd_server *srv)
 {
 	srv->stop = 1;
@@ -927,7 +903,7 @@ int ckptd_server_every(ckptd_server *srv, uint64_t period_ms, ckptd_hook_fn fn, 
 	if (srv->ntimers == MAX_TIMERS)
 		return -ENOSPC;
 	srv->timers[srv->ntimers].period_ns = ms_to_ns(period_ms);
-	srv->timers[srv->ntimers].due_ns = now_ns() + ms_to_ns(period_ms);
+	srv->timers[srv->ntimers].due_ns = ckpt__now_ns() + ms_to_ns(period_ms);
 	srv->timers[srv->ntimers].fn = fn;
 	srv->timers[srv->ntimers].arg = arg;
 	srv->ntimers++;
@@ -952,7 +928,7 @@ static void run_hooks(ckptd_server *srv)
 {
 	for (size_t i = 0; i < srv->nafter; i++)
 		srv->after[i].fn(srv, srv->after[i].arg);
-	uint64_t t = now_ns();
+	uint64_t t = ckpt__now_ns();
 	for (size_t i = 0; i < srv->ntimers; i++) {
 		if (srv->timers[i].due_ns > t)
 			continue;
@@ -976,7 +952,7 @@ static void begin_stop(ckptd_server *srv, const char *why)
 	ckptd__close_listeners(srv);
 	/* Requests already read have been answered; what remains is to let
 	 * the answers reach their peers. */
-	uint64_t t = now_ns();
+	uint64_t t = ckpt__now_ns();
 	for (ckptd_session *s = srv->live, *n; s; s = n) {
 		n = s->next;
 		s->closing = 1;
@@ -1005,7 +981,7 @@ int ckptd_server_run(ckptd_server *srv)
 		}
 		if (stopping && !srv->live)
 			break;
-		int timeout = next_timeout_ms(srv, now_ns(), UINT64_MAX);
+		int timeout = next_timeout_ms(srv, ckpt__now_ns(), UINT64_MAX);
 		int n = epoll_wait(srv->epfd, evs, 64, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -1049,7 +1025,7 @@ int ckptd_server_run(ckptd_server *srv)
 			}
 		}
 		run_hooks(srv);
-		check_deadlines(srv, now_ns());
+		check_deadlines(srv, ckpt__now_ns());
 		reap(srv);
 	}
 	reap(srv);

@@ -10,93 +10,36 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const level_names[] = { "ERROR", "WARN", "INFO", "TRACE" };
-
-static int level_from_env(void)
-{
-	const char *s = getenv("CKPT_DEBUG");
-	if (!s || !*s)
-		return CKPT_LOG_WARN;
-	for (int i = 0; i < 4; i++)
-		if (!strcasecmp(s, level_names[i]))
-			return i;
-	if (!strcasecmp(s, "WARNING"))
-		return CKPT_LOG_WARN;
-	return CKPT_LOG_WARN;
-}
-
-void ckpt__logger_init(ckpt_logger *lg, const char *job, int64_t rank)
-{
-	lg->level = level_from_env();
-	snprintf(lg->job, sizeof(lg->job), "%s", job ? job : "");
-	lg->rank = rank;
-}
-
-void ckpt__log(const ckpt_logger *lg, int level, uint64_t version, const char *fmt, ...)
-{
-	int max = lg ? lg->level : level_from_env();
-	if (level > max)
-		return;
-	char prefix[160];
-	int n = snprintf(prefix, sizeof(prefix), "ckpt %s", level_names[level]);
-	if (lg && lg->job[0])
-		n += snprintf(prefix + n, sizeof(prefix) - (size_t)n, " job=%s", lg->job);
-	if (lg && lg->rank >= 0)
-		n += snprintf(prefix + n, sizeof(prefix) - (size_t)n, " rank=%lld", (long long)lg->rank);
-	if (version != CKPT_NO_VERSION)
-		snprintf(prefix + n, sizeof(prefix) - (size_t)n, " v=%llu", (unsigned long long)version);
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	/* One write per line so that lines of concurrent ranks do not interleave. */
-	char line[1300];
-	int len = snprintf(line, sizeof(line), "%s: %s\n", prefix, msg);
-	if (len > (int)sizeof(line) - 1)
-		len = (int)sizeof(line) - 1;
-	ssize_t w = write(2, line, (size_t)len);
-	(void)w;
-}
-
 #ifndef NDEBUG
 void ckpt__trace_error(const char *file, int line, int err)
 {
-	static const ckpt_logger quiet = { CKPT_LOG_WARN, "", -1 };
-	const char *s = getenv("CKPT_DEBUG");
-	if (s && !strcasecmp(s, "TRACE"))
+	static const ckpt_logger quiet = { .level = CKPT_LOG_WARN, .rank = -1 };
+	if (ckpt__log_level_env(CKPT_LOG_WARN) == CKPT_LOG_TRACE)
 		ckpt__log(&quiet, CKPT_LOG_WARN, CKPT_NO_VERSION, "%s:%d: %s", file, line, ckpt_strerror(err));
 }
 #endif
 
-uint64_t ckpt__now_ns(void)
+const char *ckpt__name_check(const char *s, size_t len)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t ckpt__wall_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (len == 0)
+		return "empty name";
+	if (s[0] == '.')
+		return "name starts with '.'";
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+		      c == '_' || c == '-'))
+			return "name holds a character outside [A-Za-z0-9._-]";
+	}
+	return NULL;
 }
 
 int ckpt__job_valid(const char *job)
 {
 	if (!job)
 		return -CKPT_ENAME;
-	size_t n = strlen(job);
-	if (n == 0 || n > 64 || job[0] == '.')
-		return -CKPT_ENAME;
-	for (size_t i = 0; i < n; i++) {
-		char c = job[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '.' || c == '_' || c == '-'))
-			return -CKPT_ENAME;
-	}
-	return 0;
+	size_t n = strnlen(job, CKPT_JOB_MAX + 1);
+	return n > CKPT_JOB_MAX || ckpt__name_check(job, n) ? -CKPT_ENAME : 0;
 }
 
 int ckpt__region_name_valid(const char *name, size_t len)

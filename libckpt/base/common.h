@@ -1,5 +1,6 @@
-/* Internal helpers shared by every part of libckpt: logging, error macros,
- * alignment, little/big-endian codecs, time. */
+/* Internal helpers shared by every part of libckpt and by ckptd: error
+ * macros, alignment, little/big-endian codecs, clocks, names, files; and the
+ * logger (log.h). */
 #ifndef CKPT_COMMON_H
 #define CKPT_COMMON_H
 
@@ -7,34 +8,15 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 #include "ckpt.h"
+#include "log.h"
 
 #define CKPT_ALIGN 4096u
 #define CKPT_ALIGN_UP(x, a) (((x) + ((a) - 1)) / (a) * (a))
 #define CKPT_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define CKPT_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define CKPT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
-/* ---- logging: levels, stderr, CKPT_DEBUG=ERROR|WARN|INFO|TRACE ---- */
-enum ckpt_log_level { CKPT_LOG_ERROR = 0, CKPT_LOG_WARN, CKPT_LOG_INFO, CKPT_LOG_TRACE };
-
-/* Who a log line speaks for; lives in each context, no global state. */
-typedef struct ckpt_logger {
-	int level;
-	char job[72];
-	int64_t rank; /* -1: none */
-} ckpt_logger;
-
-void ckpt__logger_init(ckpt_logger *lg, const char *job, int64_t rank);
-/* version: UINT64_MAX when the line is about no particular version. */
-void ckpt__log(const ckpt_logger *lg, int level, uint64_t version, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-#define CKPT_NO_VERSION UINT64_MAX
-#define LOG_E(lg, v, ...) ckpt__log((lg), CKPT_LOG_ERROR, (v), __VA_ARGS__)
-#define LOG_W(lg, v, ...) ckpt__log((lg), CKPT_LOG_WARN, (v), __VA_ARGS__)
-#define LOG_I(lg, v, ...) ckpt__log((lg), CKPT_LOG_INFO, (v), __VA_ARGS__)
-#define LOG_T(lg, v, ...) ckpt__log((lg), CKPT_LOG_TRACE, (v), __VA_ARGS__)
 
 /* Forward an error; in debug builds say where it passed. */
 #ifndef NDEBUG
@@ -44,7 +26,6 @@ void ckpt__trace_error(const char *file, int line, int err);
 #else
 #define CKPT_TRY(expr) do { int ckpt__e = (expr); if (ckpt__e < 0) return ckpt__e; } while (0)
 #endif
-#define CKPT_RETURN_IF(cond, err) do { if (cond) return (err); } while (0)
 
 /* ---- byte order ---- */
 static inline void ckpt__put_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
@@ -58,12 +39,28 @@ static inline void ckpt__put_be64(uint8_t *p, uint64_t v) { for (int i = 0; i < 
 static inline uint32_t ckpt__get_be32(const uint8_t *p) { uint32_t v = 0; for (int i = 0; i < 4; i++) v = (v << 8) | p[i]; return v; }
 static inline uint64_t ckpt__get_be64(const uint8_t *p) { uint64_t v = 0; for (int i = 0; i < 8; i++) v = (v << 8) | p[i]; return v; }
 
-/* ---- time ---- */
-uint64_t ckpt__now_ns(void);      /* CLOCK_MONOTONIC */
-uint64_t ckpt__wall_ns(void);     /* CLOCK_REALTIME */
+/* ---- time: the clocks of every layer and of ckptd (through the vDSO: no
+ * system call, so fit for ckpt_step's fast path) ---- */
+static inline uint64_t ckpt__clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+/* CLOCK_MONOTONIC: durations, deadlines inside a process. */
+static inline uint64_t ckpt__now_ns(void) { return ckpt__clock_ns(CLOCK_MONOTONIC); }
+static inline uint64_t ckpt__now_ms(void) { return ckpt__now_ns() / 1000000u; }
+/* CLOCK_REALTIME: deadlines that cross processes and nodes. */
+static inline uint64_t ckpt__wall_ns(void) { return ckpt__clock_ns(CLOCK_REALTIME); }
 
 /* ---- names ---- */
-/* 0 if job is a valid job id, else -CKPT_ENAME. */
+#define CKPT_JOB_MAX 64
+/* Job ids and node names (they name directories): s holds len bytes, no NUL
+ * needed; not empty, not starting with '.', only [A-Za-z0-9._-]. Returns
+ * NULL, or why not. */
+const char *ckpt__name_check(const char *s, size_t len);
+/* 0 if job is a valid job id (a name of 1..CKPT_JOB_MAX bytes), else
+ * -CKPT_ENAME. The one rule for the library, the protocol and ckptd. */
 int ckpt__job_valid(const char *job);
 /* 0 if name (len bytes) is a valid region name, else -CKPT_ENAME. */
 int ckpt__region_name_valid(const char *name, size_t len);

@@ -491,9 +491,15 @@ int ckpt__shard_parse_parts(ckpt_shard *s, uint64_t len, const uint8_t *hdr, siz
 int ckpt__shard_open(const char *path, ckpt_shard *s, char *why, size_t cap)
 {
 	memset(s, 0, sizeof(*s));
-	s->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* Shard files are only ever regular files written in place: a symlink
+	 * is not followed (it could name any file the caller, maybe the daemon
+	 * running as root, may read), and a FIFO or device cannot block the
+	 * open (O_NONBLOCK; reads of a regular file ignore it). */
+	s->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (s->fd < 0) {
 		int e = errno;
+		if (e == ELOOP)
+			return bad(why, cap, -CKPT_ECORRUPT, "%s is a symbolic link, not a shard file", path);
 		return bad(why, cap, -e, "cannot open %s: %s", path, strerror(e));
 	}
 	struct stat st;
@@ -502,6 +508,10 @@ int ckpt__shard_open(const char *path, ckpt_shard *s, char *why, size_t cap)
 	int err;
 	if (fstat(s->fd, &st) < 0) {
 		err = -errno;
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		err = bad(why, cap, -CKPT_ECORRUPT, "%s is not a regular file", path);
 		goto fail;
 	}
 	s->file_length = (uint64_t)st.st_size;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,14 +133,22 @@ static int rd_open(rd_file *rd, const char *path)
 		rd->free_buf[i] = i;
 	}
 	rd->nfree_buf = rd->nbufs;
+	/* As ckpt__shard_open: a regular file, not through a symlink, and an
+	 * open that cannot block (a FIFO put at the name meanwhile). */
+	int fl = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
 	if (o->direct)
-		rd->fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+		rd->fd = open(path, fl | O_DIRECT);
 	if (rd->fd < 0)
-		rd->fd = open(path, O_RDONLY | O_CLOEXEC);
+		rd->fd = open(path, fl);
 	if (rd->fd < 0) {
 		int err = -errno;
 		snprintf(o->why, o->whycap, "cannot open %s: %s", path, strerror(errno));
 		return err;
+	}
+	struct stat st;
+	if (fstat(rd->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		snprintf(o->why, o->whycap, "%s is not a regular file", path);
+		return -CKPT_ECORRUPT;
 	}
 	ckpt_backend_params bp = { sizeof(bp), rd->depth + 2 };
 	int fell_back, uerr;

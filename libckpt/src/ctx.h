@@ -224,5 +224,10 @@ void ckpt__pipeline_stop(struct ckpt_ctx *ctx);
 void ckpt__op_release(ckpt_save_op *op);
 /* Takes a reference. */
 void ckpt__op_ref(ckpt_save_op *op);
+/* A staging slot for a snapshot or a restore: waits for one (and lets a
+ * held-back pipeline run, since only it and restores free slots). */
+int ckpt__slot_take(struct ckpt_ctx *ctx);
+/* Gives it back and wakes whoever waits for one. */
+void ckpt__slot_give(struct ckpt_ctx *ctx, int slot);
 
 #endif

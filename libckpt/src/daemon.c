@@ -705,9 +705,7 @@ void ckpt__daemon_steps(ckpt_ctx *ctx, int force)
 	struct ckpt_daemon *d = ctx->daemon;
 	if (!d || d->broken)
 		return;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	uint64_t now = ckpt__now_ns();
 	if (!force && now - ctx->step_sent_ns < STEP_REPORT_NS)
 		return;
 	pthread_mutex_lock(&ctx->step_mu);

@@ -100,13 +100,6 @@ static int installed_by_library(int sig, const struct sigaction *sa)
 	       (sa->sa_flags & SA_SIGINFO) == (lib_installed[sig].sa_flags & SA_SIGINFO);
 }
 
-static uint64_t wall_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts); /* the vDSO: no system call */
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
 	int e = errno;
@@ -243,8 +236,8 @@ static void local_emergency(ckpt_ctx *ctx, uint64_t deadline)
 static int raise_notice(ckpt_ctx *ctx, uint64_t deadline, uint32_t source, const char *what)
 {
 	if (!deadline)
-		deadline = wall_ns() + (uint64_t)ctx->cfg.preempt_grace_ms * 1000000ull;
-	uint64_t left = deadline > wall_ns() ? deadline - wall_ns() : 0;
+		deadline = ckpt__wall_ns() + (uint64_t)ctx->cfg.preempt_grace_ms * 1000000ull;
+	uint64_t left = deadline > ckpt__wall_ns() ? deadline - ckpt__wall_ns() : 0;
 	if (ctx->daemon) {
 		int r = ckpt__daemon_preempt(ctx, deadline, source, what);
 		if (r == 0) {
@@ -312,7 +305,7 @@ void ckpt__preempt_emergency(ckpt_ctx *ctx, uint64_t step, uint64_t deadline, ui
 	em->tier = tier;
 	uint64_t cur = ctx->step_cur;
 	pthread_mutex_unlock(&ctx->step_mu);
-	uint64_t w = wall_ns();
+	uint64_t w = ckpt__wall_ns();
 	LOG_W(&ctx->log, step, "emergency checkpoint: save at step %llu (now at %llu), commit at tier 0x%x, %.1f s "
 	      "left%s", (unsigned long long)step, (unsigned long long)cur, tier, deadline > w ? (deadline - w) / 1e9 : 0.0,
 	      again ? " (deadline updated)" : "");
@@ -342,7 +335,7 @@ int ckpt__preempt_step(ckpt_ctx *ctx, uint64_t step, int act, int *say_exit)
 	if (em->state == CKPT_EM_NONE)
 		return act;
 	uint64_t margin = (uint64_t)ctx->cfg.preempt_exit_margin_ms * 1000000ull;
-	if (em->state == CKPT_EM_SAFE || wall_ns() + margin >= em->deadline) {
+	if (em->state == CKPT_EM_SAFE || ckpt__wall_ns() + margin >= em->deadline) {
 		if (!em->exit_said)
 			*say_exit = em->exit_said = em->state == CKPT_EM_SAFE ? CKPT_EM_EXIT_SAFE : CKPT_EM_EXIT_LATE;
 		return CKPT_STEP_EXIT;

@@ -161,6 +161,10 @@ static int open_next(rsrc *rs, uint32_t rank, rcopy **out)
 			c->next = rs->copies[rank];
 			rs->copies[rank] = c; /* pushed, so the newest copy is first to read */
 			*out = c;
+			LOG_I(&ctx->log, rs->version, "restore: saved rank %u's shard from %s%s%s", rank,
+			      tier == CKPT_TIER_LOCAL_MEM ? "LOCAL_MEM" : tier == CKPT_TIER_PEER_MEM ? "PEER_MEM on "
+			      : tier == CKPT_TIER_SHARED ? "SHARED" : "LOCAL_DISK",
+			      tier == CKPT_TIER_PEER_MEM ? c->pr.node : "", "");
 			return 0;
 		}
 		free(c);

@@ -379,25 +379,6 @@ out:
 	return err;
 }
 
-/* Takes one staging slot (waits for one). */
-static int slot_take(ckpt_ctx *ctx)
-{
-	pthread_mutex_lock(&ctx->lock);
-	int sl;
-	while ((sl = ckpt__pool_get(&ctx->pool)) < 0)
-		pthread_cond_wait(&ctx->space_cv, &ctx->lock);
-	pthread_mutex_unlock(&ctx->lock);
-	return sl;
-}
-
-static void slot_give(ckpt_ctx *ctx, int sl)
-{
-	pthread_mutex_lock(&ctx->lock);
-	ckpt__pool_put(&ctx->pool, sl);
-	pthread_cond_broadcast(&ctx->space_cv);
-	pthread_mutex_unlock(&ctx->lock);
-}
-
 /* One partner's copy: chunk by chunk over the fabric into a staging slot,
  * each checked before it reaches its region. */
 static int restore_from_partner(ckpt_ctx *ctx, uint64_t version, const ckpt_peer_loc *loc)
@@ -430,7 +411,7 @@ static int restore_from_partner(ckpt_ctx *ctx, uint64_t version, const ckpt_peer
 	}
 	if ((err = map_regions(ctx, version, s, a.map, want)) < 0)
 		goto out;
-	sl = slot_take(ctx);
+	sl = ckpt__slot_take(ctx);
 	uint8_t *buf = ckpt__pool_slot(&ctx->pool, sl);
 	for (uint64_t ci = 0; ci < f->chunk_count && !err; ci++) {
 		const ckpt_fmt_chunk *c = &f->chunks[ci];
@@ -448,7 +429,7 @@ static int restore_from_partner(ckpt_ctx *ctx, uint64_t version, const ckpt_peer
 	}
 out:
 	if (sl >= 0)
-		slot_give(ctx, sl);
+		ckpt__slot_give(ctx, sl);
 	free(plain);
 	free(scratch);
 	ZSTD_freeDCtx(dctx);

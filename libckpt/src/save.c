@@ -101,6 +101,32 @@ static void release_buffers(ckpt_ctx *ctx, ckpt_chunk_task *t)
 	}
 }
 
+/* Staging slots, for the snapshot and for restores: waits for a free one.
+ * Only the save pipeline and restores free them, so a snapshot holding the
+ * workers back (hold_work) lets them run from here on, or nothing would. */
+int ckpt__slot_take(ckpt_ctx *ctx)
+{
+	int slot;
+	pthread_mutex_lock(&ctx->lock);
+	while ((slot = ckpt__pool_get(&ctx->pool)) < 0) {
+		if (ctx->hold_work) {
+			ctx->hold_work = 0;
+			pthread_cond_broadcast(&ctx->work_cv);
+		}
+		pthread_cond_wait(&ctx->space_cv, &ctx->lock);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return slot;
+}
+
+void ckpt__slot_give(ckpt_ctx *ctx, int slot)
+{
+	pthread_mutex_lock(&ctx->lock);
+	ckpt__pool_put(&ctx->pool, slot);
+	pthread_cond_broadcast(&ctx->space_cv);
+	pthread_mutex_unlock(&ctx->lock);
+}
+
 /* Submits; a refused submission is handed to the io thread as a failed
  * completion, so that every completion is handled in one place. */
 static void submit_io(ckpt_ctx *ctx, tagged_io *ti)
@@ -890,23 +916,6 @@ static void take_segment(ckpt_ctx *ctx, ckpt_save_op *op)
 		      "this save goes to local disk only", ckpt_strerror(r));
 }
 
-/* Waits for a free staging slot; the pipeline frees them. */
-static int slot_take(ckpt_ctx *ctx)
-{
-	int slot;
-	pthread_mutex_lock(&ctx->lock);
-	while ((slot = ckpt__pool_get(&ctx->pool)) < 0) {
-		/* Only the pipeline frees slots: let it run from here on. */
-		if (ctx->hold_work) {
-			ctx->hold_work = 0;
-			pthread_cond_broadcast(&ctx->work_cv);
-		}
-		pthread_cond_wait(&ctx->space_cv, &ctx->lock);
-	}
-	pthread_mutex_unlock(&ctx->lock);
-	return slot;
-}
-
 /* Chunks of the registered regions, in all and on the device. */
 static void count_chunks(ckpt_ctx *ctx, uint64_t *nchunks, uint64_t *ndev)
 {
@@ -1068,7 +1077,7 @@ static void snapshot_chunk(ckpt_ctx *ctx, ckpt_save_op *op, uint8_t *seg, const 
 			memset(t->mem + len, 0, padded - len);
 	}
 	if (!seg || dev) {
-		slot = slot_take(ctx);
+		slot = ckpt__slot_take(ctx);
 		dst = ckpt__pool_slot(&ctx->pool, slot);
 		if (padded > len)
 			memset(dst + len, 0, padded - len);

@@ -11,9 +11,7 @@ int ckpt_step(ckpt_ctx *ctx, uint64_t step)
 {
 	if (!ctx)
 		return -EINVAL;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* the vDSO: no system call */
-	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	uint64_t now = ckpt__now_ns();
 	pthread_mutex_lock(&ctx->step_mu);
 	/* A step is the time between two calls naming successive steps; a
 	 * jump (a restore, a skipped call) starts the measure afresh. */

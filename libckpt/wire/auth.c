@@ -11,6 +11,7 @@
 #include <sodium.h>
 
 #include "auth.h"
+#include "base/common.h"
 
 struct ckptd_secret {
 	size_t len;
@@ -218,7 +219,7 @@ int ckptd_secret_derive_job(const ckptd_secret *cluster, const char *job, ckptd_
 	*out = NULL;
 	if (!cluster)
 		return -EINVAL;
-	if (ckptd_job_valid(job) < 0)
+	if (ckpt__job_valid(job) < 0)
 		return -CKPT_ENAME;
 	int r = sodium_ready();
 	if (r < 0)
@@ -271,7 +272,7 @@ static int fail(ckptd_auth *a, int err)
 
 static int scope_valid(uint32_t role, const char *job)
 {
-	if (job && *job && ckptd_job_valid(job) < 0)
+	if (job && *job && ckpt__job_valid(job) < 0)
 		return -CKPT_ENAME;
 	int has_job = job && *job;
 	if (role == CKPTD_ROLE_RANK)

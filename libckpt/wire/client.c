@@ -1,6 +1,7 @@
 /* Synchronous ckptd client: connect, handshake, sealed request/reply,
  * every wait bounded by a deadline. */
 #include "client.h"
+#include "base/common.h"
 
 #include "addr.h"
 #include "conn.h"
@@ -26,16 +27,9 @@ struct ckptd_client {
 	uint8_t buf[CKPTD_MAX_FRAME];
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static int left_ms(uint64_t deadline)
 {
-	uint64_t t = now_ms();
+	uint64_t t = ckpt__now_ms();
 	return t >= deadline ? 0 : (int)(deadline - t);
 }
 
@@ -129,9 +123,7 @@ static int read_some(ckptd_client *c, uint64_t deadline)
 		}
 		if (n == 0)
 			return -ECONNRESET;
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		return ckptd_reader_commit(c->reader, (size_t)n, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+		return ckptd_reader_commit(c->reader, (size_t)n, ckpt__now_ns());
 	}
 }
 
@@ -140,11 +132,9 @@ static int recv_msg(ckptd_client *c, ckptd_msg *m, int sealed, uint64_t deadline
 {
 	memset(m, 0, sizeof(*m));
 	for (;;) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
 		uint8_t *frame;
 		size_t len;
-		int r = ckptd_reader_next(c->reader, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, &frame, &len);
+		int r = ckptd_reader_next(c->reader, ckpt__now_ns(), &frame, &len);
 		if (r < 0)
 			return -EPROTO;
 		if (r == 1) {
@@ -207,7 +197,7 @@ int ckptd_client_connect(const char *addr, const char *job, uint32_t role, const
 	}
 	if (timeout_ms <= 0)
 		timeout_ms = CKPTD_CLIENT_DEFAULT_TIMEOUT_MS;
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = ckpt__now_ms() + (uint64_t)timeout_ms;
 	ckptd_client *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
@@ -297,18 +287,18 @@ void ckptd_client_set_timeout(ckptd_client *c, int timeout_ms)
 
 int ckptd_client_send(ckptd_client *c, const ckptd_msg *m)
 {
-	return send_msg(c, m, 1, now_ms() + (uint64_t)c->timeout_ms);
+	return send_msg(c, m, 1, ckpt__now_ms() + (uint64_t)c->timeout_ms);
 }
 
 int ckptd_client_recv(ckptd_client *c, ckptd_msg *m)
 {
-	return recv_msg(c, m, 1, now_ms() + (uint64_t)c->timeout_ms);
+	return recv_msg(c, m, 1, ckpt__now_ms() + (uint64_t)c->timeout_ms);
 }
 
 int ckptd_client_poll(ckptd_client *c, ckptd_msg *m)
 {
 	/* A deadline already past: read only what has arrived, never wait. */
-	int r = recv_msg(c, m, 1, now_ms());
+	int r = recv_msg(c, m, 1, ckpt__now_ms());
 	if (r == -ETIMEDOUT) {
 		memset(m, 0, sizeof(*m));
 		return 0;
@@ -318,7 +308,7 @@ int ckptd_client_poll(ckptd_client *c, ckptd_msg *m)
 
 int ckptd_client_call(ckptd_client *c, const ckptd_msg *req, ckptd_msg *reply)
 {
-	uint64_t deadline = now_ms() + (uint64_t)c->timeout_ms;
+	uint64_t deadline = ckpt__now_ms() + (uint64_t)c->timeout_ms;
 	int r = send_msg(c, req, 1, deadline);
 	if (r < 0)
 		return r;

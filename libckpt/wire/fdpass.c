@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #endif
 #include "fdpass.h"
+#include "base/common.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,20 +27,13 @@
  * discarded by the kernel (MSG_CTRUNC), the rest we close. */
 #define CKPTD__FDS_PER_READ 16
 
-static int64_t ckptd__now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits for events on sock until deadline (-1: none). 0, -ETIMEDOUT or
  * -errno; EINTR just returns 0 so that the caller retries. */
 static int ckptd__wait(int sock, short events, int64_t deadline)
 {
 	int ms = -1;
 	if (deadline >= 0) {
-		int64_t left = deadline - ckptd__now_ms();
+		int64_t left = deadline - (int64_t)ckpt__now_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
 		ms = left > INT_MAX ? INT_MAX : (int)left;
@@ -62,7 +56,7 @@ int ckptd_fdpass_send(int sock, const void *buf, size_t len, int fd, int timeout
 	const char *p = buf;
 	size_t done = 0;
 	int fd_pending = fd >= 0;
-	int64_t deadline = timeout_ms < 0 ? -1 : ckptd__now_ms() + timeout_ms;
+	int64_t deadline = timeout_ms < 0 ? -1 : (int64_t)ckpt__now_ms() + timeout_ms;
 
 	if (sock < 0 || !buf || len == 0)
 		return -EINVAL;
@@ -130,7 +124,7 @@ ssize_t ckptd_fdpass_recv(int sock, void *buf, size_t len, int *fd, int timeout_
 	size_t got = 0;
 	int keep = -1;
 	ssize_t ret;
-	int64_t deadline = timeout_ms < 0 ? -1 : ckptd__now_ms() + timeout_ms;
+	int64_t deadline = timeout_ms < 0 ? -1 : (int64_t)ckpt__now_ms() + timeout_ms;
 
 	if (fd)
 		*fd = -1;

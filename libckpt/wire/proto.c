@@ -8,27 +8,7 @@
 #include <string.h>
 
 #include "proto_int.h"
-
-/* ---------------------------------------------------------------- bytes */
-
-static void put_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void put_le32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static void put_le64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static uint16_t get_le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static uint32_t get_le32(const uint8_t *p)
-{
-	uint32_t v = 0;
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-static uint64_t get_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
+#include "base/common.h"
 
 const char *ckptd_msg_name(uint16_t type)
 {
@@ -36,13 +16,47 @@ const char *ckptd_msg_name(uint16_t type)
 	return d ? d->name : NULL;
 }
 
-/* ---------------------------------------------------------------- strings */
-
-static bool name_char(char c)
+uint16_t ckptd_msg_type_at(size_t i)
 {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-	       c == '.' || c == '_' || c == '-';
+	const ckptd__msgdef *d = ckptd__msg_at(i);
+	return d ? d->type : 0;
 }
+
+/* ---------------------------------------------------------------- job scope */
+
+/* Where a type's job field lies in the payload, found in its schema; -1
+ * when it carries none. */
+static ptrdiff_t job_off(uint16_t type)
+{
+	const ckptd__msgdef *d = ckptd__find_msg(type);
+	for (unsigned i = 0; d && i < d->s.n; i++)
+		if (d->s.f[i].tag == CKPTD_TAG_JOB && d->s.f[i].wire == CKPTD_WIRE_STR)
+			return (ptrdiff_t)d->s.f[i].off;
+	return -1;
+}
+
+char *ckptd_msg_job_mut(ckptd_msg *m)
+{
+	ptrdiff_t off = job_off(m->type);
+	return off < 0 ? NULL : (char *)&m->u + off;
+}
+
+const char *ckptd_msg_job(const ckptd_msg *m)
+{
+	ptrdiff_t off = job_off(m->type);
+	return off < 0 ? NULL : (const char *)&m->u + off;
+}
+
+int ckptd_msg_job_allowed(const ckptd_msg *m, const char *session_job)
+{
+	const char *job = ckptd_msg_job(m);
+	if (!job || !session_job[0] || !strcmp(job, session_job))
+		return 1;
+	const ckptd__msgdef *d = ckptd__find_msg(m->type);
+	return d->job_rule == CKPTD__JOB_OWN_OR_EMPTY && !job[0];
+}
+
+/* ---------------------------------------------------------------- strings */
 
 /* s: len bytes, no NUL guaranteed. Returns a reason or NULL. */
 static const char *check_str(int ck, const char *str, size_t len)
@@ -52,14 +66,7 @@ static const char *check_str(int ck, const char *str, size_t len)
 	case CK_JOB:
 	case CK_NAME:
 		/* Job ids name directories; node names end up in them too. */
-		if (len == 0)
-			return "empty name";
-		if (s[0] == '.')
-			return "name starts with '.'";
-		for (size_t i = 0; i < len; i++)
-			if (!name_char((char)s[i]))
-				return "name holds a character outside [A-Za-z0-9._-]";
-		return NULL;
+		return ckpt__name_check(str, len);
 	case CK_ADDR:
 		if (len == 0)
 			return "empty address";
@@ -88,26 +95,16 @@ static const char *check_str(int ck, const char *str, size_t len)
 	return NULL;
 }
 
-int ckptd_job_valid(const char *s)
-{
-	if (!s)
-		return -CKPT_ENAME;
-	size_t n = strnlen(s, CKPTD_JOB_MAX + 1);
-	if (n > CKPTD_JOB_MAX || check_str(CK_JOB, s, n))
-		return -CKPT_ENAME;
-	return 0;
-}
-
 /* ---------------------------------------------------------------- header */
 
 void ckptd_header_encode(uint8_t *buf, const ckptd_frame_header *h)
 {
-	put_le32(buf, CKPTD_MAGIC);
+	ckpt__put_le32(buf, CKPTD_MAGIC);
 	buf[4] = h->major;
 	buf[5] = h->minor;
-	put_le16(buf + 6, h->type);
-	put_le32(buf + 8, h->flags);
-	put_le32(buf + 12, h->length);
+	ckpt__put_le16(buf + 6, h->type);
+	ckpt__put_le32(buf + 8, h->flags);
+	ckpt__put_le32(buf + 12, h->length);
 }
 
 int ckptd_header_decode(const uint8_t *buf, size_t len, ckptd_frame_header *h, const char **why)
@@ -119,15 +116,15 @@ int ckptd_header_decode(const uint8_t *buf, size_t len, ckptd_frame_header *h, c
 		*why = "short header";
 		return -EINVAL;
 	}
-	if (get_le32(buf) != CKPTD_MAGIC) {
+	if (ckpt__get_le32(buf) != CKPTD_MAGIC) {
 		*why = "bad magic";
 		return -CKPT_ECORRUPT;
 	}
 	h->major = buf[4];
 	h->minor = buf[5];
-	h->type = get_le16(buf + 6);
-	h->flags = get_le32(buf + 8);
-	h->length = get_le32(buf + 12);
+	h->type = ckpt__get_le16(buf + 6);
+	h->flags = ckpt__get_le32(buf + 8);
+	h->length = ckpt__get_le32(buf + 12);
 	if (h->length > CKPTD_MAX_PAYLOAD) {
 		*why = "frame larger than the protocol allows";
 		return -EMSGSIZE;
@@ -222,10 +219,10 @@ static int rec_size(const ckptd__schema *s, const void *rec, uint64_t *size)
 
 static uint8_t *put_field_header(uint8_t *p, const ckptd__field *f, uint32_t len)
 {
-	put_le16(p, f->tag);
+	ckpt__put_le16(p, f->tag);
 	p[2] = f->wire;
 	p[3] = 0;
-	put_le32(p + 4, len);
+	ckpt__put_le32(p + 4, len);
 	return p + CKPTD_FIELD_HEADER_LEN;
 }
 
@@ -239,12 +236,12 @@ static uint8_t *rec_write(const ckptd__schema *s, const void *rec, uint8_t *p)
 		switch (f->wire) {
 		case CKPTD_WIRE_U32:
 			p = put_field_header(p, f, 4);
-			put_le32(p, rd_u32(rec, f->off));
+			ckpt__put_le32(p, rd_u32(rec, f->off));
 			p += 4;
 			break;
 		case CKPTD_WIRE_U64:
 			p = put_field_header(p, f, 8);
-			put_le64(p, rd_u64(rec, f->off));
+			ckpt__put_le64(p, rd_u64(rec, f->off));
 			p += 8;
 			break;
 		case CKPTD_WIRE_BYTES:
@@ -265,15 +262,15 @@ static uint8_t *rec_write(const ckptd__schema *s, const void *rec, uint8_t *p)
 			const uint8_t *items = rd_ptr(rec, f->off);
 			uint8_t *start = p;
 			p = put_field_header(p, f, 0);
-			put_le32(p, count);
+			ckpt__put_le32(p, count);
 			p += 4;
 			for (uint32_t k = 0; k < count; k++) {
 				uint8_t *item = p;
 				p = rec_write(f->item, items + (size_t)k * f->item->size, p + 4);
-				put_le32(item, (uint32_t)(p - item - 4));
+				ckpt__put_le32(item, (uint32_t)(p - item - 4));
 			}
 			/* The list's length is known once its items are written. */
-			put_le32(start + 4, (uint32_t)(p - start - CKPTD_FIELD_HEADER_LEN));
+			ckpt__put_le32(start + 4, (uint32_t)(p - start - CKPTD_FIELD_HEADER_LEN));
 			break;
 		}
 		}
@@ -364,7 +361,7 @@ static int list_decode(const ckptd__field *f, const uint8_t *v, uint32_t vlen, v
 		BAD("list inside a list entry");
 	if (vlen < 4)
 		BAD("list shorter than its count");
-	uint32_t count = get_le32(v);
+	uint32_t count = ckpt__get_le32(v);
 	if (count > f->max)
 		BAD("list has more entries than allowed");
 	if ((uint64_t)count * min_entry_bytes(f->item) > vlen - 4)
@@ -380,7 +377,7 @@ static int list_decode(const ckptd__field *f, const uint8_t *v, uint32_t vlen, v
 	for (uint32_t k = 0; k < count; k++) {
 		if (vend - q < 4)
 			BAD("list entry length truncated");
-		uint32_t ilen = get_le32(q);
+		uint32_t ilen = ckpt__get_le32(q);
 		q += 4;
 		if (ilen > (size_t)(vend - q))
 			BAD("list entry longer than its list");
@@ -401,9 +398,9 @@ static int rec_decode(const ckptd__schema *s, const uint8_t *p, const uint8_t *e
 	while (p < end) {
 		if (end - p < (ptrdiff_t)CKPTD_FIELD_HEADER_LEN)
 			BAD("field header truncated");
-		uint16_t tag = get_le16(p);
+		uint16_t tag = ckpt__get_le16(p);
 		uint8_t wire = p[2];
-		uint32_t flen = get_le32(p + 4);
+		uint32_t flen = ckpt__get_le32(p + 4);
 		if (p[3])
 			BAD("field reserved byte not zero");
 		if (wire < CKPTD_WIRE_U32 || wire > CKPTD_WIRE_LIST)
@@ -428,12 +425,12 @@ static int rec_decode(const ckptd__schema *s, const uint8_t *p, const uint8_t *e
 		case CKPTD_WIRE_U32:
 			if (flen != 4)
 				BAD("u32 field not 4 bytes");
-			wr_u32(rec, f->off, get_le32(v));
+			wr_u32(rec, f->off, ckpt__get_le32(v));
 			break;
 		case CKPTD_WIRE_U64:
 			if (flen != 8)
 				BAD("u64 field not 8 bytes");
-			wr_u64(rec, f->off, get_le64(v));
+			wr_u64(rec, f->off, ckpt__get_le64(v));
 			break;
 		case CKPTD_WIRE_BYTES:
 			if (flen != f->max)

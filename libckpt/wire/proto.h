@@ -50,7 +50,7 @@ extern "C" {
 #define CKPTD_MAX_MESSAGE (CKPTD_MAX_FRAME - CKPTD_SEAL_LEN)
 #define CKPTD_FIELD_HEADER_LEN 8u
 
-#define CKPTD_JOB_MAX 64    /* same rule as libckpt's job ids */
+#define CKPTD_JOB_MAX 64    /* CKPT_JOB_MAX: one rule, ckpt__job_valid */
 #define CKPTD_NAME_MAX 64   /* node and failure-domain names */
 #define CKPTD_ADDR_MAX 255  /* "host:port" or "unix:/path" */
 #define CKPTD_TEXT_MAX 1024 /* error text */
@@ -678,6 +678,22 @@ typedef struct ckptd_frame_header {
 /* Name of a message type ("SHARD_DONE"), or NULL if the type is unknown. */
 const char *ckptd_msg_name(uint16_t type);
 
+/* The message types of the protocol, in table order: the i-th, or 0 past
+ * the last (for iterating the table, as tests do). */
+uint16_t ckptd_msg_type_at(size_t i);
+
+/* Job scope, a property of the message table: every message whose payload
+ * carries a job (a top-level job field) names, from a session authenticated
+ * for a job, that job and no other; a cluster-scope session (job "") may
+ * name any. STATUS may also leave it empty, asking about the session's own.
+ * The daemon checks this once, before any handler runs.
+ *
+ * The job field of m, or NULL when its type carries none. */
+const char *ckptd_msg_job(const ckptd_msg *m);
+char *ckptd_msg_job_mut(ckptd_msg *m);
+/* 1 if a session of session_job ("": cluster scope) may send m, else 0. */
+int ckptd_msg_job_allowed(const ckptd_msg *m, const char *session_job);
+
 /* Decodes a frame header from the first CKPTD_HEADER_LEN bytes of buf.
  * Checks only what the header alone tells: the magic and the size bound,
  * so that a reader can refuse a frame before its body arrives.
@@ -730,10 +746,6 @@ int ckptd_msg_equal(const ckptd_msg *a, const ckptd_msg *b);
 /* Fills m as an ERROR refusing a peer that speaks peer_version (packed),
  * text naming both versions. */
 void ckptd_msg_version_error(ckptd_msg *m, uint32_t peer_version);
-
-/* 0 if s is a valid job id (1..64 of [A-Za-z0-9._-], not starting with '.'),
- * else -CKPT_ENAME. */
-int ckptd_job_valid(const char *s);
 
 #ifdef __cplusplus
 }

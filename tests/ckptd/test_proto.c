@@ -2,6 +2,7 @@
  * truncation, size limits, field limits and version rules. */
 #include "helpers.h"
 #include "wire/proto.h"
+#include "base/common.h"
 #include "samples.h"
 
 /* ---- hand-made frames ---- */
@@ -563,8 +564,8 @@ static void test_encoder_checks(void)
 	m.type = 999;
 	T_ERR(ckptd_msg_encode(&m, buf, sizeof(buf), &len), -EINVAL);
 	T_ERR(ckptd_msg_encode(NULL, buf, sizeof(buf), &len), -EINVAL);
-	T_ASSERT(ckptd_job_valid("ok-job_1.2") == 0);
-	T_ASSERT(ckptd_job_valid(".x") == -CKPT_ENAME && ckptd_job_valid(NULL) == -CKPT_ENAME);
+	T_ASSERT(ckpt__job_valid("ok-job_1.2") == 0);
+	T_ASSERT(ckpt__job_valid(".x") == -CKPT_ENAME && ckpt__job_valid(NULL) == -CKPT_ENAME);
 }
 
 int main(void)

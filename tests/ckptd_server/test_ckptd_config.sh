@@ -17,6 +17,7 @@ for s in "config -" "role both" "root -" "listen -" "socket -" "pool-size 1G" "c
          "handshake-timeout 5s" "shutdown-grace 5s" "out-queue 4M" "log-level info"; do
 	set -- $s
 	env=CKPT_$(echo "$1" | tr 'a-z-' 'A-Z_')
+	[ "$1" = log-level ] && env=CKPT_DEBUG # the one log variable, the library's too
 	echo "$help" | grep -Eq -- "^ +--$1 +$env +$2 " || fail "--help lacks --$1 $env default $2"
 done
 # every setting --print-config knows is in --help
@@ -44,6 +45,12 @@ SETTING=socket
 [ "$(get "$CKPTD" --socket unix:/run/x.sock)" = "socket = /run/x.sock  # flag" ] || fail "unix: prefix"
 SETTING=role
 [ "$(CKPT_ROLE=agent get "$CKPTD")" = "role = agent  # env" ] || fail "role from env"
+# one log variable, CKPT_DEBUG (any case); CKPT_LOG_LEVEL only when it is unset
+SETTING=log-level
+[ "$(CKPT_DEBUG=TRACE get "$CKPTD")" = "log-level = trace  # env" ] || fail "CKPT_DEBUG"
+[ "$(CKPT_LOG_LEVEL=debug get "$CKPTD")" = "log-level = debug  # env" ] || fail "CKPT_LOG_LEVEL alias"
+[ "$(CKPT_DEBUG=error CKPT_LOG_LEVEL=debug get "$CKPTD")" = "log-level = error  # env" ] || fail "alias over CKPT_DEBUG"
+[ "$(CKPT_DEBUG=error get "$CKPTD" --log-level warn)" = "log-level = warn  # flag" ] || fail "flag over CKPT_DEBUG"
 
 # bad values: exit 2, the setting named
 bad() { # expected-name, then the command
@@ -62,6 +69,7 @@ bad --pool-size "$CKPTD" --pool-size 12Q
 bad --max-conns "$CKPTD" --max-conns 0
 bad --frame-timeout "$CKPTD" --frame-timeout soon
 bad --log-level "$CKPTD" --log-level loud
+bad CKPT_LOG_LEVEL env CKPT_LOG_LEVEL=loud "$CKPTD" --print-config
 bad --node "$CKPTD" --node "bad name"
 bad CKPT_MAX_CONNS env CKPT_MAX_CONNS=-1 "$CKPTD" --print-config
 

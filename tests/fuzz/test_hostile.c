@@ -5,6 +5,7 @@
  * and resealed, so that only the hostile field is wrong and the checks
  * behind the checksums are the ones tested. */
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <zstd.h>
 
@@ -670,6 +671,38 @@ static void expect_index(const char *label, int r, int want)
 		printf("ok   %-44s %s\n", label, r ? ckpt_strerror(r) : "accepted");
 }
 
+/* Not a shard file at all: a FIFO must not block the open, a symlink to a
+ * valid shard is not followed, a directory is refused. */
+static void file_kind_cases(void)
+{
+	hshard x;
+	hs_init(&x, 0);
+	size_t len;
+	uint8_t *buf = hs_encode(&x, &len);
+	char real[700], path[700], why[256];
+	snprintf(real, sizeof(real), "%s", write_file("real.ckpt", buf, len));
+	free(buf);
+	hs_free(&x);
+	ckpt_shard s;
+	T_OK(ckpt__shard_open(real, &s, why, sizeof(why)));
+	ckpt__shard_close(&s);
+	snprintf(path, sizeof(path), "%s/link.ckpt", dir);
+	T_ASSERT(symlink(real, path) == 0);
+	int r = ckpt__shard_open(path, &s, why, sizeof(why));
+	CHECK(r == -CKPT_ECORRUPT, "symlink to a shard: %d (%s)", r, why);
+	if (r == 0)
+		ckpt__shard_close(&s);
+	snprintf(path, sizeof(path), "%s/fifo.ckpt", dir);
+	T_ASSERT(mkfifo(path, 0600) == 0);
+	r = ckpt__shard_open(path, &s, why, sizeof(why));
+	CHECK(r == -CKPT_ECORRUPT, "FIFO: %d (%s)", r, why);
+	snprintf(path, sizeof(path), "%s/dir.ckpt", dir);
+	T_ASSERT(mkdir(path, 0700) == 0);
+	r = ckpt__shard_open(path, &s, why, sizeof(why));
+	CHECK(r < 0, "directory: accepted");
+	printf("ok   %-44s refused\n", "symlink, FIFO and directory as shard files");
+}
+
 static void index_cases(void)
 {
 	ckpt_idx_version v = { .state = CKPT_STATE_COMMITTED, .world_size = 2, .shards_done = 2, .lineage = 9 };
@@ -745,6 +778,7 @@ int main(void)
 	size_wrap_cases();
 	hs_free(&x);
 	data_cases();
+	file_kind_cases();
 	index_cases();
 
 	t_rmrf(dir);

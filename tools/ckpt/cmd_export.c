@@ -2,116 +2,18 @@
  * every rank's pieces through the read API (ckpt_view_*), as one
  * safetensors file or one raw file per tensor with a JSON manifest;
  * streamed through two bounded buffers, the next slab read while the last
- * one is written. ckpt show --global: the global tensors and their pieces. */
+ * one is written (ostream.c). ckpt show --global: the global tensors and their pieces. */
 #include "cli.h"
+#include "ostream.h"
 #include "safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define SLAB (32ull << 20)
-
-/* ------------------------------------------------------------- the writer */
-
-/* One thread writes the slab the reader filled last; the reader fills the
- * other one meanwhile. */
-typedef struct writer {
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	uint8_t *buf[2];
-	int full[2];
-	int fd[2];
-	uint64_t off[2], len[2];
-	int stop, err;
-} writer;
-
-static void *writer_main(void *arg)
-{
-	writer *w = arg;
-	int k = 0;
-	pthread_mutex_lock(&w->mu);
-	for (;;) {
-		while (!w->full[k] && !w->stop)
-			pthread_cond_wait(&w->cv, &w->mu);
-		if (!w->full[k])
-			break;
-		pthread_mutex_unlock(&w->mu);
-		int r = w->err ? 0 : ckpt__pwrite_full(w->fd[k], w->buf[k], w->len[k], w->off[k]);
-		pthread_mutex_lock(&w->mu);
-		if (r < 0 && !w->err)
-			w->err = r;
-		w->full[k] = 0;
-		pthread_cond_broadcast(&w->cv);
-		k ^= 1;
-	}
-	pthread_mutex_unlock(&w->mu);
-	return NULL;
-}
-
-static int writer_start(writer *w)
-{
-	memset(w, 0, sizeof(*w));
-	for (int i = 0; i < 2; i++)
-		if (posix_memalign((void **)&w->buf[i], 4096, SLAB))
-			return -ENOMEM;
-	pthread_mutex_init(&w->mu, NULL);
-	pthread_cond_init(&w->cv, NULL);
-	if (pthread_create(&w->th, NULL, writer_main, w))
-		return -EAGAIN;
-	return 0;
-}
-
-/* The slab to fill next (waits until it is written out). */
-static uint8_t *writer_slab(writer *w, int k)
-{
-	pthread_mutex_lock(&w->mu);
-	while (w->full[k])
-		pthread_cond_wait(&w->cv, &w->mu);
-	pthread_mutex_unlock(&w->mu);
-	return w->buf[k];
-}
-
-static void writer_put(writer *w, int k, int fd, uint64_t off, uint64_t len)
-{
-	pthread_mutex_lock(&w->mu);
-	w->fd[k] = fd;
-	w->off[k] = off;
-	w->len[k] = len;
-	w->full[k] = 1;
-	pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->mu);
-}
-
-/* Waits for both slabs to be written; returns the first write error. */
-static int writer_drain(writer *w)
-{
-	pthread_mutex_lock(&w->mu);
-	while (w->full[0] || w->full[1])
-		pthread_cond_wait(&w->cv, &w->mu);
-	int err = w->err;
-	pthread_mutex_unlock(&w->mu);
-	return err;
-}
-
-static void writer_stop(writer *w)
-{
-	pthread_mutex_lock(&w->mu);
-	w->stop = 1;
-	pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->mu);
-	pthread_join(w->th, NULL);
-	pthread_mutex_destroy(&w->mu);
-	pthread_cond_destroy(&w->cv);
-	free(w->buf[0]);
-	free(w->buf[1]);
-}
 
 /* ------------------------------------------------------------- export */
 
@@ -154,22 +56,20 @@ static void out_shape(const ckpt_tensor_info *ti, st_tensor *t)
 	}
 }
 
-/* Streams tensor i into fd at base. */
-static int stream(ckpt_view *v, size_t i, uint64_t bytes, writer *w, int *k, int fd, uint64_t base, char *why,
-                  size_t cap)
+/* Streams tensor i into the output. */
+static int stream(ckpt_view *v, size_t i, uint64_t bytes, ostream *w, char *why, size_t cap)
 {
-	for (uint64_t off = 0; off < bytes; off += SLAB) {
-		uint64_t n = CKPT_MIN(SLAB, bytes - off);
-		uint8_t *b = writer_slab(w, *k);
-		if (w->err)
-			break;
+	for (uint64_t off = 0; off < bytes;) {
+		size_t room;
+		uint8_t *b = ostream_room(w, &room);
+		uint64_t n = CKPT_MIN((uint64_t)room, bytes - off);
 		int err = ckpt_view_read(v, i, off, n, b);
 		if (err < 0) {
 			snprintf(why, cap, "%s", ckpt_view_error(v)[0] ? ckpt_view_error(v) : ckpt_strerror(err));
 			return err;
 		}
-		writer_put(w, *k, fd, base + off, n);
-		*k ^= 1;
+		ostream_commit(w, n);
+		off += n;
 	}
 	return 0;
 }
@@ -182,20 +82,24 @@ static int publish(int dirfd, const char *tmp, const char *name, int fd)
 	return 0;
 }
 
+/* O_DIRECT where the filesystem takes it (ostream writes whole blocks). */
 static int open_tmp(int dirfd, const char *tmp)
 {
 	unlinkat(dirfd, tmp, 0); /* a leftover of an interrupted export: our own name */
-	return openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_DIRECT, 0644);
+	if (fd < 0 && errno == EINVAL)
+		fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	return fd;
 }
 
-static int export_safetensors(ckpt_view *v, const size_t *sel, size_t n, int dirfd, writer *w, char *why,
+static int export_safetensors(ckpt_view *v, const size_t *sel, size_t n, int dirfd, ostream *w, char *why,
                               size_t cap)
 {
 	st_tensor *t = calloc(n + 1, sizeof(*t));
 	ckpt_tensor_info *ti = calloc(n + 1, sizeof(*ti));
 	uint8_t *hdr = NULL;
 	size_t hlen = 0;
-	int fd = -1, err = -ENOMEM, k = 0;
+	int fd = -1, err = -ENOMEM;
 	char ver[32];
 	if (!t || !ti)
 		goto out;
@@ -213,24 +117,19 @@ static int export_safetensors(ckpt_view *v, const size_t *sel, size_t n, int dir
 		snprintf(why, cap, "cannot create the output file: %s", strerror(errno));
 		goto out;
 	}
-	if ((err = ckpt__pwrite_full(fd, hdr, hlen, 0)) < 0) {
-		snprintf(why, cap, "write: %s", strerror(-err));
-		goto out;
-	}
-	uint64_t at = hlen;
-	for (size_t j = 0; j < n; j++) {
-		if ((err = stream(v, sel[j], ti[j].bytes, w, &k, fd, at, why, cap)) < 0)
-			goto out;
-		at += ti[j].bytes;
-	}
-	if ((err = writer_drain(w)) < 0 || (err = publish(dirfd, ".model.safetensors.tmp", "model.safetensors", fd)) < 0)
+	ostream_begin(w, fd);
+	ostream_write(w, hdr, hlen);
+	for (size_t j = 0; j < n; j++)
+		if ((err = stream(v, sel[j], ti[j].bytes, w, why, cap)) < 0)
+			break;
+	int werr = ostream_end(w);
+	if (err == 0 && (err = werr) == 0)
+		err = publish(dirfd, ".model.safetensors.tmp", "model.safetensors", fd);
+	if (err < 0 && !why[0])
 		snprintf(why, cap, "write: %s", strerror(-err));
 out:
-	if (err < 0) {
-		writer_drain(w);
-		if (fd >= 0)
-			unlinkat(dirfd, ".model.safetensors.tmp", 0);
-	}
+	if (err < 0 && fd >= 0)
+		unlinkat(dirfd, ".model.safetensors.tmp", 0);
 	if (fd >= 0)
 		close(fd);
 	free(hdr);
@@ -239,10 +138,10 @@ out:
 	return err;
 }
 
-static int export_raw(ckpt_view *v, const size_t *sel, size_t n, int dirfd, writer *w, char *why, size_t cap)
+static int export_raw(ckpt_view *v, const size_t *sel, size_t n, int dirfd, ostream *w, char *why, size_t cap)
 {
 	json_t *man = json_object(), *arr = json_array();
-	int err = 0, k = 0;
+	int err = 0;
 	char tmp[300], fin[300];
 	json_object_set_new(man, "version", json_integer((json_int_t)ckpt_view_version(v)));
 	json_object_set_new(man, "world_size", json_integer(ckpt_view_world_size(v)));
@@ -260,10 +159,11 @@ static int export_raw(ckpt_view *v, const size_t *sel, size_t n, int dirfd, writ
 			snprintf(why, cap, "cannot create %s: %s", tmp, strerror(errno));
 			break;
 		}
-		if ((err = stream(v, sel[j], ti.bytes, w, &k, fd, 0, why, cap)) == 0 && (err = writer_drain(w)) == 0)
+		ostream_begin(w, fd);
+		err = stream(v, sel[j], ti.bytes, w, why, cap);
+		int werr = ostream_end(w);
+		if (err == 0 && (err = werr) == 0)
 			err = publish(dirfd, tmp, fin, fd);
-		else
-			writer_drain(w);
 		if (err < 0) {
 			if (!why[0])
 				snprintf(why, cap, "%s: %s", fin, strerror(-err));
@@ -286,9 +186,11 @@ static int export_raw(ckpt_view *v, const size_t *sel, size_t n, int dirfd, writ
 		if (!js || fd < 0) {
 			err = js ? -errno : -ENOMEM;
 			snprintf(why, cap, "manifest: %s", strerror(-err));
-		} else if ((err = ckpt__pwrite_full(fd, js, strlen(js), 0)) < 0 ||
-		           (err = publish(dirfd, ".manifest.json.tmp", "manifest.json", fd)) < 0) {
-			snprintf(why, cap, "manifest: %s", strerror(-err));
+		} else {
+			ostream_begin(w, fd);
+			ostream_write(w, js, strlen(js));
+			if ((err = ostream_end(w)) < 0 || (err = publish(dirfd, ".manifest.json.tmp", "manifest.json", fd)) < 0)
+				snprintf(why, cap, "manifest: %s", strerror(-err));
 		}
 		if (fd >= 0)
 			close(fd);
@@ -339,8 +241,7 @@ int cmd_export(cli *c, int argc, char **argv)
 	ckpt_view *v = NULL;
 	size_t *sel = NULL, n = 0;
 	int dirfd = -1, err = ckpt_view_open(c->root, c->job, ver, &v, why, sizeof(why));
-	writer w;
-	int wstarted = 0;
+	ostream *w = NULL;
 	if (err < 0) {
 		fprintf(stderr, "ckpt export: %s\n", why[0] ? why : ckpt_strerror(err));
 		return err == -CKPT_ENOVERSION ? EXIT_NOTFOUND : err == -CKPT_ECORRUPT ? EXIT_CORRUPT : EXIT_ERROR;
@@ -355,8 +256,8 @@ int cmd_export(cli *c, int argc, char **argv)
 		if (a.glob && fnmatch(a.glob, ti.name, 0) != 0)
 			continue;
 		if (ti.missing) {
-			fprintf(stderr, "ckpt export: tensor '%s': %llu elements are held by no rank\n", ti.name,
-			        (unsigned long long)ti.missing);
+			fprintf(stderr, "ckpt export: tensor '%s': %llu elements are held by no rank\n",
+			        cli_text(ti.name, (char[1100]){ 0 }, 1100), (unsigned long long)ti.missing);
 			rc = EXIT_CORRUPT;
 			goto out;
 		}
@@ -375,13 +276,12 @@ int cmd_export(cli *c, int argc, char **argv)
 		fprintf(stderr, "ckpt export: %s: %s\n", a.out, strerror(errno));
 		goto out;
 	}
-	if ((err = writer_start(&w)) < 0) {
+	if ((err = ostream_start(&w)) < 0) {
 		fprintf(stderr, "ckpt export: %s\n", strerror(-err));
 		goto out;
 	}
-	wstarted = 1;
-	err = !strcmp(a.format, "raw") ? export_raw(v, sel, n, dirfd, &w, why, sizeof(why))
-	                               : export_safetensors(v, sel, n, dirfd, &w, why, sizeof(why));
+	err = !strcmp(a.format, "raw") ? export_raw(v, sel, n, dirfd, w, why, sizeof(why))
+	                               : export_safetensors(v, sel, n, dirfd, w, why, sizeof(why));
 	if (err < 0) {
 		fprintf(stderr, "ckpt export: %s\n", why[0] ? why : ckpt_strerror(err));
 		rc = err == -CKPT_ECORRUPT || err == -CKPT_EMISMATCH ? EXIT_CORRUPT : EXIT_ERROR;
@@ -394,8 +294,7 @@ int cmd_export(cli *c, int argc, char **argv)
 		printf("{\"tensors\": %zu, \"version\": %llu}\n", n, (unsigned long long)ckpt_view_version(v));
 	rc = EXIT_OK;
 out:
-	if (wstarted)
-		writer_stop(&w);
+	ostream_stop(w);
 	if (dirfd >= 0)
 		close(dirfd);
 	free(sel);
@@ -435,7 +334,7 @@ int cli_show_global(cli *c)
 			printf("], \"bytes\": %llu, \"missing\": %llu, \"pieces\": [", (unsigned long long)ti.bytes,
 			       (unsigned long long)ti.missing);
 		} else {
-			printf("  %s  %s [", ti.name, ckpt_dtype_name(ti.dtype));
+			printf("  %s  %s [", cli_text(ti.name, (char[1100]){ 0 }, 1100), ckpt_dtype_name(ti.dtype));
 			for (uint32_t d = 0; d < ti.ndim; d++)
 				printf("%s%llu", d ? "," : "", (unsigned long long)ti.shape[d]);
 			printf("]%s  %s  %u %s%s\n", ti.ndim ? "" : " (blob)", cli_human(ti.bytes, hb, sizeof(hb)),

@@ -21,8 +21,10 @@ static void usage(FILE *out)
 	        "  --version V       a version number, 'latest' (or 'all' where it applies)\n"
 	        "  --rank R          one rank (default: all ranks)\n"
 	        "  --json            machine-readable output\n"
-	        "  --daemon ADDR     ls, status: ask ckptd at unix:/path or host:port (or CKPT_DAEMON)\n"
-	        "  --token-file FILE ls, status: 0600 token file (or CKPT_TOKEN_FILE, else CKPT_TOKEN)\n"
+	        "  --daemon ADDR     work through ckptd at unix:/path or host:port (or CKPT_DAEMON):\n"
+	        "                    ls, show, verify, restore, rm, gc, status, stragglers, goodput,\n"
+	        "                    preempt; save joins the agent with --root as well; not reindex\n"
+	        "  --token-file FILE with --daemon: 0600 token file (or CKPT_TOKEN_FILE, else CKPT_TOKEN)\n"
 	        "  --help            help of a command: ckpt <command> --help\n\n"
 	        "other:\n"
 	        "  ckpt --version        library and format versions\n"
@@ -58,6 +60,11 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "--help-config")) {
 		ckpt_config_help(stdout);
+		printf("\nAlso read by the tools:\n"
+		       "%-16s %-20s %-12s %s\n%-16s %-20s %-12s %s\n%-16s %-20s %-12s %s\n",
+		       "", "CKPT_PYTHON", "python3", "the python that runs the plotting scripts (--plot)",
+		       "", "CKPT_GOODPUT_PLOTTER", "-", "ckpt goodput --plot's script (unset: share/ckpt/plot_timeline.py)",
+		       "", "CKPT_SIM_PLOTTER", "-", "ckpt-sim --plot's script (unset: share/ckpt/plot_goodput.py)");
 		return EXIT_OK;
 	}
 	for (const cli_cmd *c = cli_cmds; c->name; c++) {
@@ -68,11 +75,16 @@ int main(int argc, char **argv)
 				c->help(stdout);
 				return EXIT_OK;
 			}
-		cli st = { .root = getenv("CKPT_ROOT"), .job = getenv("CKPT_JOB"),
-		           .daemon = getenv("CKPT_DAEMON"), .token_file = getenv("CKPT_TOKEN_FILE"),
+		/* The defaults of --root, --job, --daemon, --token-file and the fault
+		 * points: the library's settings table reads the environment. A
+		 * malformed setting the command does not use is the library's to
+		 * report when a context opens (save). */
+		ckpt_config env;
+		ckpt_config_init(&env);
+		cli st = { .root = env.root, .job = env.job_id, .daemon = env.daemon, .token_file = env.token_file,
 		           .version = VERSION_UNSET, .rank = -1 };
 		ckpt__logger_init(&st.lg, NULL, -1);
-		if (ckpt__faults_parse(&st.faults, getenv("CKPT_FAULT")) < 0)
+		if (ckpt__faults_parse(&st.faults, env.faults) < 0)
 			return cli_usage(c->name, "CKPT_FAULT is malformed");
 		int rc = c->run(&st, argc - 1, argv + 1);
 		ckpt__index_close(st.ix);
