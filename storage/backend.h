@@ -1,5 +1,9 @@
-/* The storage backend interface: a versioned vtable, registered by name, like
- * a libfabric provider. The persist pipeline and restore speak only to this.
+/* The local-disk backend interface: a versioned vtable, registered by name,
+ * like a libfabric provider (io_uring, psync). The persist pipeline and
+ * restore reach the disk only through this. The other tiers are not behind
+ * it: node DRAM is the agent's shared-memory segments (ckptd/mem), partner
+ * DRAM is libfabric RMA (fabric.h), SHARED is the agent's flush to a shared
+ * directory (ckptd/roles/agent_shared.c).
  *
  * Threading: submit() may be called from any thread; poll() from one thread
  * at a time. A backend completes an I/O only when all of it is done or it

@@ -367,18 +367,6 @@ const char *ckpt_fab_provider_name(const ckpt_fab *f)
 	return f ? f->info->fabric_attr->prov_name : NULL;
 }
 
-int ckpt_fab_getname(ckpt_fab *f, uint8_t *addr, uint32_t *len)
-{
-	if (!f || !len || (!addr && *len))
-		return -EINVAL;
-	uint32_t cap = *len;
-	*len = f->addr_len;
-	if (cap < f->addr_len)
-		return -ENOSPC;
-	memcpy(addr, f->addr, f->addr_len);
-	return 0;
-}
-
 /* --- memory regions ---------------------------------------------------- */
 
 static uint64_t fab_access(unsigned access)

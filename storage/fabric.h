@@ -16,7 +16,7 @@
  * failure also writes a one-line reason there, including libfabric's own
  * text (fi_strerror, fi_cq_strerror).
  *
- * Threading: getname, provider_name, mr_reg, mr_close and mr_remote may be
+ * Threading: provider_name, mr_reg, mr_close and mr_remote may be
  * called from any thread (the domain is opened FI_THREAD_SAFE). ckpt_fab_xfer
  * on one fab runs in one thread at a time. ckpt_fab_close must not race with
  * any other call on the fab.
@@ -79,11 +79,6 @@ void ckpt_fab_close(ckpt_fab *f);
 
 /* The provider's name, e.g. "tcp;ofi_rxm"; valid while f is open. */
 const char *ckpt_fab_provider_name(const ckpt_fab *f);
-
-/* Copies our endpoint address (opaque bytes) to addr, whose capacity *len
- * gives on input (CKPT_FAB_ADDR_MAX always suffices); sets *len to its
- * length. Returns 0 or -ENOSPC (then *len is the length needed). */
-int ckpt_fab_getname(ckpt_fab *f, uint8_t *addr, uint32_t *len);
 
 /* Registers [buf, buf+len) with the given CKPT_FAB_* access bits. The
  * memory must be allocated and mapped (some providers pin it). Returns 0,

@@ -15,6 +15,12 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; for f in "$tmp"/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -n 30 "$f" >&2; }; done; exit 1; }
 . "$(dirname "$0")/metrics_lib.sh"
 
+# The help says what --daemon serves (preempt among them), and what preempt's exit codes are.
+"$BIN/ckpt" --help >"$tmp/help.txt" 2>&1 || true
+grep -A2 -- "--daemon ADDR" "$tmp/help.txt" | grep -q preempt || fail "ckpt --help: --daemon does not list preempt"
+grep -q -- "--daemon ADDR *ls, status:" "$tmp/help.txt" && fail "ckpt --help still says --daemon is for ls and status"
+"$BIN/ckpt" preempt --help 2>&1 | grep -q "4 when no rank was" || fail "ckpt preempt --help does not give its exit codes"
+
 make_token
 mkdir "$tmp/ranks"
 head -c 100000 /dev/urandom >"$tmp/a.bin"

@@ -150,8 +150,6 @@ int ckptd__note(ckptd_tx *t, const char *job, uint64_t version, uint32_t committ
 
 /* Creates the job record (retention off) if it is missing. */
 int ckptd__ensure_job(ckptd_tx *t, const char *job, uint32_t world_size);
-/* The newest restorable version of job; -CKPT_ENOVERSION if none. */
-int ckptd__latest_restorable(ckptd_tx *t, const char *job, uint64_t *version, ckptd_vrec *v);
 
 /* Gets the node's inventory round, creating the agent record if missing. */
 int ckptd__agent_gen(ckptd_tx *t, const char *node, uint32_t *gen);

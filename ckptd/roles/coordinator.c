@@ -647,7 +647,6 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 {
 	agent_sess *as = ckptd_session_data(s);
 	uint32_t role = ckptd_session_role(s);
-	const char *sjob = ckptd_session_job(s);
 	switch (m->type) {
 	case CKPTD_MSG_AGENT_HELLO: {
 		if (role != CKPTD_ROLE_AGENT)
@@ -692,8 +691,6 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 			return ckptd_session_send(s, &ok, -1);
 		}
 	case CKPTD_MSG_LIST_VERSIONS: {
-		if (sjob[0] && strcmp(sjob, m->u.list_versions.job) != 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		ckptd_msg rep = { .type = CKPTD_MSG_VERSIONS };
 		int r = ckptd_coordinator_list(c, &m->u.list_versions, &rep.u.versions);
 		if (r == 0)
@@ -706,18 +703,12 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 	case CKPTD_MSG_DELETE_VERSION:
 		if (role == CKPTD_ROLE_AGENT)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "agents delete on the coordinator's word only");
-		if (sjob[0] && strcmp(sjob, m->u.delete_version.job) != 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		return delete_version(c, s, &m->u.delete_version);
 	case CKPTD_MSG_GC:
 		if (role == CKPTD_ROLE_AGENT)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "GC is for the ckpt tool");
-		if (sjob[0] && strcmp(sjob, m->u.gc.job) != 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		return gc(c, s, &m->u.gc);
 	case CKPTD_MSG_PREEMPT: {
-		if (sjob[0] && strcmp(sjob, m->u.preempt.job) != 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		if (!m->u.preempt.job[0] && !m->u.preempt.node[0])
 			return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "PREEMPT names a job, a node, or both");
 		/* count: the jobs whose ranks were told (0: nobody was). */
@@ -739,8 +730,6 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		return r;
 	}
 	case CKPTD_MSG_SHOW_VERSION:
-		if (sjob[0] && strcmp(sjob, m->u.show_version.job) != 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		return show_version(c, s, &m->u.show_version);
 	case CKPTD_MSG_STEP_REPORT: {
 		if (role != CKPTD_ROLE_AGENT)
@@ -752,8 +741,6 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		return ckptd_session_send(s, &ok, -1);
 	}
 	case CKPTD_MSG_STEP_STATS: {
-		if (sjob[0] && strcmp(sjob, m->u.step_stats.job) != 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		ckptd_msg rep = { .type = CKPTD_MSG_STEP_STATS_REPLY };
 		int r = ckptd_steps_query(c->steps, m->u.step_stats.job, m->u.step_stats.start, &rep.u.step_stats_reply);
 		r = r < 0 ? r : ckptd_session_send(s, &rep, -1);
@@ -761,8 +748,6 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		return r;
 	}
 	case CKPTD_MSG_GOODPUT: {
-		if (sjob[0] && strcmp(sjob, m->u.goodput.job) != 0)
-			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 		ckptd_msg rep = { .type = CKPTD_MSG_GOODPUT_REPLY };
 		int r = ckptd_steps_goodput(c->steps, m->u.goodput.job, &rep.u.goodput_reply);
 		r = r < 0 ? r : ckptd_session_send(s, &rep, -1);

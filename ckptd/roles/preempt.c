@@ -41,7 +41,7 @@
 #define SLACK_NS 1000000000ull     /* added to every estimate */
 #define GRACE_NS 5000000000ull     /* an emergency is forgotten this long after its deadline */
 #define PEER_GUESS_NS 5000000000ull   /* a commit at PEER_MEM before any was measured */
-#define SHARED_GUESS_NS 60000000000ull /* ... at SHARED */
+#define SHARED_GUESS_NS 10000000000ull /* ... at SHARED: one version's files, unthrottled (see tier_cost) */
 
 typedef struct emjob {
 	struct emjob *next;
@@ -162,7 +162,10 @@ void ckptd_emerg_node_back(ckptd_emerg *e, const char *node)
 
 /* The time a commit at tier is expected to take for the job: its bytes
  * over the bandwidth the tier's last commit measured, with half again as
- * margin (the latency itself when the bytes are unknown). */
+ * margin (the latency itself when the bytes are unknown). A SHARED commit
+ * measured in the background waited for the flush's backlog and throttle
+ * (--shared-rate), which an emergency's files skip: no more than the guess
+ * is counted for it. */
 static uint64_t tier_cost(const emjob *j, uint32_t tier)
 {
 	int k = tier_index(tier);
@@ -171,7 +174,8 @@ static uint64_t tier_cost(const emjob *j, uint32_t tier)
 		return tier == CKPT_TIER_PEER_MEM ? PEER_GUESS_NS : SHARED_GUESS_NS;
 	if (j->bw[k] > 0 && j->bytes)
 		lat = (uint64_t)((double)j->bytes / j->bw[k] * 1e9);
-	return lat + lat / 2;
+	lat += lat / 2;
+	return tier == CKPT_TIER_SHARED && lat > SHARED_GUESS_NS ? SHARED_GUESS_NS : lat;
 }
 
 /* Chooses the step and the tier for j against its deadline, and tells the

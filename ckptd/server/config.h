@@ -36,7 +36,7 @@ typedef struct ckptd_config {
 	char *node;              /* this daemon's node name; NULL: host name */
 	uint32_t max_conns;      /* authenticated connections served at once */
 	uint32_t max_handshakes; /* connections not yet authenticated, all peers */
-	uint32_t max_handshakes_per_peer; /* ... from one IP address or uid */
+	uint32_t max_handshakes_per_peer; /* ... over TCP from one IP address */
 	uint64_t idle_timeout_ms;      /* 0: never */
 	uint64_t frame_timeout_ms;     /* a frame must complete within this */
 	uint64_t handshake_timeout_ms; /* the handshake must complete within this */

@@ -141,7 +141,6 @@ struct ckptd_metrics {
 	uint64_t dropped;
 	uint64_t started_ns;     /* CLOCK_MONOTONIC */
 	struct MHD_Daemon *httpd;
-	int port;
 };
 
 const char *ckptd_metrics_tier(uint32_t tier)
@@ -167,7 +166,6 @@ int ckptd_metrics_new(const ckptd_log *log, const char *node, const char *versio
 	}
 	pthread_mutex_init(&m->mu, NULL);
 	m->log = log;
-	m->port = 0;
 	m->started_ns = ckpt__now_ns();
 	*out = m;
 	ckptd_metrics_set(m, CKPTD_M_BUILD_INFO, version, node, 1);
@@ -495,7 +493,7 @@ static void errf(char *err, size_t cap, const char *fmt, ...)
 }
 
 /* Binds exactly the address given (no wildcard fallback) and listens. */
-static int bind_listen(const char *addr, int *port, char *err, size_t errcap)
+static int bind_listen(const char *addr, char *err, size_t errcap)
 {
 	ckptd_addr a;
 	const char *why = NULL;
@@ -532,12 +530,6 @@ static int bind_listen(const char *addr, int *port, char *err, size_t errcap)
 		errf(err, errcap, "--metrics-listen %s: cannot listen there: %s", addr, strerror(-r));
 		return r;
 	}
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	*port = 0;
-	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-		*port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-		                                       : ((struct sockaddr_in *)&ss)->sin_port);
 	return fd;
 }
 
@@ -551,8 +543,7 @@ int ckptd_metrics_serve(ckptd_metrics *m, const char *addr, char *err, size_t er
 		errf(err, errcap, "--metrics-listen: already serving");
 		return -EINVAL;
 	}
-	int port;
-	int fd = bind_listen(addr, &port, err, errcap);
+	int fd = bind_listen(addr, err, errcap);
 	if (fd < 0)
 		return fd;
 	/* Scrapes are small and rare: a few connections per scraper, a short
@@ -567,12 +558,7 @@ int ckptd_metrics_serve(ckptd_metrics *m, const char *addr, char *err, size_t er
 		errf(err, errcap, "--metrics-listen %s: the HTTP server (libmicrohttpd) did not start", addr);
 		return -EIO;
 	}
-	m->port = port;
 	CKPTD_INFO(m->log, NULL, NULL, "metrics at http://%s/metrics", addr);
 	return 0;
 }
 
-int ckptd_metrics_port(const ckptd_metrics *m)
-{
-	return m && m->httpd ? m->port : 0;
-}

@@ -116,8 +116,6 @@ int ckptd_metrics_render(ckptd_metrics *m, char **out, size_t *len);
  * [out] err, errcap: the reason on failure, naming --metrics-listen.
  * Returns 0; -EINVAL (bad address); -EADDRINUSE; other -errno. */
 int ckptd_metrics_serve(ckptd_metrics *m, const char *addr, char *err, size_t errcap);
-/* The bound port (useful with port 0), or 0 when not serving. */
-int ckptd_metrics_port(const ckptd_metrics *m);
 
 /* The tier name used as a label value ("local_mem", ...), "unknown" for
  * anything but one tier bit. */

@@ -250,40 +250,24 @@ static const char *role_name(uint32_t r)
 	return r == CKPTD_ROLE_RANK ? "rank" : r == CKPTD_ROLE_AGENT ? "agent" : r == CKPTD_ROLE_CLI ? "cli" : "?";
 }
 
-static int random_secret(ckptd_secret **out)
-{
-	uint8_t b[32];
-	randombytes_buf(b, sizeof(b));
-	int r = ckptd_secret_parse(b, sizeof(b), out, NULL, 0);
-	sodium_memzero(b, sizeof(b));
-	return r;
-}
-
 static void on_hello(ckptd_session *s, const ckptd_msg *m)
 {
 	ckptd_server *srv = s->srv;
 	const ckptd_hello *h = &m->u.hello;
-	ckptd_secret *sec = NULL, *derived = NULL;
+	ckptd_secret *derived = NULL;
 	const ckptd_secret *use = srv->cluster;
 	uint8_t nonce[CKPTD_NONCE_LEN];
 	s->role = h->role;
 	snprintf(s->job, sizeof(s->job), "%s", h->job);
 	if (h->job[0]) {
-		if (!srv->filter || srv->filter(h->job, srv->filter_arg)) {
-			if (ckptd_secret_derive_job(srv->cluster, h->job, &derived) < 0)
-				goto refuse;
-			use = derived;
-		} else {
-			if (random_secret(&sec) < 0)
-				goto refuse;
-			use = sec;
-		}
+		if (ckptd_secret_derive_job(srv->cluster, h->job, &derived) < 0)
+			goto refuse;
+		use = derived;
 	}
 	int r = ckptd_auth_server_start(s->auth, use, CKPTD_VERSION_PACK(m->major, m->minor), h->role, h->job,
 	                                h->nonce, nonce);
-	ckptd_secret_free(sec);
 	ckptd_secret_free(derived);
-	sec = derived = NULL;
+	derived = NULL;
 	if (r == -CKPT_EFORMAT) {
 		ckptd_msg e;
 		ckptd_msg_version_error(&e, CKPTD_VERSION_PACK(m->major, m->minor));
@@ -302,7 +286,6 @@ static void on_hello(ckptd_session *s, const ckptd_msg *m)
 	s->state = S_AUTH;
 	return;
 refuse:
-	ckptd_secret_free(sec);
 	ckptd_secret_free(derived);
 	drop(s, CKPTD_ERR_AUTH, "authentication failed: role and scope do not go together");
 }
@@ -351,6 +334,12 @@ static void dispatch(ckptd_session *s, const ckptd_msg *m)
 		return;
 	default:
 		break;
+	}
+	/* Job scope, for every message and before any handler (the table says
+	 * which carry a job): a job's session reaches its own job only. */
+	if (!ckptd_msg_job_allowed(m, s->job)) {
+		send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
+		return;
 	}
 	for (size_t i = 0; i < srv->nhandlers; i++) {
 		if (srv->handlers[i].type != m->type)
@@ -598,7 +587,9 @@ static void make_handshake_room(ckptd_server *srv, const ckptd_session *n)
 		}
 	}
 	char why[128];
-	if (oldest_peer && same >= srv->cfg->max_handshakes_per_peer) {
+	/* Per peer over TCP only: a node's ranks share one uid on the Unix
+	 * socket and may all connect at once when a job starts. */
+	if (n->transport == CKPTD_TRANSPORT_TCP && oldest_peer && same >= srv->cfg->max_handshakes_per_peer) {
 		snprintf(why, sizeof(why), "handshake limit per peer (%u) reached; the oldest gives way to a new connection",
 		         srv->cfg->max_handshakes_per_peer);
 		drop(oldest_peer, CKPTD_ERR_BUSY, why);
@@ -677,10 +668,8 @@ static void on_accept(ckptd_server *srv, int lfd, int transport)
 
 static int on_status(ckptd_server *srv, ckptd_session *s, const ckptd_msg *req, void *arg)
 {
+	(void)req; /* its job, the only field, was checked in dispatch */
 	(void)arg;
-	/* A job's session sees its own job only. */
-	if (s->job[0] && req->u.status.job[0] && strcmp(s->job, req->u.status.job) != 0)
-		return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "this session is not authorised for that job");
 	ckptd_msg m = { .type = CKPTD_MSG_STATUS_REPLY };
 	snprintf(m.u.status_reply.node, sizeof(m.u.status_reply.node), "%s", srv->node);
 	m.u.status_reply.roles = srv->cfg->roles;
@@ -823,12 +812,6 @@ int ckptd_server_on(ckptd_server *srv, uint16_t type, ckptd_handler_fn handler, 
 	srv->handlers[srv->nhandlers].arg = arg;
 	srv->nhandlers++;
 	return 0;
-}
-
-void ckptd_server_set_job_filter(ckptd_server *srv, ckptd_job_filter_fn fn, void *arg)
-{
-	srv->filter = fn;
-	srv->filter_arg = arg;
 }
 
 void ckptd_server_stop(ckptd_server *srv)

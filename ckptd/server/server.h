@@ -6,9 +6,9 @@
  *
  * Every connection begins with the handshake of auth.h. The secret for a
  * HELLO's job is derived from the cluster secret (ckptd_secret_derive_job);
- * for cluster scope it is the cluster secret. A job the daemon does not
- * serve (see ckptd_server_set_job_filter) goes through the handshake with a
- * random secret and fails like a wrong token, so job names cannot be probed.
+ * for cluster scope it is the cluster secret. A job's session reaches its
+ * own job only: the dispatch refuses any message naming another (the
+ * message table says which carry a job; see ckptd_msg_job_allowed).
  * After the handshake every frame is sealed both ways; handlers see decoded
  * requests only and answer with ckptd_session_send().
  *
@@ -46,9 +46,6 @@ typedef struct ckptd_session ckptd_session;
  * with the reason ckptd_session_drop_reason gives, or the code). */
 typedef int (*ckptd_handler_fn)(ckptd_server *srv, ckptd_session *s, const ckptd_msg *req, void *arg);
 
-/* Says whether this daemon serves `job` (1) or not (0). */
-typedef int (*ckptd_job_filter_fn)(const char *job, void *arg);
-
 /* Creates a server from cfg and the cluster secret (both borrowed: they
  * must outlive the server). Binds the configured listeners only; creates the
  * Unix socket 0600, replacing a stale socket file but never a live one or a
@@ -68,9 +65,6 @@ void ckptd_server_free(ckptd_server *srv);
  * built-in STATUS handler may be replaced). handler NULL removes it.
  * Returns 0, -EINVAL (a handshake or reply-only type), -ENOSPC. */
 int ckptd_server_on(ckptd_server *srv, uint16_t type, ckptd_handler_fn handler, void *arg);
-
-/* Restricts the jobs served; NULL: every valid job id. */
-void ckptd_server_set_job_filter(ckptd_server *srv, ckptd_job_filter_fn fn, void *arg);
 
 /* Runs the loop until SIGTERM/SIGINT or ckptd_server_stop, then stops
  * accepting, flushes replies (up to cfg->shutdown_grace_ms), closes

@@ -92,8 +92,6 @@ struct ckptd_server {
 		void *arg;
 	} handlers[MAX_HANDLERS];
 	size_t nhandlers;
-	ckptd_job_filter_fn filter;
-	void *filter_arg;
 	/* Role hooks: fds of their own, periodic timers, and calls after each
 	 * batch of events (where a coordinator commits what the batch brought). */
 	struct watch {

@@ -16,6 +16,46 @@ const char *ckptd_msg_name(uint16_t type)
 	return d ? d->name : NULL;
 }
 
+uint16_t ckptd_msg_type_at(size_t i)
+{
+	const ckptd__msgdef *d = ckptd__msg_at(i);
+	return d ? d->type : 0;
+}
+
+/* ---------------------------------------------------------------- job scope */
+
+/* Where a type's job field lies in the payload, found in its schema; -1
+ * when it carries none. */
+static ptrdiff_t job_off(uint16_t type)
+{
+	const ckptd__msgdef *d = ckptd__find_msg(type);
+	for (unsigned i = 0; d && i < d->s.n; i++)
+		if (d->s.f[i].tag == CKPTD_TAG_JOB && d->s.f[i].wire == CKPTD_WIRE_STR)
+			return (ptrdiff_t)d->s.f[i].off;
+	return -1;
+}
+
+char *ckptd_msg_job_mut(ckptd_msg *m)
+{
+	ptrdiff_t off = job_off(m->type);
+	return off < 0 ? NULL : (char *)&m->u + off;
+}
+
+const char *ckptd_msg_job(const ckptd_msg *m)
+{
+	ptrdiff_t off = job_off(m->type);
+	return off < 0 ? NULL : (const char *)&m->u + off;
+}
+
+int ckptd_msg_job_allowed(const ckptd_msg *m, const char *session_job)
+{
+	const char *job = ckptd_msg_job(m);
+	if (!job || !session_job[0] || !strcmp(job, session_job))
+		return 1;
+	const ckptd__msgdef *d = ckptd__find_msg(m->type);
+	return d->job_rule == CKPTD__JOB_OWN_OR_EMPTY && !job[0];
+}
+
 /* ---------------------------------------------------------------- strings */
 
 /* s: len bytes, no NUL guaranteed. Returns a reason or NULL. */

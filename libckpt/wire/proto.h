@@ -678,6 +678,22 @@ typedef struct ckptd_frame_header {
 /* Name of a message type ("SHARD_DONE"), or NULL if the type is unknown. */
 const char *ckptd_msg_name(uint16_t type);
 
+/* The message types of the protocol, in table order: the i-th, or 0 past
+ * the last (for iterating the table, as tests do). */
+uint16_t ckptd_msg_type_at(size_t i);
+
+/* Job scope, a property of the message table: every message whose payload
+ * carries a job (a top-level job field) names, from a session authenticated
+ * for a job, that job and no other; a cluster-scope session (job "") may
+ * name any. STATUS may also leave it empty, asking about the session's own.
+ * The daemon checks this once, before any handler runs.
+ *
+ * The job field of m, or NULL when its type carries none. */
+const char *ckptd_msg_job(const ckptd_msg *m);
+char *ckptd_msg_job_mut(ckptd_msg *m);
+/* 1 if a session of session_job ("": cluster scope) may send m, else 0. */
+int ckptd_msg_job_allowed(const ckptd_msg *m, const char *session_job);
+
 /* Decodes a frame header from the first CKPTD_HEADER_LEN bytes of buf.
  * Checks only what the header alone tells: the magic and the size bound,
  * so that a reader can refuse a frame before its body arrives.

@@ -32,12 +32,24 @@ struct ckptd__schema {
 	const char *(*check)(const void *rec);
 };
 
-/* One message type: its name and the schema of its payload. */
+/* How a message's job (the top-level field tagged CKPTD_TAG_JOB, found in
+ * its schema, so that no message can leave it out) is held to a job-scoped
+ * session's job (ckptd_msg_job_allowed). */
+enum {
+	CKPTD__JOB_OWN = 0,      /* that job only */
+	CKPTD__JOB_OWN_OR_EMPTY, /* that job, or "" meaning that job (STATUS) */
+};
+
+/* One message type: its name, the schema of its payload, its job rule. */
 typedef struct ckptd__msgdef {
 	uint16_t type;
 	const char *name;
 	ckptd__schema s;
+	uint8_t job_rule; /* CKPTD__JOB_* */
 } ckptd__msgdef;
+
+/* The i-th entry of the table, or NULL past the last. */
+const ckptd__msgdef *ckptd__msg_at(size_t i);
 
 /* The table entry of a message type, or NULL when it is unknown. */
 const ckptd__msgdef *ckptd__find_msg(uint16_t type);

@@ -594,7 +594,7 @@ static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_LIST_VERSIONS, "LIST_VERSIONS", SCHEMA(ckptd_list_versions, f_list_versions, NULL) },
 	{ CKPTD_MSG_VERSIONS, "VERSIONS", SCHEMA(ckptd_versions, f_versions, check_versions) },
 	{ CKPTD_MSG_DELETE_VERSION, "DELETE_VERSION", SCHEMA(ckptd_delete_version, f_delete, check_tiers_mask) },
-	{ CKPTD_MSG_STATUS, "STATUS", SCHEMA(ckptd_status, f_status, NULL) },
+	{ CKPTD_MSG_STATUS, "STATUS", SCHEMA(ckptd_status, f_status, NULL), CKPTD__JOB_OWN_OR_EMPTY },
 	{ CKPTD_MSG_STATUS_REPLY, "STATUS_REPLY", SCHEMA(ckptd_status_reply, f_status_reply, check_status_reply) },
 	{ CKPTD_MSG_AGENT_HELLO, "AGENT_HELLO", SCHEMA(ckptd_agent_hello, f_agent_hello, NULL) },
 	{ CKPTD_MSG_AGENT_INVENTORY, "AGENT_INVENTORY",
@@ -620,6 +620,11 @@ static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_PREEMPT, "PREEMPT", SCHEMA(ckptd_preempt, f_preempt, check_preempt) },
 	{ CKPTD_MSG_EMERGENCY, "EMERGENCY", SCHEMA(ckptd_emergency, f_emergency, check_emergency) },
 };
+
+const ckptd__msgdef *ckptd__msg_at(size_t i)
+{
+	return i < sizeof(msgdefs) / sizeof(msgdefs[0]) ? &msgdefs[i] : NULL;
+}
 
 const ckptd__msgdef *ckptd__find_msg(uint16_t type)
 {

@@ -12,6 +12,10 @@
  *   during   the notice comes while an interval save is still copying to its
  *       partners (slowed by a fault point).
  *   two      n2 and n3 noticed at once (two `ckpt preempt`).
+ *   shared   no peer pools: the agents flush to one --shared-dir, throttled
+ *       far below the checkpoint rate; with 15 s of notice the emergency
+ *       version must go to SHARED ahead of the backlog and the throttle, and
+ *       the noticed node's ranks restore from it elsewhere.
  *
  * Checked each time: every rank leaves through EXIT; every rank that saved
  * an emergency version saved the same step S; S is COMMITTED at peer_mem
@@ -38,7 +42,7 @@
 
 static rt_env env;
 static daemon_t coord, agent[NODES];
-static char ckroot[NODES][600], scen[16];
+static char ckroot[NODES][600], scen[16], shared_dir[600];
 static int failures;
 static pid_t driver, fake_pid;
 static int fake_port;
@@ -109,9 +113,12 @@ static int fake_ctl(const char *json)
 
 static void rank_env(const char *tag, int rank, int node)
 {
-	rp_rank r = { env.dir, tag, JOB, rank, WORLD, 0, ckroot[node], agent[node].unixa, "local_mem,peer_mem,local_disk",
-	              env.tokpath, 150 };
+	int shared = !strcmp(scen, "shared");
+	rp_rank r = { env.dir, tag, JOB, rank, WORLD, 0, ckroot[node], agent[node].unixa,
+	              shared ? "local_mem,local_disk" : "local_mem,peer_mem,local_disk", env.tokpath, 150 };
 	rp_child_setup(driver, &r);
+	if (shared)
+		setenv("CKPT_SHARED_DIR", shared_dir, 1);
 	setenv("CKPT_CHUNK_BYTES", "64K", 1);
 	setenv("CKPT_STAGING_BYTES", "4M", 1);
 	setenv("CKPT_WORKERS", "1", 1);
@@ -302,6 +309,12 @@ static void start_daemons(void)
 		snprintf(host, sizeof(host), "127.0.0.%d", k + 1);
 		const char *aargs[16] = { "--role", "agent", "--coordinator", coord.tcp, "--pool-size", "32M",
 		                          "--peer-pool-size", "32M", NULL };
+		if (!strcmp(scen, "shared")) { /* far below the checkpoint rate: a backlog builds */
+			aargs[6] = "--shared-dir";
+			aargs[7] = shared_dir;
+			aargs[8] = "--shared-rate";
+			aargs[9] = "64K";
+		}
 		if (k == 1 && fake_port) {
 			aargs[8] = !strcmp(scen, "aws") ? "--notice-aws" : !strcmp(scen, "gcp") ? "--notice-gcp" : "--notice-azure";
 			aargs[9] = url;
@@ -347,6 +360,10 @@ static uint64_t raise_notice(proc *p, int *noticed)
 		cli_preempt("n2", "40s");
 		cli_preempt("n3", "30s");
 		return now + 30000000000ull;
+	}
+	if (!strcmp(scen, "shared")) { /* n2's two files take 16 s at the throttle's rate */
+		cli_preempt("n2", "15s");
+		return now + 15000000000ull;
 	}
 	cli_preempt("n2", "30s"); /* during */
 	return now + 30000000000ull;
@@ -405,6 +422,17 @@ static void run(void)
 		uint64_t newest = newest_committed(0, 0, &tiers);
 		CHECK(newest == S, "the newest committed version is %llu at tiers 0x%x; want the emergency step %llu",
 		      (unsigned long long)newest, tiers, (unsigned long long)S);
+	}
+	if (!short_ && !strcmp(scen, "shared")) {
+		uint32_t tiers = 0;
+		newest_committed(S + 1, 0, &tiers);
+		CHECK(tiers & CKPT_TIER_SHARED, "version %llu is committed at tiers 0x%x, not at SHARED",
+		      (unsigned long long)S, tiers);
+		if (!failures)
+			fprintf(stderr, "ok: shared: every rank saved step %llu and left; committed at SHARED %.1f s before the "
+			        "deadline, ahead of the throttled backlog\n", (unsigned long long)S,
+			        (deadline - exit_ns[WORLD - 1]) / 1e9);
+	} else if (!short_) {
 		/* The noticed nodes' ranks have partner copies, none on a noticed
 		 * node; the other ranks keep their own copies (they need none). */
 		int where = peer_nodes(S, -1);
@@ -464,6 +492,8 @@ int main(int argc, char **argv)
 	char tag[32];
 	snprintf(tag, sizeof(tag), "preempt-%s", scen);
 	rt_init(&env, tag);
+	snprintf(shared_dir, sizeof(shared_dir), "%s/shared", env.dir);
+	T_ASSERT(mkdir(shared_dir, 0700) == 0);
 	if (!strcmp(scen, "aws") || !strcmp(scen, "gcp") || !strcmp(scen, "azure"))
 		fake_start();
 	start_daemons();

@@ -246,6 +246,12 @@ rc=$?
 if [ "$rc" -eq 124 ]; then fail "save of a FIFO hangs"
 elif [ "$rc" -ne 0 ] && grep -q "not a regular file" "$tmp/save.out"; then ok "save refuses a FIFO (exit $rc)"
 else fail "save of a FIFO: exit $rc: $(cat "$tmp/save.out")"; fi
+timeout 20 "$ckpt" import --format safetensors "$tmp/in9/fifo" --root "$tmp/r9" --job hj --version 3 \
+	> "$tmp/import.out" 2>&1
+rc=$?
+if [ "$rc" -eq 124 ]; then fail "import of a FIFO hangs"
+elif [ "$rc" -ne 0 ] && grep -q "not a regular file" "$tmp/import.out"; then ok "import refuses a FIFO (exit $rc)"
+else fail "import of a FIFO: exit $rc: $(cat "$tmp/import.out")"; fi
 head -c 8M /dev/urandom > "$tmp/in9/shrinks.bin"
 CKPT_FAULT=cli.save_read=delay:3000 "$ckpt" save --root "$tmp/r9" --job hj --version 2 "$tmp/in9/shrinks.bin" \
 	> "$tmp/save.out" 2>&1 &

@@ -1,5 +1,6 @@
-/* Commands that ask a ckptd daemon instead of a local root: ls --daemon and
- * status. The CLI authenticates as CKPTD_ROLE_CLI, with the job's secret
+/* Commands that ask a ckptd daemon instead of a local root: the --daemon
+ * options; ls, show, rm, gc, verify and restore with --daemon; status,
+ * stragglers, goodput and preempt. The CLI authenticates as CKPTD_ROLE_CLI, with the job's secret
  * (derived from the cluster token) when a job is named, else the cluster's. */
 #include "cli.h"
 #include "wire/client.h"

@@ -237,8 +237,8 @@ int cmd_export(cli *c, int argc, char **argv)
 		if (a.glob && fnmatch(a.glob, ti.name, 0) != 0)
 			continue;
 		if (ti.missing) {
-			fprintf(stderr, "ckpt export: tensor '%s': %llu elements are held by no rank\n", ti.name,
-			        (unsigned long long)ti.missing);
+			fprintf(stderr, "ckpt export: tensor '%s': %llu elements are held by no rank\n",
+			        cli_text(ti.name, (char[1100]){ 0 }, 1100), (unsigned long long)ti.missing);
 			rc = EXIT_CORRUPT;
 			goto out;
 		}
@@ -319,7 +319,7 @@ int cli_show_global(cli *c)
 			printf("], \"bytes\": %llu, \"missing\": %llu, \"pieces\": [", (unsigned long long)ti.bytes,
 			       (unsigned long long)ti.missing);
 		} else {
-			printf("  %s  %s [", ti.name, ckpt_dtype_name(ti.dtype));
+			printf("  %s  %s [", cli_text(ti.name, (char[1100]){ 0 }, 1100), ckpt_dtype_name(ti.dtype));
 			for (uint32_t d = 0; d < ti.ndim; d++)
 				printf("%s%llu", d ? "," : "", (unsigned long long)ti.shape[d]);
 			printf("]%s  %s  %u %s%s\n", ti.ndim ? "" : " (blob)", cli_human(ti.bytes, hb, sizeof(hb)),

@@ -33,7 +33,9 @@ typedef struct in_file {
 /* Reads and checks path's header; maps the file. */
 static int load(in_file *f, char *why, size_t cap)
 {
-	int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO given as a file must not block the open; it is
+	 * refused below as not a regular file. */
+	int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	struct stat st;
 	uint8_t lenb[8];
 	uint64_t hlen;
@@ -150,8 +152,11 @@ int cmd_import(cli *c, int argc, char **argv)
 			memcpy(d.global_shape, t->shape, sizeof(t->shape));
 			memcpy(d.extents, t->shape, sizeof(t->shape));
 			if ((err = ckpt_region_add(ctx, &d)) < 0) {
-				fprintf(stderr, "ckpt import: %s: tensor '%s': %s\n", files[i].path, t->name,
-				        err == -CKPT_ENAME ? "a tensor of that name came before" : ckpt_strerror(err));
+				fprintf(stderr, "ckpt import: %s: tensor '%s': %s\n", files[i].path,
+				        cli_text(t->name, (char[1100]){ 0 }, 1100),
+				        err == -CKPT_ENAME ? "a tensor of that name came before, or the name is not "
+				                             "well-formed UTF-8 without control characters"
+				                           : ckpt_strerror(err));
 				rc = EXIT_CORRUPT;
 				goto out;
 			}
