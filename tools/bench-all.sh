@@ -51,7 +51,8 @@ if [ "$smoke" = 0 ] && mkdir -p "$repo/build" 2>/dev/null && [ -w "$repo/build" 
 else
 	work=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-bench-all-XXXXXX")
 fi
-trap 'rm -rf "$work"' EXIT
+# Kept when a step failed, for its logs.
+trap '[ -e "$work/keep" ] && log "logs kept in $work" || rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
 # The torch baseline is not a target: run only where torch is there already
@@ -80,6 +81,11 @@ else
 	step=("$here/bench-step.sh" --dir "$work" --calls 1000000 --runs 7 --cpu-seconds 3)
 fi
 
+# What is measured: the tree as it is when the run starts.
+commit=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
+dirty=""
+[ -n "$(git -C "$repo" status --porcelain --untracked-files=no 2>/dev/null | head -1)" ] &&
+	dirty=" (with uncommitted changes)"
 t_start=$(date +%s)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 failed=()
@@ -89,7 +95,12 @@ run_step() { # name command...
 	shift
 	case ",$only," in *",$name,"*) ;; *) return 0 ;; esac
 	log "$name: $*"
-	printf '%s\t%s\n' "$name" "$(printf '%q ' "$@" | sed "s|--dir $work ||; s|$repo/||g; s| $||")" >>"$work/commands"
+	local a shown=""
+	for a in "$@"; do
+		case "$a" in *" "*) a="\"$a\"" ;; esac
+		shown+="$a "
+	done
+	printf '%s\t%s\n' "$name" "$(echo "${shown% }" | sed "s|--dir $work ||; s|$repo/||g")" >>"$work/commands"
 	t0=$(date +%s)
 	set +e
 	"$@" >"$work/$name.out" 2>"$work/$name.err"
@@ -100,6 +111,7 @@ run_step() { # name command...
 		tail -n 30 "$work/$name.err" >&2
 		log "$name: FAILED (exit $rc)"
 		failed+=("$name")
+		touch "$work/keep"
 	fi
 }
 run_step roles "${roles[@]}"
@@ -112,10 +124,6 @@ run_step step "${step[@]}"
 t_total=$(( $(date +%s) - t_start ))
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
-commit=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
-dirty=""
-[ -n "$(git -C "$repo" status --porcelain --untracked-files=no 2>/dev/null | head -1)" ] &&
-	dirty=" (with uncommitted changes)"
 cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 mem=$(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
 fs=$(df -T "${TMPDIR:-/tmp}" | awk 'NR == 2 { print $2 " on " $1 }')
@@ -260,5 +268,5 @@ EOF
 	log "table in $doc replaced"
 fi
 [ "${#failed[@]}" = 0 ] || die "failed: ${failed[*]}"
-[ ! -s "$work/missing" ] || die "figures missing (see the report)"
+[ ! -s "$work/missing" ] || { touch "$work/keep"; die "figures missing (see the report)"; }
 log "done in $t_total s"

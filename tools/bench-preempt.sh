@@ -265,6 +265,24 @@ print(json.dumps({"kind": "notice", "iter": it, "job": job, "step": step, "tier"
                   "ranks": ranks}))
 EOF
 	if ((i < iters)); then
+		# The job is over: its versions are deleted everywhere, as an operator
+		# would. Each partner keeps a job's restore point (its newest committed
+		# version) in its peer pool for good, so without this the next job's
+		# copies would find the pools full of this one's and be refused.
+		vers=$("$bin/ckpt" ls --daemon "$cl_coord_addr" --token-file "$work/token" --job "$job" --json |
+			"$py" -c 'import json, sys; print(" ".join(str(v["version"]) for v in json.load(sys.stdin)))') ||
+			die "$job: ckpt ls --daemon failed"
+		for v in $vers; do
+			"$bin/ckpt" rm --daemon "$cl_coord_addr" --token-file "$work/token" --job "$job" --version "$v" \
+				>>"$work/$job.rm.out" 2>&1 || { cat "$work/$job.rm.out" >&2; die "$job: ckpt rm --version $v failed"; }
+		done
+		for _ in $(seq 300); do
+			left=$("$bin/ckpt" ls --daemon "$cl_coord_addr" --token-file "$work/token" --job "$job" --json |
+				"$py" -c 'import json, sys; print(len(json.load(sys.stdin)))')
+			[ "$left" = 0 ] && break
+			sleep 0.1
+		done
+		[ "$left" = 0 ] || die "$job: $left versions still listed 30 s after ckpt rm"
 		# n2 was preempted: a replacement with the same name and empty roots.
 		# The job's disk copies on the other nodes are not needed again.
 		cl_agent_stop 2

@@ -822,6 +822,8 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 	if (dropped)
 		CKPTD_INFO(log, NULL, NULL, "agent index: %zu DRAM records dropped (DRAM does not survive a restart)", dropped);
 	ckpt__logger_init(&a->lg, "", -1);
+	/* Fault points are for tests, not a setting of the daemon (listed in
+	 * --help all the same). */
 	if ((r = ckpt__faults_parse(&a->faults, getenv("CKPT_FAULT"))) < 0) {
 		snprintf(err, errcap, "CKPT_FAULT: cannot parse the fault points");
 		goto fail;

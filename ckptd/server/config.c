@@ -361,6 +361,10 @@ void ckptd_config_help(FILE *out)
 	}
 	fprintf(out, "\n  %-22s %-24s %-8s %s\n", "", "CKPT_TOKEN", "-",
 	        "the cluster secret itself, when no --token-file is set");
+	fprintf(out, "  %-22s %-24s %-8s %s\n", "", "CKPT_FABRIC_PROVIDER", "-",
+	        "the libfabric provider of the peer pool (unset: libfabric's choice)");
+	fprintf(out, "  %-22s %-24s %-8s %s\n", "", "CKPT_FAULT", "-",
+	        "fault points to arm, for tests only (docs/testing.md)");
 	fprintf(out, "\nOther flags: --help, --version, --print-config (show the effective settings and exit).\n"
 	             "Secrets are never accepted on the command line.\n"
 	             "Signals: SIGTERM or SIGINT stop accepting, flush replies, remove the socket, exit 0.\n"

@@ -311,6 +311,17 @@ void ckpt_config_help(FILE *out)
 	for (size_t i = 0; i < CKPT_ARRAY_LEN(table); i++)
 		fprintf(out, "%-16s %-20s %-12s %s\n", table[i].name, table[i].env,
 		        table[i].def ? table[i].def : "-", table[i].help);
+	/* Read outside the table: not settings of a context. */
+	static const struct { const char *env, *def, *help; } also[] = {
+		{ CKPT_LOG_ENV, "WARN", "log level: ERROR, WARN, INFO, DEBUG, TRACE (CKPT_LOG_LEVEL: an alias)" },
+		{ "CKPT_TOKEN", "-", "the cluster token itself, when no token_file is set" },
+		{ "CKPT_FABRIC_PROVIDER", "-", "the libfabric provider of partner copies (unset: libfabric's choice)" },
+	};
+	fprintf(out, "\nAlso read by the library:\n");
+	for (size_t i = 0; i < CKPT_ARRAY_LEN(also); i++)
+		fprintf(out, "%-16s %-20s %-12s %s\n", "", also[i].env, also[i].def, also[i].help);
+	fprintf(out, "%-16s %-20s %-12s %s\n", "", "TORCHELASTIC_RESTART_COUNT", "-",
+	        "incarnation, when CKPT_INCARNATION is not set (also SLURM_RESTART_COUNT)");
 }
 
 /* ------------------------------------------------------------- checks at open */

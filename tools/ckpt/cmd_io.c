@@ -93,6 +93,8 @@ static int save_config(cli *c, const save_args *a, ckpt_config *cfg)
 	/* --daemon: through the node's agent, into its DRAM as well by default. */
 	if (c->daemon_flag) {
 		cfg->daemon = c->daemon;
+		/* Unless the table's CKPT_TIERS chose them (the config cannot
+		 * tell a default from a setting). */
 		if (!tiers && !getenv("CKPT_TIERS"))
 			tiers = CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK;
 	}

@@ -60,6 +60,11 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "--help-config")) {
 		ckpt_config_help(stdout);
+		printf("\nAlso read by the tools:\n"
+		       "%-16s %-20s %-12s %s\n%-16s %-20s %-12s %s\n%-16s %-20s %-12s %s\n",
+		       "", "CKPT_PYTHON", "python3", "the python that runs the plotting scripts (--plot)",
+		       "", "CKPT_GOODPUT_PLOTTER", "-", "ckpt goodput --plot's script (unset: share/ckpt/plot_timeline.py)",
+		       "", "CKPT_SIM_PLOTTER", "-", "ckpt-sim --plot's script (unset: share/ckpt/plot_goodput.py)");
 		return EXIT_OK;
 	}
 	for (const cli_cmd *c = cli_cmds; c->name; c++) {
@@ -70,11 +75,16 @@ int main(int argc, char **argv)
 				c->help(stdout);
 				return EXIT_OK;
 			}
-		cli st = { .root = getenv("CKPT_ROOT"), .job = getenv("CKPT_JOB"),
-		           .daemon = getenv("CKPT_DAEMON"), .token_file = getenv("CKPT_TOKEN_FILE"),
+		/* The defaults of --root, --job, --daemon, --token-file and the fault
+		 * points: the library's settings table reads the environment. A
+		 * malformed setting the command does not use is the library's to
+		 * report when a context opens (save). */
+		ckpt_config env;
+		ckpt_config_init(&env);
+		cli st = { .root = env.root, .job = env.job_id, .daemon = env.daemon, .token_file = env.token_file,
 		           .version = VERSION_UNSET, .rank = -1 };
 		ckpt__logger_init(&st.lg, NULL, -1);
-		if (ckpt__faults_parse(&st.faults, getenv("CKPT_FAULT")) < 0)
+		if (ckpt__faults_parse(&st.faults, env.faults) < 0)
 			return cli_usage(c->name, "CKPT_FAULT is malformed");
 		int rc = c->run(&st, argc - 1, argv + 1);
 		ckpt__index_close(st.ix);
