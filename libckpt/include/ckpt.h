@@ -248,6 +248,18 @@ typedef struct ckpt_config {
 	                           committed (so a job restores with every node, and the
 	                           coordinator's knowledge of the copies, lost). NULL: the
 	                           SHARED tier is not read. CKPT_SHARED_DIR */
+	int recycle;            /* 1: shard files of versions that retention or gc deleted
+	                           stay allocated in the root's pool (<root>/recycle/) and
+	                           new shards overwrite them: writes run at the disk's
+	                           overwrite speed instead of its new-file speed. The pool
+	                           holds only what deletions freed (at most 64 files).
+	                           0 (default): deleted files are unlinked, and opening a
+	                           context empties the root's pool. CKPT_RECYCLE */
+	uint32_t keep_versions; /* retention without a daemon: once a save commits a version,
+	                           committed versions older than the newest keep_versions
+	                           are deleted (their files recycled when recycle is on).
+	                           0 (default): keep everything; with a daemon the
+	                           coordinator's retention rules instead. CKPT_KEEP_VERSIONS */
 } ckpt_config;
 
 /* Fills cfg with defaults, then applies CKPT_* environment variables.
