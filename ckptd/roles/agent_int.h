@@ -168,6 +168,11 @@ void ckptd__shared_close(ckptd_agent *a);
 void ckptd__shared_notice(ckptd_agent *a, const ckptd_commit_notice *n);
 /* EMERGENCY aimed at SHARED: (job, version)'s files go first and unthrottled. */
 void ckptd__shared_emergency(ckptd_agent *a, const char *job, uint64_t version);
+/* Whether this node's peer pool holds a partner copy of the shard. */
+int ckptd__peer_has(ckptd_agent *a, const char *job, uint64_t version, uint32_t rank);
+/* The tool's restore of a partner copy held here: a new sealed memfd with
+ * that shard's image alone (*fd, the caller's; *bytes). -ENOENT: none. */
+int ckptd__peer_copy_fd(ckptd_agent *a, const char *job, uint64_t version, uint32_t rank, int *fd, uint64_t *bytes);
 /* Deletion of (job, version) at tiers: cancels its flush (LOCAL_DISK or
  * SHARED), removes the SHARED files this agent flushed (the marker first).
  * Returns 0 or -errno (the deletion is then retried). */

@@ -170,6 +170,9 @@ enum {
 	CKPTD_SEG_COPIES = 7,    /* 1.3, to the own agent, passed on to the coordinator:
 	                          * every copy of a shard at every tier, with its node's
 	                          * state (PARTNERS with TIER and STATE) */
+	CKPTD_SEG_PARTNER_COPY = 8, /* 1.3, the tool to an agent: the PEER_MEM copy this node
+	                          * holds of another node's shard, as SEGMENT_GRANT with a
+	                          * sealed memfd of that shard alone (SEGMENT_ID 0) */
 };
 
 /* Agent state in STATUS_REPLY entries. */

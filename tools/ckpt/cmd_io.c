@@ -502,12 +502,15 @@ int cmd_verify(cli *c, int argc, char **argv)
 
 void help_restore(FILE *o)
 {
-	fprintf(o, "usage: ckpt restore --root DIR --job J --out DIR [--version V|latest] [--rank R]\n\n"
+	fprintf(o, "usage: ckpt restore --root DIR --job J --out DIR [--version V|latest] [--rank R]\n"
+	           "       ckpt restore --daemon unix:SOCK --job J --out DIR [--version V] [--rank R] [--shared-dir DIR]\n\n"
 	           "Writes each region of a shard as a file named after the region into --out\n"
 	           "(into --out/rank-R/ for each rank when the job has several ranks and --rank is\n"
 	           "not given). Every chunk is checksum-verified before it is written; files appear\n"
 	           "only once complete. 'latest' (the default) falls back to the newest version that\n"
-	           "verifies. Nothing is ever written outside --out. Shows a progress bar on a terminal.\n");
+	           "verifies. Nothing is ever written outside --out. Shows a progress bar on a terminal.\n"
+	           "Through a node's agent: the ranks' copies held on that node (DRAM, disk, a partner\n"
+	           "copy of a lost node's rank), then the SHARED tree at --shared-dir (or CKPT_SHARED_DIR).\n");
 }
 
 /* Region files open at once while a shard is restored: a shard may hold
@@ -605,7 +608,8 @@ int cli_restore_shard(cli *c, const cli_shard_src *src, uint64_t v, uint32_t ran
 		return err;
 	/* It must be the shard that was committed, not one put there. */
 	if (s.header.version != v || s.header.rank != rank || strcmp(s.header.job, c->job) ||
-	    (src->check_sum && src->footer_checksum != s.tail.footer_checksum)) {
+	    (src->check_sum && src->footer_checksum != s.tail.footer_checksum) ||
+	    (src->lineage && s.header.lineage && s.header.lineage != src->lineage)) {
 		snprintf(why, cap, "%.300s is not the shard committed for version %llu rank %u", path,
 		         (unsigned long long)v, rank);
 		ckpt__shard_close(&s);
@@ -781,7 +785,7 @@ static int restore_version(cli *c, uint64_t v, uint32_t world, const char *out, 
 
 int cmd_restore(cli *c, int argc, char **argv)
 {
-	const char *out = NULL;
+	const char *out = NULL, *shared_dir = getenv("CKPT_SHARED_DIR");
 	for (int i = 1; i < argc; i++) {
 		int r = cli_daemon_opt(c, argc, argv, &i);
 		if (r == 0)
@@ -792,6 +796,8 @@ int cmd_restore(cli *c, int argc, char **argv)
 			continue;
 		if (!strcmp(argv[i], "--out") && i + 1 < argc)
 			out = argv[++i];
+		else if (!strcmp(argv[i], "--shared-dir") && i + 1 < argc)
+			shared_dir = argv[++i];
 		else
 			return cli_usage("restore", "unknown option '%s'", argv[i]);
 	}
@@ -801,7 +807,7 @@ int cmd_restore(cli *c, int argc, char **argv)
 	if (use && !out)
 		return cli_usage("restore", "--out is required");
 	if (use)
-		return cli_restore_daemon(c, out);
+		return cli_restore_daemon(c, out, shared_dir && *shared_dir ? shared_dir : NULL);
 	if (cli_need(c, 1, 1) < 0 || !out)
 		return cli_usage("restore", "--root, a valid --job and --out are required");
 	if (c->version == VERSION_ALL)
