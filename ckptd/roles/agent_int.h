@@ -29,6 +29,8 @@ typedef struct rank_sess {
 	int waiting;               /* wreq waits for the job's pool to be ready */
 	ckptd_segment_request wreq;
 	uint64_t wait_until_ns;
+	uint64_t heard_ns;         /* its last frame */
+	int silent;                /* said silent (past --heartbeat-timeout) */
 } rank_sess;
 
 /* A request on the link waiting for its answer (the coordinator answers in order). */
@@ -58,6 +60,9 @@ struct ckptd_agent {
 	ckptd_coordinator *local; /* --role both */
 	ckptd_client *link;
 	uint64_t next_try_ns, backoff_ms;
+	uint64_t link_heard_ns, link_beat_ns; /* the coordinator's last frame; our last heartbeat */
+	uint64_t link_tick_ns;                /* the last link tick: a late one means we stalled */
+	uint32_t beat_seq;
 	uint64_t rng; /* jitter of the backoff */
 	fwd *fifo;
 	size_t fhead, flen, fcap;

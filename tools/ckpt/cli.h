@@ -16,6 +16,7 @@ enum {
 	EXIT_USAGE = 2,    /* bad command line */
 	EXIT_CORRUPT = 3,  /* corruption found (verify, restore) */
 	EXIT_NOTFOUND = 4, /* no such job or version */
+	EXIT_PARTIAL = 5,  /* save: durable on disk, but not at every tier asked for */
 };
 
 #define VERSION_LATEST UINT64_MAX

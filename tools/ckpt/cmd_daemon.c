@@ -226,6 +226,11 @@ int cli_daemon_ls(cli *c)
 
 /* ------------------------------------------------------------- status */
 
+static const char *agent_state(uint32_t st)
+{
+	return st == CKPTD_AGENT_UP ? "up" : st == CKPTD_AGENT_DEGRADED ? "degraded" : "down";
+}
+
 int cmd_status(cli *c, int argc, char **argv)
 {
 	int prc = cli_parse_opts(c, "status", argc, argv);
@@ -272,15 +277,15 @@ int cmd_status(cli *c, int argc, char **argv)
 			printf(", \"domain\": ");
 			cli_json_str(stdout, a->domain);
 			printf(", \"pool_bytes\": %llu, \"pool_used\": %llu, \"state\": \"%s\"}",
-			       (unsigned long long)a->pool_bytes, (unsigned long long)a->pool_used,
-			       a->state == CKPTD_AGENT_UP ? "up" : "down");
+			       (unsigned long long)a->pool_bytes, (unsigned long long)a->pool_used, agent_state(a->state));
 		}
 		printf("], \"tiers\": [");
 		for (uint32_t i = 0; i < s->ntiers; i++) {
 			char tb[32];
 			tiers_text(s->tier_stats[i].tier, tb, sizeof(tb));
-			printf("%s{\"tier\": \"%s\", \"versions\": %u, \"bytes\": %llu}", i ? ", " : "", tb,
-			       s->tier_stats[i].versions, (unsigned long long)s->tier_stats[i].bytes);
+			printf("%s{\"tier\": \"%s\", \"versions\": %u, \"bytes\": %llu, \"degraded_nodes\": %u}",
+			       i ? ", " : "", tb, s->tier_stats[i].versions, (unsigned long long)s->tier_stats[i].bytes,
+			       s->tier_stats[i].degraded);
 		}
 		printf("]}\n");
 	} else {
@@ -292,16 +297,20 @@ int cmd_status(cli *c, int argc, char **argv)
 		for (uint32_t i = 0; i < s->ntiers; i++) {
 			char tb[32];
 			tiers_text(s->tier_stats[i].tier, tb, sizeof(tb));
-			printf("  committed at %-11s %6u versions, %s\n", tb, s->tier_stats[i].versions,
+			printf("  committed at %-11s %6u versions, %s", tb, s->tier_stats[i].versions,
 			       cli_human(s->tier_stats[i].bytes, b1, sizeof(b1)));
+			if (s->tier_stats[i].degraded)
+				printf("  DEGRADED: %u node%s down or silent", s->tier_stats[i].degraded,
+				       s->tier_stats[i].degraded == 1 ? "" : "s");
+			printf("\n");
 		}
 		if (s->count) {
-			printf("%-24s %-28s %-12s %-5s %12s %12s\n", "AGENT", "ADDRESS", "DOMAIN", "STATE", "POOL USED",
+			printf("%-24s %-28s %-12s %-8s %12s %12s\n", "AGENT", "ADDRESS", "DOMAIN", "STATE", "POOL USED",
 			       "POOL");
 			for (uint32_t i = 0; i < s->count; i++) {
 				const ckptd_agent_info *a = &s->entries[i];
-				printf("%-24s %-28s %-12s %-5s %12s %12s\n", a->node, a->address, a->domain[0] ? a->domain : "-",
-				       a->state == CKPTD_AGENT_UP ? "up" : "down", cli_human(a->pool_used, b1, sizeof(b1)),
+				printf("%-24s %-28s %-12s %-8s %12s %12s\n", a->node, a->address, a->domain[0] ? a->domain : "-",
+				       agent_state(a->state), cli_human(a->pool_used, b1, sizeof(b1)),
 				       cli_human(a->pool_bytes, b2, sizeof(b2)));
 			}
 		}
@@ -316,12 +325,14 @@ void help_status(FILE *o)
 	fprintf(o, "usage: ckpt status --daemon ADDR [--token-file FILE] [--job J] [--json]\n\n"
 	           "Asks a ckptd daemon (ADDR: unix:/path or host:port; or CKPT_DAEMON) what it is:\n"
 	           "its node, roles (agent, coordinator), DRAM pool, jobs and versions known, and\n"
-	           "for a coordinator the agents it knows with their state (up, down). The token\n"
+	           "for a coordinator the agents it knows with their state (up; degraded: connected\n"
+	           "but silent past the heartbeat timeout; down) and the tiers with nodes down or\n"
+	           "silent (DEGRADED). The token\n"
 	           "comes from --token-file, CKPT_TOKEN_FILE or CKPT_TOKEN; with --job the session\n"
 	           "is that job's and sees only what concerns it.\n"
 	           "--json prints one object: daemon, node, roles, pool_bytes, pool_used, jobs,\n"
 	           "versions, agents (node, address, domain, pool_bytes, pool_used, state), tiers\n"
-	           "(tier, versions committed there, their bytes).\n");
+	           "(tier, versions committed there, their bytes, degraded_nodes).\n");
 }
 
 /* ------------------------------------------------------------- show, rm, gc */

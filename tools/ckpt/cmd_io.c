@@ -61,8 +61,8 @@ static int save_parse(cli *c, int argc, char **argv, save_args *a)
 		} else if (!strcmp(argv[i], "--compress")) {
 			a->compress = 1;
 		} else if (!strcmp(argv[i], "--tiers") && i + 1 < argc) {
-			if (!(a->tiers = cli_tiers_parse(argv[++i])))
-				return cli_usage("save", "--tiers: a list of local_mem, local_disk");
+			if (!(a->tiers = cli_tiers_parse(argv[++i])) || (a->tiers & CKPT_TIER_SHARED))
+				return cli_usage("save", "--tiers: a list of local_mem, peer_mem, local_disk");
 		} else if (!strcmp(argv[i], "--chunk-bytes") && i + 1 < argc) {
 			if (ckpt__parse_size(argv[++i], &a->chunk) < 0)
 				return cli_usage("save", "--chunk-bytes needs a size");
@@ -164,26 +164,55 @@ static int save_map(cli *c, const save_args *a, mapped_file *maps, uint64_t chun
 	return EXIT_OK;
 }
 
-/* mem: -1 no DRAM copy asked for, else whether it committed. */
-static void save_report(const cli *c, const ckpt_config *cfg, const ckpt_status *st, int mem)
+static const char *const tier_words[] = { "local_mem", "peer_mem", "local_disk", "shared" };
+
+/* The tiers of mask as a list: "a, b" (text) or "\"a\", \"b\"" (JSON). */
+static void tier_list(uint32_t mask, int json, char *buf, size_t cap)
 {
-	if (c->json)
+	size_t n = 0;
+	buf[0] = 0;
+	for (int i = 0; i < 4 && n + 1 < cap; i++)
+		if (mask & (1u << i))
+			n += (size_t)snprintf(buf + n, cap - n, json ? "%s\"%s\"" : "%s%s", n ? ", " : "", tier_words[i]);
+	if (!n && !json)
+		snprintf(buf, cap, "none");
+}
+
+/* committed: per DRAM tier asked for (bit set), whether the coordinator
+ * committed the version there within the wait. */
+static void save_report(const cli *c, const ckpt_config *cfg, const ckpt_status *st, uint32_t asked,
+                        uint32_t committed)
+{
+	char reached[80], failed[80];
+	tier_list(st->tiers_reached, c->json, reached, sizeof(reached));
+	tier_list(st->tiers_failed | (asked & ~st->tiers_reached & ~st->tiers_failed), c->json, failed, sizeof(failed));
+	if (c->json) {
 		printf("{\"job\": \"%s\", \"version\": %llu, \"rank\": %u, \"bytes\": %llu, \"stored_bytes\": %llu, "
-		       "\"committed\": %s%s}\n", c->job, (unsigned long long)c->version, cfg->rank,
-		       (unsigned long long)st->bytes, (unsigned long long)st->stored_bytes,
-		       st->committed ? "true" : "false",
-		       mem < 0 ? "" : mem ? ", \"local_mem\": true" : ", \"local_mem\": false");
-	else
-		printf("saved job %s version %llu rank %u: %llu bytes (%llu stored), %s\n", c->job,
+		       "\"committed\": %s, \"tiers_reached\": [%s], \"tiers_failed\": [%s]", c->job,
 		       (unsigned long long)c->version, cfg->rank, (unsigned long long)st->bytes,
-		       (unsigned long long)st->stored_bytes,
-		       st->committed ? "version COMMITTED" : "waiting for other ranks");
-	if (!c->json && mem >= 0)
-		printf("node DRAM copy: %s\n", mem ? "committed" : "not committed (see the daemon's log)");
+		       (unsigned long long)st->stored_bytes, st->committed ? "true" : "false", reached, failed);
+		for (int i = 0; i < 2; i++)
+			if (asked & (1u << i))
+				printf(", \"%s\": %s", tier_words[i], committed & (1u << i) ? "true" : "false");
+		printf("}\n");
+		return;
+	}
+	printf("saved job %s version %llu rank %u: %llu bytes (%llu stored), %s\n", c->job,
+	       (unsigned long long)c->version, cfg->rank, (unsigned long long)st->bytes,
+	       (unsigned long long)st->stored_bytes, st->committed ? "version COMMITTED" : "waiting for other ranks");
+	printf("tiers reached: %s\n", reached);
+	if (st->tiers_failed | (asked & ~st->tiers_reached))
+		printf("tiers NOT reached: %s (see the log above and the daemon's)\n", failed);
+	for (int i = 0; i < 2; i++)
+		if ((asked & (1u << i)) && (st->tiers_reached & (1u << i)))
+			printf("%s copy: %s\n", i ? "partner DRAM" : "node DRAM",
+			       committed & (1u << i) ? "committed" : "not committed yet (other ranks, or see the daemon's log)");
 }
 
 /* Registers the mapped files as regions of ctx, saves them and waits for
- * the disk copy. */
+ * the disk copy, then (bounded) for the DRAM tiers asked for. Exit code:
+ * EXIT_OK when this rank's copy reached every tier asked for,
+ * EXIT_PARTIAL when the disk copy is durable but another tier failed. */
 static int save_run(cli *c, const save_args *a, const ckpt_config *cfg, ckpt_ctx *ctx, mapped_file *maps)
 {
 	ckpt_handle *h = NULL;
@@ -213,15 +242,25 @@ static int save_run(cli *c, const save_args *a, const ckpt_config *cfg, ckpt_ctx
 		fprintf(stderr, "ckpt save: %s\n", ckpt_strerror(err));
 		goto out;
 	}
-	/* Through a daemon, the DRAM copy's global commit too (bounded: the
+	/* Through a daemon, the DRAM copies' global commit too (bounded: the
 	 * other ranks of a multi-rank job may not have saved yet). */
-	int mem = -1;
-	if (cfg->daemon && *cfg->daemon && (cfg->tiers & CKPT_TIER_LOCAL_MEM)) {
+	uint32_t asked = cfg->tiers & (CKPT_TIER_LOCAL_MEM | CKPT_TIER_PEER_MEM | CKPT_TIER_LOCAL_DISK), committed = 0;
+	for (uint32_t t = CKPT_TIER_LOCAL_MEM; cfg->daemon && *cfg->daemon && t <= CKPT_TIER_PEER_MEM; t <<= 1) {
+		if (!(asked & t))
+			continue;
 		ckpt_status ms = { .size = sizeof(ms) };
-		mem = ckpt_handle_wait(h, CKPT_TIER_LOCAL_MEM, 10000, &ms) == 0 && ms.committed;
+		err = ckpt_handle_wait(h, t, 10000, &ms);
+		if (err == 0 && ms.committed)
+			committed |= t;
+		else if (err && err != -ETIMEDOUT)
+			fprintf(stderr, "ckpt save: %s copy: %s\n", tier_words[t == CKPT_TIER_PEER_MEM], ckpt_strerror(err));
 	}
-	save_report(c, cfg, &st, mem);
-	rc = EXIT_OK;
+	st.size = sizeof(st);
+	ckpt_handle_test(h, CKPT_TIER_LOCAL_DISK, &st); /* every tier's outcome, as it stands now */
+	if (!(cfg->daemon && *cfg->daemon))
+		asked &= CKPT_TIER_LOCAL_DISK;
+	save_report(c, cfg, &st, asked, committed);
+	rc = (asked & ~st.tiers_reached) ? EXIT_PARTIAL : EXIT_OK;
 out:
 	ckpt_handle_free(h);
 	return rc;
