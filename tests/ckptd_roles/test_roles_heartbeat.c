@@ -5,10 +5,11 @@
  * missed; an agent that answers keeps its ranks however quiet they are.
  *
  * One ckptd in both roles on loopback; one libckpt rank with
- * CKPT_HEARTBEAT_TIMEOUT_MS=800 and tiers local_mem,local_disk:
+ * CKPT_HEARTBEAT_TIMEOUT_MS=3000 (room for a loaded CI host) and tiers
+ * local_mem,local_disk:
  *  1. version 1 commits at local_mem; the rank then idles 2 s (heartbeats
- *     answered: the link must stay);
- *  2. the agent is stopped; the rank idles 2 s more; version 2 reaches the
+ *     answered: the link must stay), and version 2 commits at local_mem;
+ *  2. the agent is stopped; the rank idles 5 s; version 3 reaches the
  *     disk, its LOCAL_MEM wait fails with -ENOTCONN, tiers_reached is
  *     local_disk and tiers_failed local_mem; the rank's log names the
  *     missed heartbeat. The agent is continued and stops cleanly. */
@@ -40,7 +41,7 @@ static void rank_main(int rep, int go)
 	ckpt_handle_free(h);
 	rp_put(rep, 'A');
 	T_ASSERT(rp_get(go, 20000) == 'S'); /* the agent is stopped now */
-	usleep(2000 * 1000);
+	usleep(5000 * 1000);
 	t_fill(w, sizeof(w), 3);
 	T_OK(ckpt_save(ctx, 3, 0, &h));
 	st.size = sizeof(st);
@@ -80,7 +81,7 @@ int main(void)
 		close(down[1]);
 		rp_rank r = { env.dir, "hb", "hb", 0, 1, 0, root, d.unixa, "local_mem,local_disk", env.tokpath, 60 };
 		rp_child_setup(driver, &r);
-		setenv("CKPT_HEARTBEAT_TIMEOUT_MS", "800", 1);
+		setenv("CKPT_HEARTBEAT_TIMEOUT_MS", "3000", 1);
 		rank_main(up[1], down[0]);
 		exit(T_EXIT_PASS);
 	}
