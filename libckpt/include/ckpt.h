@@ -260,6 +260,11 @@ typedef struct ckpt_config {
 	                           are deleted (their files recycled when recycle is on).
 	                           0 (default): keep everything; with a daemon the
 	                           coordinator's retention rules instead. CKPT_KEEP_VERSIONS */
+	uint32_t heartbeat_timeout_ms; /* the agent is lost (saves go to local disk
+	                           only, as when its socket closes) once it has not
+	                           answered a heartbeat within this; one goes at a
+	                           quarter of it while the link is otherwise quiet
+	                           (10000; 0: none). CKPT_HEARTBEAT_TIMEOUT_MS */
 } ckpt_config;
 
 /* Fills cfg with defaults, then applies CKPT_* environment variables.
@@ -378,6 +383,12 @@ typedef struct ckpt_status {
 	uint64_t stored_bytes;/* bytes written to the tier (after compression) */
 	uint64_t stall_ns;    /* time spent blocking in ckpt_save */
 	uint64_t durable_ns;  /* from ckpt_save entry to durable + indexed */
+	uint32_t tiers_reached; /* every tier this rank's copy is durable at so far (a
+	                         mask; a DRAM copy counts once it is checked and
+	                         reported), whichever tier the status is for */
+	uint32_t tiers_failed;  /* the tiers asked for (CKPT_TIERS) where this rank's
+	                         copy failed or was skipped: a save that reached its
+	                         disk but not a partner says so here */
 } ckpt_status;
 
 typedef struct ckpt_handle ckpt_handle;

@@ -92,6 +92,8 @@ static int own_config(ckpt_ctx *ctx, const ckpt_config *cfg, const ckpt_logger *
 	ctx->cfg.shared_dir = ctx->shared_dir;
 	if (!ctx->cfg.peer_timeout_ms)
 		ctx->cfg.peer_timeout_ms = 30000;
+	if (cfg->size < offsetof(ckpt_config, heartbeat_timeout_ms) + sizeof(cfg->heartbeat_timeout_ms))
+		ctx->cfg.heartbeat_timeout_ms = 10000; /* an older caller's struct: the default */
 	return 0;
 }
 

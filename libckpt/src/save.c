@@ -721,6 +721,7 @@ static void *io_main(void *arg)
 		if (ctx->daemon) {
 			ckpt__daemon_poll(ctx);
 			ckpt__daemon_steps(ctx, 0);
+			ckpt__daemon_heartbeat(ctx);
 		}
 		pthread_mutex_lock(&ctx->lock);
 		int idle = ctx->nlive == 0 && !ctx->stopping;
