@@ -96,12 +96,22 @@ int main(void)
 	T_ASSERT(kill(d.pid, SIGCONT) == 0);
 	int st = 0;
 	int exited = td_wait_pid(pid, 30000, &st) == 0 && td_status_code(st) == 0;
-	int said = td_file_has(log, 0, "did not answer a heartbeat") && td_file_has(log, 0, "lost the ckptd agent");
+	/* Lost while the rank was idle (before version 3's lines): only a
+	 * heartbeat can have noticed. */
+	int said = 0;
+	{
+		FILE *f = fopen(log, "r");
+		char line[2048];
+		while (f && fgets(line, sizeof(line), f) && !strstr(line, "v=3"))
+			said |= strstr(line, "lost the ckptd agent") != NULL;
+		if (f)
+			fclose(f);
+	}
 	int stopped = rt_stop(&d) == 0;
 	if (!ok || !kept || !done || !exited || !said || !stopped) {
 		td_print_tail(log, 20);
 		fprintf(stderr, "FAIL: first saves %d, link kept while quiet %d, stopped-agent save %d, rank exit %d, "
-		        "heartbeat loss logged %d, agent stopped cleanly %d; logs in %s\n", ok, kept, done, exited, said,
+		        "link lost while idle %d, agent stopped cleanly %d; logs in %s\n", ok, kept, done, exited, said,
 		        stopped, env.dir);
 		return T_EXIT_FAIL;
 	}
