@@ -432,6 +432,38 @@ static void phase_c(void)
 	if (gone && ok == WORLD && shared == WORLD)
 		fprintf(stderr, "ok: C: every agent, checkpoint root and agent index lost; 4 new ranks restored version 3 "
 		        "bit-exact from the SHARED tree alone\n");
+	/* The operator's way: ckpt restore through a (fresh) agent reads the
+	 * tree too, every rank bit-exact. */
+	char out[700], cmd[6000], path[800];
+	snprintf(out, sizeof(out), "%s/cli-restore", env.dir);
+	snprintf(cmd, sizeof(cmd), "'%s/ckpt' restore --daemon %s --token-file '%s' --job %s --version 3 --shared-dir '%s' "
+	         "--out '%s' >>'%s/cli-restore.log' 2>&1", getenv("CKPT_BIN"), agent[0].unixa, env.tokpath, JOB, shdir, out,
+	         env.dir);
+	int st = system(cmd);
+	CHECK(st == 0, "ckpt restore --daemon --shared-dir exited %d (see cli-restore.log)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	int exact = 0;
+	for (int r = 0; r < WORLD; r++) {
+		uint8_t *want[NREG];
+		for (int i = 0; i < NREG; i++)
+			T_ASSERT((want[i] = malloc(regsize[i])));
+		fill(want, r, 3);
+		int same = 1;
+		for (int i = 0; i < NREG; i++) {
+			snprintf(path, sizeof(path), "%s/rank-%d/%s", out, r, regname[i]);
+			FILE *f = fopen(path, "rb");
+			uint8_t *b = malloc(regsize[i] + 1);
+			size_t got = f && b ? fread(b, 1, regsize[i] + 1, f) : 0;
+			same &= got == regsize[i] && !memcmp(b, want[i], regsize[i]);
+			if (f)
+				fclose(f);
+			free(b);
+			free(want[i]);
+		}
+		CHECK(same, "ckpt restore --shared-dir: rank %d's files are not version 3", r);
+		exact += same;
+	}
+	if (exact == WORLD)
+		fprintf(stderr, "ok: C: ckpt restore --daemon --shared-dir wrote version 3 of every rank bit-exact\n");
 }
 
 static void phase_d(void)
