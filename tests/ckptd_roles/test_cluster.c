@@ -35,7 +35,9 @@
 
 static ct_env E;
 
-static const char *const agent_args[] = { "--pool-size", "32M", "--peer-pool-size", "32M", NULL };
+/* Two jobs share a node here: each gets its own half of the node's pool. */
+static const char *const agent_args[] = { "--pool-size", "32M", "--job-pool-size", "16M", "--peer-pool-size", "32M",
+                                          NULL };
 
 /* Reaps a rank killed with its node. */
 static void reap(ct_proc *pr)
@@ -142,7 +144,8 @@ static void scenario_eviction(void)
 	for (int k = 1; k <= 3; k++) {
 		char ml[64];
 		snprintf(ml, sizeof(ml), "%s:9100", E.net.addr[k]);
-		const char *args[] = { "--pool-size", "32M", "--peer-pool-size", "3M", "--metrics-listen", ml, NULL };
+		const char *args[] = { "--pool-size", "32M", "--job-pool-size", "16M", "--peer-pool-size", "3M",
+		                       "--metrics-listen", ml, NULL };
 		ct_start_agent(&E, k, args, NULL);
 	}
 	ct_wait_agents(&E, 3);

@@ -301,6 +301,7 @@ int main(int argc, char **argv)
 		waitpid(pids[r], &st, 0);
 		bad |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
 	}
+	free(pids);
 	if (bad || n != o.ranks)
 		die("a rank failed");
 	uint64_t bytes = m.wrows * 4096 + m.erows * 1024;
