@@ -4,7 +4,7 @@
  * new shard's exact length, the new shard restores bit-exact and the old
  * version is gone for good; a compressed (shorter) shard in a recycled
  * file is cut to size; a symlink planted in the pool is never written
- * through; recycling off empties the pool. */
+ * through; a full pool takes no more; recycling off empties the pool. */
 #include "helpers.h"
 #include "ckpt.h"
 #include "format/admin.h"
@@ -209,10 +209,34 @@ int main(void)
 	/* Off: the pool's files go (the symlink, not a pool file, stays). */
 	gc(1);
 	T_ASSERT(pool_inodes(left, 8) == 4);
+	/* Bounded: with the pool at its cap, a deletion unlinks. */
+	int have = pool_inodes(left, 8);
+	for (int i = have; i < CKPT_RECYCLE_MAX; i++) {
+		char fp[700];
+		snprintf(fp, sizeof(fp), "%s/p%016x.free", pool, 0x1000 + i);
+		f = fopen(fp, "w");
+		T_ASSERT(f && fputs("x", f) >= 0 && fclose(f) == 0);
+	}
+	T_OK(open_ctx(1, 0, &ctx));
+	t_fill(buf, BYTES, 10);
+	save(ctx, 10); /* takes one pooled shard file: CKPT_RECYCLE_MAX - 1 left */
+	t_fill(buf, BYTES, 11);
+	save(ctx, 11); /* takes another */
+	T_OK(ckpt_ctx_close(ctx));
+	ino_t all[CKPT_RECYCLE_MAX + 4];
+	T_ASSERT(pool_inodes(all, CKPT_RECYCLE_MAX + 4) == CKPT_RECYCLE_MAX - 2);
+	for (int i = 0; i < 2; i++) { /* two more files reach the cap */
+		char fp[700];
+		snprintf(fp, sizeof(fp), "%s/p%016x.free", pool, 0x2000 + i);
+		f = fopen(fp, "w");
+		T_ASSERT(f && fputs("x", f) >= 0 && fclose(f) == 0);
+	}
+	gc(1); /* deletes 9 and 10: the pool is full, their files are unlinked */
+	T_ASSERT(pool_inodes(all, CKPT_RECYCLE_MAX + 4) == CKPT_RECYCLE_MAX);
 	T_OK(open_ctx(0, 0, &ctx));
 	T_ASSERT(pool_inodes(left, 8) == 0);
 	T_ASSERT(lstat(link, &st) == 0);
-	restore_check(ctx, 9);
+	restore_check(ctx, 11);
 	T_OK(ckpt_ctx_close(ctx));
 	free(buf);
 	t_rmrf(root);

@@ -193,33 +193,11 @@ static void vdir_in(char *out, size_t cap, const char *root, uint64_t v)
 	snprintf(out, cap, "%s/jobs/%s/v%020llu", root, JOB, (unsigned long long)v);
 }
 
-/* The whole file (malloc'd), or NULL. */
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	struct stat st;
-	uint8_t *b = NULL;
-	if (fstat(fd, &st) == 0 && (b = malloc((size_t)st.st_size + 1))) {
-		size_t got = 0;
-		while (got < (size_t)st.st_size) {
-			ssize_t n = read(fd, b + got, (size_t)st.st_size - got);
-			if (n <= 0)
-				break;
-			got += (size_t)n;
-		}
-		*len = got;
-	}
-	close(fd);
-	return b;
-}
-
 /* 1 if the file at a is byte for byte the file at b. */
 static int same_file(const char *a, const char *b)
 {
 	size_t la = 0, lb = 0;
-	uint8_t *x = slurp(a, &la), *y = slurp(b, &lb);
+	uint8_t *x = (uint8_t *)t_slurp(a, &la), *y = (uint8_t *)t_slurp(b, &lb);
 	int same = x && y && la == lb && memcmp(x, y, la) == 0;
 	free(x);
 	free(y);
