@@ -12,7 +12,10 @@
  *  2. the agent is stopped; the rank idles 5 s; version 3 reaches the
  *     disk, its LOCAL_MEM wait fails with -ENOTCONN, tiers_reached is
  *     local_disk and tiers_failed local_mem; the rank's log names the
- *     missed heartbeat. The agent is continued and stops cleanly. */
+ *     missed heartbeat. The agent is continued and stops cleanly.
+ * And `ckpt save --daemon` exits 0 having reached local_mem and local_disk,
+ * and 5 when peer_mem was asked for too (this daemon keeps no peer pool),
+ * naming the tier it missed. */
 #include "roles_test.h"
 #include "rank_proc.h"
 
@@ -65,7 +68,9 @@ int main(void)
 {
 	driver = getpid();
 	rt_init(&env, "roles-hb");
-	static const char *const args[] = { "--role", "both", "--pool-size", "16M", "--heartbeat-timeout", "1s", NULL };
+	/* Two jobs (the rank's, the tool's): half of the pool each. */
+	static const char *const args[] = { "--role", "both", "--pool-size", "16M", "--job-pool-size", "8M",
+	                                    "--heartbeat-timeout", "1s", NULL };
 	rt_daemon(&env, &d, "n1", 1, args);
 	rt_start(&env, &d);
 	char root[600], log[700];
@@ -88,6 +93,30 @@ int main(void)
 	close(up[1]);
 	close(down[0]);
 	rp_log_path(log, sizeof(log), env.dir, "hb", 0);
+	/* `ckpt save` says which tiers it reached: this daemon keeps no peer
+	 * pool, so asking for peer_mem is a partial save (exit 5). */
+	int cli_ok = 1;
+	{
+		char cmd[4096], file[700], out[700];
+		snprintf(file, sizeof(file), "%s/state.bin", env.dir);
+		snprintf(out, sizeof(out), "%s/cli.out", env.dir);
+		FILE *f = fopen(file, "w");
+		T_ASSERT(f && fputs("some state", f) >= 0 && fclose(f) == 0);
+		const char *tiers[2] = { "local_mem,local_disk", "local_mem,peer_mem,local_disk" };
+		for (int i = 0; i < 2; i++) {
+			snprintf(cmd, sizeof(cmd), "'%s/ckpt' save --root '%s' --job cli --version %d --daemon '%s' "
+			         "--token-file '%s' --tiers %s '%s' >'%s' 2>&1", getenv("CKPT_BIN"), root, i + 1, d.unixa,
+			         env.tokpath, tiers[i], file, out);
+			int rc = system(cmd);
+			rc = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+			int says = i ? td_file_has(out, 0, "tiers NOT reached: peer_mem")
+			             : td_file_has(out, 0, "tiers reached: local_mem, local_disk");
+			if (rc != (i ? 5 : 0) || !says) {
+				td_print_tail(out, 10);
+				cli_ok = 0;
+			}
+		}
+	}
 	int ok = rp_get(up[0], 30000) == 'A';
 	int kept = ok && !td_file_has(log, 0, "lost the ckptd agent");
 	T_ASSERT(kill(d.pid, SIGSTOP) == 0);
@@ -108,10 +137,10 @@ int main(void)
 			fclose(f);
 	}
 	int stopped = rt_stop(&d) == 0;
-	if (!ok || !kept || !done || !exited || !said || !stopped) {
+	if (!ok || !kept || !done || !exited || !said || !stopped || !cli_ok) {
 		td_print_tail(log, 20);
-		fprintf(stderr, "FAIL: first saves %d, link kept while quiet %d, stopped-agent save %d, rank exit %d, "
-		        "link lost while idle %d, agent stopped cleanly %d; logs in %s\n", ok, kept, done, exited, said,
+		fprintf(stderr, "FAIL: ckpt save's tiers and exit codes %d, first saves %d, link kept while quiet %d, stopped-agent save %d, rank exit %d, "
+		        "link lost while idle %d, agent stopped cleanly %d; logs in %s\n", cli_ok, ok, kept, done, exited, said,
 		        stopped, env.dir);
 		return T_EXIT_FAIL;
 	}
