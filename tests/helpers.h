@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define T_EXIT_PASS 0
@@ -49,6 +52,51 @@ static inline void t_rmrf(const char *dir)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "warning: could not remove %s\n", dir);
+}
+
+/* Clocks: monotonic milliseconds (timeouts), and wall nanoseconds
+ * (deadlines that cross processes). */
+static inline int64_t t_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline uint64_t t_wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The whole file, malloc'd with a NUL after its *len bytes; NULL when it
+ * cannot be opened or read to its end. */
+static inline char *t_slurp(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	char *b = NULL;
+	size_t got = 0;
+	if (fstat(fd, &st) == 0 && (b = malloc((size_t)st.st_size + 1))) {
+		while (got < (size_t)st.st_size) {
+			ssize_t n = read(fd, b + got, (size_t)st.st_size - got);
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+		if (got < (size_t)st.st_size) {
+			free(b);
+			b = NULL;
+		} else {
+			b[got] = 0;
+		}
+	}
+	close(fd);
+	*len = got;
+	return b;
 }
 
 /* Deterministic pseudo-random bytes (splitmix64). */

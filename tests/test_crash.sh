@@ -47,6 +47,33 @@ for point in save.before_data save.mid_data save.before_footer save.before_fsync
 	echo "kill at $point ($nth): ok (version 2 was $s2)"
 done
 
+# The same kills with recycling on: gc fills the root's pool, and the
+# killed save (and the restarted one) overwrite pooled files of deleted
+# versions. Nothing of the killed save or of the old versions is offered.
+pool_count() { find "$root/recycle" -maxdepth 1 -name 'p*.free' -type f 2>/dev/null | wc -l; }
+for point in save.before_data save.mid_data save.before_footer save.before_fsync \
+             save.before_rename save.before_index_commit persist.chunk; do
+	job="rkill-${point//./-}"
+	nth=2
+	[ "$point" = persist.chunk ] && nth=40
+	CKPT_RECYCLE=1 "$TB/rank_saver" save "$root" "$job" 0 1 1 3 $SIZE $REG >/dev/null || fail "$point: recycled setup"
+	"$BIN/ckpt" gc --root "$root" --job "$job" --keep 1 >/dev/null || fail "$point: gc"
+	before=$(pool_count)
+	[ "$before" -ge 2 ] || fail "$point: gc left $before files in the pool"
+	CKPT_RECYCLE=1 CKPT_FAULT="$point=$nth@kill" run_killed "$TB/rank_saver" save "$root" "$job" 0 1 4 6 $SIZE $REG
+	[ "$(pool_count)" -lt "$before" ] || fail "$point: no pooled file was reused"
+	[ "$(state_of "$job" 4)" = COMMITTED ] || fail "$point (recycled): version 4 not committed"
+	[ "$(state_of "$job" 5)" != COMMITTED ] || fail "$point (recycled): version 5 committed after a kill"
+	for v in 1 2; do [ "$(state_of "$job" $v)" = ABSENT ] || fail "$point (recycled): v$v back"; done
+	CKPT_RECYCLE=1 check "$job" 0 1
+	"$BIN/ckpt" verify --root "$root" --job "$job" >/dev/null || fail "$point (recycled): verify"
+	CKPT_RECYCLE=1 "$TB/rank_saver" save "$root" "$job" 0 1 5 6 $SIZE $REG >/dev/null || fail "$point (recycled): restart"
+	for v in 3 4 5 6; do [ "$(state_of "$job" $v)" = COMMITTED ] || fail "$point (recycled): v$v after restart"; done
+	CKPT_RECYCLE=1 check "$job" 0 1
+	"$BIN/ckpt" verify --root "$root" --job "$job" >/dev/null || fail "$point (recycled): verify after restart"
+	echo "kill at $point ($nth) with recycling: ok"
+done
+
 # Two ranks; rank 1 dies before its index commit of version 3: version 3
 # stays PENDING and latest is 2 for both ranks.
 job=two-ranks

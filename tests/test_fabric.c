@@ -25,13 +25,6 @@
 
 static const char *prov;
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void *xalloc(size_t len)
 {
 	void *p = aligned_alloc(4096, len);
@@ -137,9 +130,9 @@ static int expect_failure(const char *what, ckpt_fab *a, int op, ckpt_fab_mr *lm
                            uint8_t *src, size_t len, const ckpt_fab_remote *r, uint64_t roff)
 {
 	char err[512] = "";
-	int64_t t0 = now_ms();
+	int64_t t0 = t_now_ms();
 	int rc = ckpt_fab_xfer(a, op, lmr, src, len, r, roff, 0, 0, TIMEOUT_MS, err, sizeof(err));
-	int64_t ms = now_ms() - t0;
+	int64_t ms = t_now_ms() - t0;
 	printf("%s: rc %d (%s) after %lld ms: %s\n", what, rc, strerror(-rc), (long long)ms, err);
 	T_ASSERT(rc < 0 && rc != -EINVAL);
 	T_ASSERT(ms < TIMEOUT_MS + SLACK_MS);
@@ -248,9 +241,9 @@ static void dead_partner_tests(pid_t child, const ckpt_fab_remote *r, uint8_t *s
 	int rc = expect_failure("partner process stopped", a, CKPT_FAB_WRITE, NULL, src, REGION,
 	                        r, 0);
 	T_ASSERT(rc == -ETIMEDOUT);
-	int64_t t0 = now_ms();
+	int64_t t0 = t_now_ms();
 	ckpt_fab_close(a); /* with operations in flight */
-	T_ASSERT(now_ms() - t0 < SLACK_MS);
+	T_ASSERT(t_now_ms() - t0 < SLACK_MS);
 	T_ASSERT(kill(child, SIGCONT) == 0);
 
 	a = open_or_skip("127.0.0.2", 0);

@@ -9,13 +9,6 @@
 
 #include <time.h>
 
-static uint64_t wall_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static ckpt_ctx *open_ctx(const char *root, const char *job, uint8_t *buf, size_t n)
 {
 	ckpt_config cfg;
@@ -42,7 +35,7 @@ static void committed_then_exit(const char *root)
 	T_ASSERT(ckpt_step(ctx, 1) == CKPT_STEP_CONTINUE);
 	T_ASSERT(ckpt_step(ctx, 2) == CKPT_STEP_SAVE); /* the interval, before any notice */
 	T_ASSERT(ckpt_step(ctx, 3) == CKPT_STEP_CONTINUE);
-	T_OK(ckpt_preempt_notice(ctx, wall_ns() + 60ull * 1000000000ull));
+	T_OK(ckpt_preempt_notice(ctx, t_wall_ns() + 60ull * 1000000000ull));
 	T_ASSERT(ckpt_step(ctx, 4) == CKPT_STEP_SAVE);
 	/* Not saved yet: no EXIT, and no interval save at step 6 either. */
 	T_ASSERT(ckpt_step(ctx, 5) == CKPT_STEP_CONTINUE);
@@ -67,7 +60,7 @@ static void other_version_no_exit(const char *root)
 	static uint8_t buf[4096];
 	ckpt_ctx *ctx = open_ctx(root, "other", buf, sizeof(buf));
 	T_ASSERT(ckpt_step(ctx, 1) == CKPT_STEP_CONTINUE);
-	T_OK(ckpt_preempt_notice(ctx, wall_ns() + 60ull * 1000000000ull));
+	T_OK(ckpt_preempt_notice(ctx, t_wall_ns() + 60ull * 1000000000ull));
 	ckpt_handle *h;
 	T_OK(ckpt_save(ctx, 1, 0, &h));
 	ckpt_status st = { .size = sizeof(st) };
@@ -84,7 +77,7 @@ static void deadline_exit(const char *root)
 	static uint8_t buf[4096];
 	ckpt_ctx *ctx = open_ctx(root, "late", buf, sizeof(buf));
 	T_ASSERT(ckpt_step(ctx, 9) == CKPT_STEP_CONTINUE);
-	T_OK(ckpt_preempt_notice(ctx, wall_ns() + 100ull * 1000000ull)); /* 0.1 s, margin 1 s */
+	T_OK(ckpt_preempt_notice(ctx, t_wall_ns() + 100ull * 1000000ull)); /* 0.1 s, margin 1 s */
 	T_ASSERT(ckpt_step(ctx, 10) == CKPT_STEP_EXIT);
 	T_ASSERT(ckpt_step(ctx, 11) == CKPT_STEP_EXIT);
 	T_OK(ckpt_ctx_close(ctx));

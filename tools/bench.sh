@@ -6,7 +6,11 @@
 #
 # usage: tools/bench.sh [--sizes "1G 4G"] [--dir DIR] [--out FILE]
 #                       [--iters K] [--fio-reps R] [--torch-iters T]
-#                       [--no-torch] [--no-drop-caches] [--json]
+#                       [--no-torch] [--no-drop-caches] [--json] [--no-dram]
+# Each size runs ckpt-bench twice: shard files new per version, then with
+# recycled shard files (--recycle --keep-versions 1: its durable time is set
+# against fio's overwrite); and, unless --no-dram, restore from node DRAM
+# through a ckptd agent (tools/bench-daemon.sh) against memcpy.
 # --no-torch: leave the torch baseline out (it is not a target);
 # --no-drop-caches: do not drop the page cache (every ckpt and fio read is
 # O_DIRECT anyway); --json: one JSON object (ratios and targets per size)
@@ -29,6 +33,7 @@ py=/usr/bin/python3   # Debian's python3-torch; a pyenv python3 on PATH lacks to
 torch=1
 drop=1
 json=0
+dram=1
 
 usage() {
 	sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
@@ -45,6 +50,7 @@ while [ $# -gt 0 ]; do
 	--no-torch) torch=0; shift ;;
 	--no-drop-caches) drop=0; shift ;;
 	--json) json=1; shift ;;
+	--no-dram) dram=0; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "bench.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
 	esac
@@ -178,6 +184,20 @@ for s in $sizes; do
 		sed 's/^{/{"kind": "ckpt", /' >>"$raw" ||
 		{ cat "$work/ckpt-bench.log" >&2; die "ckpt-bench failed"; }
 
+	log "size $s: ckpt-bench with recycled shard files ($iters iterations, keeping 1 version)"
+	drop_caches || true
+	"$bench" --root "$work/ckpt-rec" --size "$bytes" --regions "$regions" --chunk-bytes "$chunk" \
+		--io-depth "$iodepth" --iters "$iters" --recycle --keep-versions 1 --json 2>"$work/ckpt-bench.log" |
+		sed 's/^{/{"kind": "ckpt_recycle", /' >>"$raw" ||
+		{ cat "$work/ckpt-bench.log" >&2; die "ckpt-bench --recycle failed"; }
+
+	if [ "$dram" = 1 ]; then
+		log "size $s: restore from node DRAM (ckptd agent, $iters iterations)"
+		CKPT_BIN=$(dirname "$bench") "$here/bench-daemon.sh" --size "$s" --regions "$regions" --iters "$iters" \
+			--dir "$work" --json 2>"$work/bench-daemon.log" | sed 's/^{/{"kind": "dram", /' >>"$raw" ||
+			{ cat "$work/bench-daemon.log" >&2; die "bench-daemon.sh failed"; }
+	fi
+
 	if [ "$torch" = 1 ]; then
 		log "size $s: torch.save + fsync / torch.load ($torch_iters iterations)"
 		drop_caches || true
@@ -230,6 +250,8 @@ for size in sorted({r["bytes"] for r in rows if r["kind"] == "ckpt"}):
     fo = [r["s"] for r in rows if r["kind"] == "fio" and r["rw"] == "overwrite" and r["bytes"] == size]
     ck = next(r for r in rows if r["kind"] == "ckpt" and r["bytes"] == size)
     tc = next((r for r in rows if r["kind"] == "torch" and r["bytes"] == size), None)
+    rc = next((r for r in rows if r["kind"] == "ckpt_recycle" and r["bytes"] == size), None)
+    dm = next((r for r in rows if r["kind"] == "dram" and r["bytes"] == size), None)
     g = size / GIB
     fw_s, fr_s = med(fw), med(fr)
     h = human(size)
@@ -242,7 +264,11 @@ for size in sorted({r["bytes"] for r in rows if r["kind"] == "ckpt"}):
     row("memcpy, best of %d" % (3 + ck["iters"]), ck["memcpy_s"])
     row("ckpt save stall (%d regions)" % ck["regions"], ck["stall_s"])
     row("ckpt save to durable (fdatasync + index commit)", ck["durable_s"])
+    if rc:
+        row("ckpt save to durable, recycled shard files (keep 1 version)", rc["durable_s"])
     row("ckpt restore, verified", ck["restore_s"])
+    if dm:
+        row("ckpt restore from node DRAM (ckptd agent), verified", dm["restore_s"])
     if tc:
         row("torch.save + flush + fsync", tc["save_fsync_s"])
         row("torch.load (cache dropped)", tc["load_s"])
@@ -261,7 +287,20 @@ for size in sorted({r["bytes"] for r in rows if r["kind"] == "ckpt"}):
     if fo:
         ratios.append((h, "ckpt durable GiB/s / fio overwrite GiB/s (allocated file)", med(fo) / ck["durable_s"],
                        "(ceiling)", None))
-    ratios.append((h, "ckpt restore GiB/s / fio read GiB/s", res_r, ">= 0.80", res_r >= 0.80))
+    if fo and rc:
+        rec_r = med(fo) / rc["durable_s"]
+        per_size[-1]["durable_recycled_vs_fio_overwrite"] = rec_r
+        ratios.append((h, "ckpt durable GiB/s, recycled shard files / fio overwrite GiB/s", rec_r, ">= 0.90",
+                       rec_r >= 0.90))
+        ratios.append((h, "ckpt durable GiB/s, recycled shard files / fio write (new file) GiB/s",
+                       fw_s / rc["durable_s"], "(> 1: faster than new files)", None))
+    ratios.append((h, "ckpt restore GiB/s / fio read GiB/s", res_r, ">= 0.95", res_r >= 0.95))
+    if dm:
+        per_size[-1]["dram_restore_vs_memcpy"] = dm["restore_vs_memcpy"]
+        ratios.append((h, "ckpt restore from node DRAM / memcpy (best memcpy)", dm["restore_vs_memcpy"], ">= 0.80",
+                       dm["restore_vs_memcpy"] >= 0.80))
+        ratios.append((h, "ckpt restore from node DRAM / memcpy just before each restore (median of pairs)",
+                       dm["restore_vs_memcpy_paired"], "(same, less drift)", None))
     if tc:
         ratios.append((h, "torch.save+fsync GiB/s / fio write GiB/s", (g / tc["save_fsync_s"]) / (g / fw_s),
                        "(baseline)", None))

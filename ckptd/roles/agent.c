@@ -209,6 +209,7 @@ static void on_link(ckptd_server *srv, int fd, uint32_t events, void *arg)
 			link_down(a, r == -ECONNRESET ? "closed by the coordinator" : strerror(-r));
 			return;
 		}
+		a->link_heard_ns = ckpt__now_ns();
 		if (m.type == CKPTD_MSG_INTERVAL_NOTICE) {
 			on_interval(a, &m.u.interval_notice);
 		} else if (m.type == CKPTD_MSG_COMMIT_NOTICE) {
@@ -245,10 +246,40 @@ static uint64_t next_rand(ckptd_agent *a)
 	return a->rng;
 }
 
+/* The link's heartbeat: a HEARTBEAT when a quarter of the timeout went by
+ * without one, and the link dropped (then redialled) when the coordinator
+ * said nothing for the whole timeout: through a partition TCP keeps an idle
+ * connection open, and the agent would never learn that its reports and
+ * forwarded questions go nowhere. */
+static void link_beat(ckptd_agent *a, uint64_t now)
+{
+	uint64_t hb = a->cfg->heartbeat_timeout_ms * 1000000ull, last = a->link_tick_ns;
+	a->link_tick_ns = now;
+	if (!hb || !a->link || CKPTD_VERSION_MINOR_OF(ckptd_client_version(a->link)) < 3)
+		return; /* an older coordinator knows no HEARTBEAT */
+	/* A late tick: this agent stalled, and what the coordinator sent may
+	 * wait unread; no verdict until it is read. */
+	if (last && now - last > hb / 2)
+		return;
+	if (now - a->link_heard_ns > hb) {
+		char why[96];
+		snprintf(why, sizeof(why), "silent for %.1f s (heartbeat timeout %llu ms)",
+		         (double)(now - a->link_heard_ns) / 1e9, (unsigned long long)a->cfg->heartbeat_timeout_ms);
+		link_down(a, why);
+		return;
+	}
+	if (now - a->link_beat_ns >= hb / 4) {
+		ckptd_msg m = { .type = CKPTD_MSG_HEARTBEAT, .u.heartbeat.seq = ++a->beat_seq };
+		a->link_beat_ns = now;
+		ckptd__agent_link_send(a, &m, FWD_IGNORE, 0);
+	}
+}
+
 static void link_tick(ckptd_server *srv, void *arg)
 {
 	(void)srv;
 	ckptd_agent *a = arg;
+	link_beat(a, ckpt__now_ns());
 	if (a->local || a->link || ckpt__now_ns() < a->next_try_ns)
 		return;
 	char err[300] = "";
@@ -268,6 +299,7 @@ static void link_tick(ckptd_server *srv, void *arg)
 		return;
 	}
 	a->link = c;
+	a->link_heard_ns = a->link_beat_ns = ckpt__now_ns();
 	a->backoff_ms = BACKOFF_MIN_MS;
 	CKPTD_INFO(a->log, a->cfg->coordinator, NULL, "connected to the coordinator; sending hello and inventory");
 	send_hello(a);
@@ -613,6 +645,8 @@ static int where(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_se
 		return r;
 	}
 	ckptd_msg fw = { .type = CKPTD_MSG_SEGMENT_REQUEST, .u.segment_request = *m };
+	if (m->mode == CKPTD_SEG_COPIES && a->link && CKPTD_VERSION_MINOR_OF(ckptd_client_version(a->link)) < 3)
+		return ckptd_session_send_error(s, CKPTD_ERR_UNSUPPORTED, "the coordinator predates SEG_COPIES (1.3)");
 	if (ckptd__agent_link_send(a, &fw, FWD_LIST, rs->serial) < 0)
 		return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "coordinator unreachable; try again");
 	return 0;
@@ -668,6 +702,15 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	rank_sess *rs = ckptd__agent_rank_of(a, s);
 	if (!rs)
 		return -ENOMEM;
+	rs->heard_ns = ckpt__now_ns();
+	if (rs->silent) {
+		rs->silent = 0;
+		CKPTD_INFO(a->log, ckptd_session_peer(s), rs->job, "rank %u heard again", rs->rank);
+	}
+	if (m->type == CKPTD_MSG_HEARTBEAT) {
+		ckptd_msg ok = { .type = CKPTD_MSG_OK };
+		return ckptd_session_send(s, &ok, -1);
+	}
 	if (m->type == CKPTD_MSG_REGISTER_RANK)
 		return on_register(a, s, rs, &m->u.register_rank);
 	/* Ranks of other nodes, for their partner copies: no registration. */
@@ -774,6 +817,16 @@ static void metrics_tick(ckptd_server *srv, void *arg)
 	ckptd_metrics_set(a->mx, CKPTD_M_PEER_POOL_BYTES, NULL, NULL, (double)bytes);
 	ckptd_metrics_set(a->mx, CKPTD_M_PEER_POOL_USED, NULL, NULL, (double)used);
 	ckptd__peer_gauges(a);
+	ckptd_metrics_set(a->mx, CKPTD_M_COORD_LINK, NULL, NULL, a->local || a->link ? 1 : 0);
+	/* A registered rank silent past the heartbeat timeout (stopped, hung):
+	 * said once; its session stays, the Unix socket would say if it died. */
+	uint64_t now = ckpt__now_ns(), hb = a->cfg->heartbeat_timeout_ms * 1000000ull;
+	for (rank_sess *rs = a->ranks; hb && rs; rs = rs->next)
+		if (rs->registered && !rs->silent && rs->heard_ns && now - rs->heard_ns > hb) {
+			rs->silent = 1;
+			CKPTD_WARN(a->log, ckptd_session_peer(rs->s), rs->job, "rank %u silent for %.1f s (heartbeat timeout)",
+			           rs->rank, (double)(now - rs->heard_ns) / 1e9);
+		}
 }
 
 /* Requests that waited too long for their job's pool: disk only this time. */

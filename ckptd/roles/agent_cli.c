@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 
 #define MAX_VERIFY 4 /* verifications in flight at once */
@@ -233,6 +234,8 @@ int ckptd__agent_locate(ckptd_agent *a, ckptd_session *s, const ckptd_segment_re
 	if (ckptd_aidx_each(a->idx, loc_cb, &w) < 0)
 		return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "cannot read the agent index");
 	l->tiers = acc.tiers & (CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK);
+	if (ckptd__peer_has(a, m->job, m->version, m->rank)) /* a partner's copy, held here */
+		l->tiers |= CKPT_TIER_PEER_MEM;
 	if (l->tiers & CKPT_TIER_LOCAL_DISK) {
 		char path[CKPTD_PATH_MAX + 80];
 		root_find f = { path, sizeof(path), m->job, m->version, m->rank, 0 };
@@ -280,12 +283,27 @@ int ckptd__agent_cli(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 		const ckptd_segment_request *q = &m->u.segment_request;
 		if (q->mode == CKPTD_SEG_LOCATE)
 			return ckptd__agent_locate(a, s, q);
-		if (q->mode != CKPTD_SEG_READ || !sjob[0])
+		if ((q->mode != CKPTD_SEG_READ && q->mode != CKPTD_SEG_PARTNER_COPY) || !sjob[0])
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "the tool reads segments of its job only");
 		if (ckptd_session_transport(s) != CKPTD_TRANSPORT_UNIX)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED,
 			                                "DRAM segments are handed over the agent's Unix socket only");
 		snprintf(rs->job, sizeof(rs->job), "%s", sjob); /* for unpinning when it goes */
+		if (q->mode == CKPTD_SEG_PARTNER_COPY) {
+			/* The partner copy this node holds of another node's rank (a
+			 * lost node's, restored by hand): a sealed copy, nothing to
+			 * release (segment id 0). */
+			int fd = -1;
+			uint64_t len = 0;
+			int r = ckptd__peer_copy_fd(a, q->job, q->version, q->rank, &fd, &len);
+			if (r < 0)
+				return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, r == -ENOENT ? "no partner copy of that "
+				                                "shard on this node" : "cannot copy the partner copy");
+			ckptd_msg g = { .type = CKPTD_MSG_SEGMENT_GRANT, .u.segment_grant = { 0, 0, len } };
+			r = ckptd_session_send(s, &g, fd);
+			close(fd);
+			return r;
+		}
 		return ckptd__agent_grant_read(a, s, rs, q);
 	}
 	case CKPTD_MSG_SEGMENT_RELEASE:

@@ -29,6 +29,8 @@ typedef struct rank_sess {
 	int waiting;               /* wreq waits for the job's pool to be ready */
 	ckptd_segment_request wreq;
 	uint64_t wait_until_ns;
+	uint64_t heard_ns;         /* its last frame */
+	int silent;                /* said silent (past --heartbeat-timeout) */
 } rank_sess;
 
 /* A request on the link waiting for its answer (the coordinator answers in order). */
@@ -58,6 +60,9 @@ struct ckptd_agent {
 	ckptd_coordinator *local; /* --role both */
 	ckptd_client *link;
 	uint64_t next_try_ns, backoff_ms;
+	uint64_t link_heard_ns, link_beat_ns; /* the coordinator's last frame; our last heartbeat */
+	uint64_t link_tick_ns;                /* the last link tick: a late one means we stalled */
+	uint32_t beat_seq;
 	uint64_t rng; /* jitter of the backoff */
 	fwd *fifo;
 	size_t fhead, flen, fcap;
@@ -168,6 +173,11 @@ void ckptd__shared_close(ckptd_agent *a);
 void ckptd__shared_notice(ckptd_agent *a, const ckptd_commit_notice *n);
 /* EMERGENCY aimed at SHARED: (job, version)'s files go first and unthrottled. */
 void ckptd__shared_emergency(ckptd_agent *a, const char *job, uint64_t version);
+/* Whether this node's peer pool holds a partner copy of the shard. */
+int ckptd__peer_has(ckptd_agent *a, const char *job, uint64_t version, uint32_t rank);
+/* The tool's restore of a partner copy held here: a new sealed memfd with
+ * that shard's image alone (*fd, the caller's; *bytes). -ENOENT: none. */
+int ckptd__peer_copy_fd(ckptd_agent *a, const char *job, uint64_t version, uint32_t rank, int *fd, uint64_t *bytes);
 /* Deletion of (job, version) at tiers: cancels its flush (LOCAL_DISK or
  * SHARED), removes the SHARED files this agent flushed (the marker first).
  * Returns 0 or -errno (the deletion is then retried). */

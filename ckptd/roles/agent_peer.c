@@ -32,10 +32,12 @@
 #include "fabric.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define PEER_SLOT_BIT (1ull << 62)
 #define SLOT_ALIGN 4096u
@@ -457,6 +459,43 @@ static int on_read(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_
 	ckptd_msg rep = { .type = CKPTD_MSG_PEER_GRANT };
 	grant_of(pp, sl, &rep.u.peer_grant);
 	return ckptd_session_send(s, &rep, -1);
+}
+
+int ckptd__peer_has(ckptd_agent *a, const char *job, uint64_t version, uint32_t rank)
+{
+	pslot *sl = a->peer ? slot_of(a->peer, job, version, rank) : NULL;
+	return sl && sl->state == SLOT_STORED && !sl->doomed;
+}
+
+int ckptd__peer_copy_fd(ckptd_agent *a, const char *job, uint64_t version, uint32_t rank, int *fd, uint64_t *bytes)
+{
+	ckptd_peerpool *pp = a->peer;
+	pslot *sl = pp ? slot_of(pp, job, version, rank) : NULL;
+	if (!sl || sl->state != SLOT_STORED || sl->doomed)
+		return -ENOENT;
+	/* The pool holds every job's partner copies: its own descriptor would
+	 * hand all of them over. A sealed copy of this one shard goes instead
+	 * (a restore by hand is rare; the copy is the shard's size). */
+	int f = memfd_create("ckpt-partner-copy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (f < 0)
+		return -errno;
+	int r = 0;
+	for (uint64_t done = 0; done < sl->len && r == 0;) {
+		ssize_t w = pwrite(f, pp->mem + sl->off + done, sl->len - done, (off_t)done);
+		if (w < 0 && errno != EINTR)
+			r = -errno;
+		else if (w > 0)
+			done += (uint64_t)w;
+	}
+	if (r == 0 && fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		r = -errno;
+	if (r < 0) {
+		close(f);
+		return r;
+	}
+	*fd = f;
+	*bytes = sl->len;
+	return 0;
 }
 
 static void unpin(ckptd_agent *a, size_t i)

@@ -26,8 +26,11 @@ void ckptd__coord_place_partners(ckptd_coordinator *c)
 		goto done;
 	for (peer *p = c->peers; p; p = p->next, k++) {
 		ps[k] = p;
+		/* A degraded (silent) node is no partner: a rank's copy to it
+		 * would wait out the peer timeout, then fail over. */
 		nodes[k] = (ckptd_place_node){ p->node, p->domain,
-		                               p->up && p->peer_bytes > 0 && !ckptd_emerg_excluded(c->emerg, p->node) };
+		                               p->up && !p->degraded && p->peer_bytes > 0 &&
+		                                   !ckptd_emerg_excluded(c->emerg, p->node) };
 	}
 	if (ckptd_coord_place(nodes, n, rep, out, cnt) < 0)
 		goto done;
@@ -72,7 +75,7 @@ static int where_cb(void *arg, const ckptd_coord_copy_info *ci)
 	if (ci->deleting || w->out->count == WHERE_MAX || (!w->all && ci->tier != CKPT_TIER_PEER_MEM))
 		return 0;
 	peer *p = ckptd__coord_peer_find(w->c, ci->node);
-	if (!w->all && (!p || !p->up))
+	if (!w->all && (!p || !p->up || p->degraded))
 		return 0;
 	ckptd_partner *e = &w->out->entries[w->out->count++];
 	memset(e, 0, sizeof(*e));

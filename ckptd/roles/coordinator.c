@@ -60,7 +60,20 @@ peer *ckptd__coord_peer_find(ckptd_coordinator *c, const char *node)
 
 uint32_t ckptd__coord_peer_state(const peer *p)
 {
-	return !p || !p->up ? CKPTD_AGENT_DOWN : CKPTD_AGENT_UP;
+	return !p || !p->up ? CKPTD_AGENT_DOWN : p->degraded ? CKPTD_AGENT_DEGRADED : CKPTD_AGENT_UP;
+}
+
+/* A frame from the agent: it is not silent. */
+static void heard(ckptd_coordinator *c, peer *p)
+{
+	uint64_t now = ckpt__now_ns();
+	if (p->degraded) {
+		p->degraded = 0;
+		CKPTD_INFO(c->log, p->node, NULL, "agent %s heard again after %.1f s of silence: up", p->node,
+		           (double)(now - p->heard_ns) / 1e9);
+		ckptd__coord_place_partners(c);
+	}
+	p->heard_ns = now;
 }
 
 static peer *peer_get(ckptd_coordinator *c, const char *node)
@@ -270,6 +283,8 @@ static void hello(ckptd_coordinator *c, peer *p, const ckptd_agent_hello *h)
 	p->pool_bytes = h->pool_bytes;
 	p->peer_bytes = h->peer_bytes;
 	p->up = 1;
+	p->degraded = 0;
+	p->heard_ns = ckpt__now_ns();
 	ckptd_emerg_node_back(c->emerg, p->node);
 	p->lost_at_ns = 0;
 	int r = ckptd_coord_agent_hello(c->db, p->node, h->address, h->domain, ckpt__now_ns());
@@ -325,16 +340,70 @@ static void agent_sess_free(void *arg)
 	free(as);
 }
 
+/* Agents not heard from within --heartbeat-timeout are degraded: still
+ * connected (TCP keeps an idle connection through a partition), but left
+ * out of partner placement and of restores' partner lists until heard
+ * again. Silent past --agent-grace, the connection is dropped and the agent
+ * lost, as a disconnected one would be. */
+static void silence(ckptd_coordinator *c, uint64_t t)
+{
+	uint64_t hb = c->cfg->heartbeat_timeout_ms * 1000000ull, grace = c->cfg->agent_grace_ms * 1000000ull;
+	uint64_t last = c->silence_tick_ns;
+	c->silence_tick_ns = t;
+	/* This pass comes late: the coordinator itself stalled (an overloaded
+	 * host), and the agents' frames wait unread in its sockets. Their
+	 * silence is ours; judge at the next pass, once they are read. */
+	if (!hb || (last && t - last > hb / 2))
+		return;
+	for (peer *p = c->peers; p; p = p->next) {
+		if (!p->up || !p->s || p->local || t - p->heard_ns <= hb ||
+		    CKPTD_VERSION_MINOR_OF(ckptd_session_version(p->s)) < 3) /* older agents send no heartbeats */
+			continue;
+		if (!p->degraded) {
+			p->degraded = 1;
+			CKPTD_WARN(c->log, p->node, NULL, "agent %s silent for %.1f s (heartbeat timeout %llu ms): degraded; "
+			           "not a partner until heard again, lost in %llu ms unless it is", p->node,
+			           (double)(t - p->heard_ns) / 1e9, (unsigned long long)c->cfg->heartbeat_timeout_ms,
+			           (unsigned long long)c->cfg->agent_grace_ms);
+			ckptd__coord_place_partners(c);
+		} else if (t - p->heard_ns > grace) {
+			ckptd_session *s = p->s;
+			p->s = NULL; /* its close must not restart the grace */
+			p->up = 0;
+			p->degraded = 0;
+			p->lost_at_ns = t;
+			ckptd_session_drop(s, "agent silent past --agent-grace");
+			ckptd__coord_place_partners(c);
+		}
+	}
+}
+
+/* What the metrics and STATUS say of agents and tiers. */
+static void count_states(ckptd_coordinator *c, uint32_t *up, uint32_t *degraded, uint32_t *down, uint32_t *peer_bad)
+{
+	*up = *degraded = *down = *peer_bad = 0;
+	for (peer *p = c->peers; p; p = p->next) {
+		uint32_t st = ckptd__coord_peer_state(p);
+		st == CKPTD_AGENT_UP ? (*up)++ : st == CKPTD_AGENT_DEGRADED ? (*degraded)++ : (*down)++;
+		if (st != CKPTD_AGENT_UP && p->peer_bytes)
+			(*peer_bad)++;
+	}
+}
+
 static void liveness(ckptd_server *srv, void *arg)
 {
 	(void)srv;
 	ckptd_coordinator *c = arg;
 	uint64_t t = ckpt__now_ns();
-	uint32_t up = 0, down = 0;
-	for (peer *p = c->peers; p; p = p->next)
-		p->up ? up++ : down++;
+	uint32_t up, degraded, down, peer_bad;
+	silence(c, t);
+	count_states(c, &up, &degraded, &down, &peer_bad);
 	ckptd_metrics_set(c->mx, CKPTD_M_AGENTS, "up", NULL, up);
+	ckptd_metrics_set(c->mx, CKPTD_M_AGENTS, "degraded", NULL, degraded);
 	ckptd_metrics_set(c->mx, CKPTD_M_AGENTS, "down", NULL, down);
+	for (uint32_t tier = CKPT_TIER_LOCAL_MEM; tier <= CKPT_TIER_SHARED; tier <<= 1)
+		ckptd_metrics_set(c->mx, CKPTD_M_TIER_DEGRADED, ckptd_metrics_tier(tier), NULL,
+		                  tier == CKPT_TIER_PEER_MEM ? peer_bad : degraded + down);
 	for (peer *p = c->peers; p; p = p->next) {
 		if (p->up || !p->lost_at_ns || p->lost_at_ns > t)
 			continue;
@@ -506,8 +575,12 @@ int ckptd_coordinator_status(ckptd_coordinator *c, const char *job, ckptd_status
 	out->versions = t.versions;
 	if (!(out->tier_stats = calloc(CKPTD_COORD_TIERS, sizeof(*out->tier_stats))))
 		return -ENOMEM;
+	uint32_t up, degraded, down, peer_bad;
+	count_states(c, &up, &degraded, &down, &peer_bad);
 	for (int i = 0; i < CKPTD_COORD_TIERS; i++)
-		out->tier_stats[out->ntiers++] = (ckptd_tier_stat){ 1u << i, t.at[i], t.bytes[i] };
+		out->tier_stats[out->ntiers++] = (ckptd_tier_stat){ 1u << i, t.at[i], t.bytes[i],
+		                                                    (1u << i) == CKPT_TIER_PEER_MEM ? peer_bad
+		                                                                                    : degraded + down };
 	return 0;
 }
 
@@ -647,7 +720,13 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 {
 	agent_sess *as = ckptd_session_data(s);
 	uint32_t role = ckptd_session_role(s);
+	if (as && as->p && as->p->s == s)
+		heard(c, as->p);
 	switch (m->type) {
+	case CKPTD_MSG_HEARTBEAT: {
+		ckptd_msg ok = { .type = CKPTD_MSG_OK };
+		return ckptd_session_send(s, &ok, -1);
+	}
 	case CKPTD_MSG_AGENT_HELLO: {
 		if (role != CKPTD_ROLE_AGENT)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "AGENT_HELLO needs an agent session");

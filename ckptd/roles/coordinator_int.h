@@ -21,6 +21,8 @@ typedef struct peer {
 	void *local_arg;
 	int up;
 	uint64_t lost_at_ns;        /* disconnected: agent_lost after this; 0: none due */
+	uint64_t heard_ns;          /* its last frame (heartbeats included) */
+	int degraded;               /* connected but silent past --heartbeat-timeout */
 	char (*jobs)[CKPTD_JOB_MAX + 1]; /* jobs it holds shards of: who hears notices */
 	size_t njobs, capjobs;
 } peer;
@@ -56,6 +58,7 @@ struct ckptd_coordinator {
 	ckptd_metrics *mx;
 	ckptd_steps *steps;
 	ckptd_emerg *emerg;
+	uint64_t silence_tick_ns; /* the last liveness pass: a late one means this process stalled */
 };
 
 /* coordinator.c */

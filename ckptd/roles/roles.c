@@ -62,6 +62,17 @@ static int route(ckptd_server *srv, ckptd_session *s, const ckptd_msg *m, void *
 		if (from_cli && r->agent && m->type != CKPTD_MSG_COPIES_GONE && m->type != CKPTD_MSG_GC)
 			return ckptd_agent_handle(r->agent, s, m);
 		break;
+	case CKPTD_MSG_HEARTBEAT:
+		/* An agent's to its coordinator, a rank's to its agent: each side
+		 * notes that the other is alive. */
+		if (from_agent && r->coord)
+			return ckptd_coordinator_handle(r->coord, s, m);
+		if (from_rank && r->agent)
+			return ckptd_agent_handle(r->agent, s, m);
+		{
+			ckptd_msg ok = { .type = CKPTD_MSG_OK };
+			return ckptd_session_send(s, &ok, -1);
+		}
 	default:
 		break;
 	}
@@ -86,6 +97,11 @@ static int status(ckptd_server *srv, ckptd_session *s, const ckptd_msg *req, voi
 			free(o->tier_stats);
 			return e;
 		}
+		/* DEGRADED is 1.3's: an older peer would refuse the whole reply. */
+		if (CKPTD_VERSION_MINOR_OF(ckptd_session_version(s)) < 3)
+			for (uint32_t i = 0; i < o->count; i++)
+				if (o->entries[i].state == CKPTD_AGENT_DEGRADED)
+					o->entries[i].state = CKPTD_AGENT_UP;
 	}
 	int e = ckptd_session_send(s, &m, -1);
 	free(o->entries);
@@ -129,7 +145,7 @@ int ckptd_roles_start(ckptd_server *srv, const ckptd_config *cfg, const ckptd_se
 		CKPTD_MSG_AGENT_HELLO,   CKPTD_MSG_AGENT_INVENTORY, CKPTD_MSG_DELETE_VERSION,
 		CKPTD_MSG_SEGMENT_RELEASE, CKPTD_MSG_GC, CKPTD_MSG_SHOW_VERSION, CKPTD_MSG_COPIES_GONE, CKPTD_MSG_VERIFY,
 		CKPTD_MSG_STEP_REPORT, CKPTD_MSG_STEP_STATS, CKPTD_MSG_GOODPUT, CKPTD_MSG_PEER_LEASE, CKPTD_MSG_PEER_COMMIT,
-		CKPTD_MSG_PREEMPT,
+		CKPTD_MSG_PREEMPT, CKPTD_MSG_HEARTBEAT,
 	};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 		if ((r = ckptd_server_on(srv, types[i], route, ro)) < 0)

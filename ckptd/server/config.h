@@ -45,6 +45,7 @@ typedef struct ckptd_config {
 	int log_level;           /* CKPTD_LOG_* */
 	char *domain;            /* failure domain (rack) an agent reports; NULL: none */
 	uint64_t agent_grace_ms; /* coordinator: a disconnected agent is lost after this */
+	uint64_t heartbeat_timeout_ms; /* a link's peer not heard from this long is silent; 0: no heartbeats */
 	uint64_t retention_interval_ms; /* coordinator: retention timer; 0: off */
 	uint32_t keep_dram;      /* retention default for jobs without a policy: DRAM copies of the newest K */
 	uint32_t keep_disk;      /* ... disk copies of the newest M */

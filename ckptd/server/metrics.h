@@ -83,6 +83,8 @@ enum ckptd_metric {
 	CKPTD_M_SHARED_BYTES,        /* counter {job}: bytes the agent copied to --shared-dir */
 	CKPTD_M_SHARED_SECONDS,      /* histogram {job}: one shard's flush to SHARED */
 	CKPTD_M_SHARED_BACKLOG,      /* gauge {job}: versions waiting for their flush */
+	CKPTD_M_TIER_DEGRADED,       /* gauge {tier}: nodes serving it that are down or silent */
+	CKPTD_M_COORD_LINK,          /* gauge: agent's coordinator link answers (1) or not (0) */
 	CKPTD_M_PEER_JOB_USED,       /* gauge {job}: peer pool bytes a job's copies and leases hold */
 	CKPTD_M_PEER_PROTECTED,      /* gauge {job}: of which its restore point's copies (never evicted) */
 	CKPTD_M__COUNT

@@ -846,6 +846,7 @@ const char *ckptd_session_peer(const ckptd_session *s) { return s->peer; }
 uint32_t ckptd_session_version(const ckptd_session *s) { return ckptd_auth_version(s->auth); }
 void *ckptd_session_data(const ckptd_session *s) { return s->data; }
 void ckptd_session_drop_reason(ckptd_session *s, const char *why) { s->drop_why = why; }
+void ckptd_session_drop(ckptd_session *s, const char *why) { drop(s, CKPTD_ERR_TIMEOUT, why); }
 
 void ckptd_session_set_data(ckptd_session *s, void *data, void (*destroy)(void *))
 {

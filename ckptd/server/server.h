@@ -142,6 +142,11 @@ uint32_t ckptd_session_version(const ckptd_session *s);
 void ckptd_session_set_data(ckptd_session *s, void *data, void (*destroy)(void *));
 void *ckptd_session_data(const ckptd_session *s);
 
+/* Drops the session from outside its handlers (a heartbeat timeout): one
+ * log line with why, then close; its role's destructor runs as for any
+ * close. */
+void ckptd_session_drop(ckptd_session *s, const char *why);
+
 /* Sets the reason logged when a handler returns an error (static string). */
 void ckptd_session_drop_reason(ckptd_session *s, const char *why);
 

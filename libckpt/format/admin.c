@@ -1,6 +1,7 @@
 #include "admin.h"
 #include "format.h"
 #include "reader.h"
+#include "recycle.h"
 #include "base/dirs.h"
 
 #include <dirent.h>
@@ -16,7 +17,7 @@
  * and counted in *stray: it is not ours to delete, and it must not keep the
  * version's deletion from finishing. */
 static int remove_entries(int vfd, const char *vname, uint64_t version, ckpt_faults *fs, const ckpt_logger *lg,
-                          unsigned *stray)
+                          unsigned *stray, int pfd, unsigned *recycled)
 {
 	int dfd = dup(vfd);
 	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
@@ -37,8 +38,17 @@ static int remove_entries(int vfd, const char *vname, uint64_t version, ckpt_fau
 			(*stray)++;
 			continue;
 		}
+		/* With a pool, a shard file goes there instead (recycle.h): its
+		 * version is DELETING already, never to be restored. */
+		int moved = 0;
+		if (pfd >= 0 && ckpt__version_entry_kind(nm) == CKPT_VNAME_SHARD) {
+			moved = ckpt__recycle_put(pfd, vfd, nm);
+			if (moved < 0)
+				LOG_W(lg, version, "delete: %s/%s not recycled (%s); removed", vname, nm, ckpt_strerror(moved));
+			*recycled += moved > 0;
+		}
 		/* unlinkat never follows: a symlink goes, not what it names. */
-		if (unlinkat(vfd, nm, 0) < 0) {
+		if (moved <= 0 && unlinkat(vfd, nm, 0) < 0) {
 			if (errno == ENOENT)
 				continue;
 			if (errno == EISDIR || errno == EPERM) {
@@ -85,10 +95,18 @@ static int delete_files(const char *root, const char *job, uint64_t version, ckp
 		if (unlinkat(jfd, vname, 0) < 0 && errno != ENOENT)
 			err = -errno;
 	} else if (vfd >= 0) {
-		unsigned stray = 0;
-		err = remove_entries(vfd, vname, version, fs, lg, &stray);
+		unsigned stray = 0, recycled = 0;
+		int pfd = ckpt__recycle_open(root, 0);
+		err = remove_entries(vfd, vname, version, fs, lg, &stray, pfd, &recycled);
 		if (err == 0 && fsync(vfd) < 0)
 			err = -errno;
+		if (recycled && fsync(pfd) < 0 && err == 0)
+			err = -errno;
+		if (pfd >= 0)
+			close(pfd);
+		if (recycled)
+			LOG_I(lg, version, "delete: %u shard file%s kept allocated in %s/%s for later saves", recycled,
+			      recycled == 1 ? "" : "s", root, CKPT_RECYCLE_DIR);
 		close(vfd);
 		if (err == 0 && stray)
 			LOG_W(lg, version, "delete: %s/%s/%s kept: it holds %u entr%s the format does not define; "
@@ -255,6 +273,30 @@ int ckpt__admin_gc(const char *root, ckpt_index *ix, const char *job, uint32_t k
 		(*deleted)++;
 	}
 	free(del);
+	vlist_free(&l);
+	return err;
+}
+
+int ckpt__admin_retain(const char *root, ckpt_index *ix, const char *job, uint32_t keep, ckpt_faults *fs,
+                       const ckpt_logger *lg, uint32_t *deleted)
+{
+	*deleted = 0;
+	struct vlist l = { 0 };
+	int err = ckpt__index_each_version(ix, job, collect, &l);
+	uint32_t seen = 0;
+	/* Newest first decides; the list is oldest first, so count from the end. */
+	size_t cut = l.n;
+	for (size_t i = l.n; err == 0 && i-- > 0;)
+		if (l.state[i] == CKPT_STATE_COMMITTED && ++seen == keep) {
+			cut = i;
+			break;
+		}
+	for (size_t i = 0; err == 0 && seen == keep && i < cut; i++) {
+		if (l.state[i] != CKPT_STATE_COMMITTED)
+			continue;
+		if ((err = ckpt__admin_delete(root, ix, job, l.v[i], fs, lg)) == 0)
+			(*deleted)++;
+	}
 	vlist_free(&l);
 	return err;
 }

@@ -22,6 +22,11 @@ int ckpt__admin_finish_deletes(const char *root, ckpt_index *ix, const char *job
  * *deleted receives how many versions went. */
 int ckpt__admin_gc(const char *root, ckpt_index *ix, const char *job, uint32_t keep,
                    ckpt_faults *fs, const ckpt_logger *lg, uint32_t *deleted);
+/* Retention after a commit: deletes the committed versions of job older
+ * than the newest `keep` (PENDING ones are left alone: another rank may
+ * still be writing them). *deleted receives how many went. */
+int ckpt__admin_retain(const char *root, ckpt_index *ix, const char *job, uint32_t keep, ckpt_faults *fs,
+                       const ckpt_logger *lg, uint32_t *deleted);
 /* Rebuilds the index of job (all jobs when NULL) from the shard files:
  * each file's header, tail and footer are checked (and all chunk checksums
  * when verify_data); a version is COMMITTED when every rank's shard is there

@@ -248,6 +248,23 @@ typedef struct ckpt_config {
 	                           committed (so a job restores with every node, and the
 	                           coordinator's knowledge of the copies, lost). NULL: the
 	                           SHARED tier is not read. CKPT_SHARED_DIR */
+	int recycle;            /* 1: shard files of versions that retention or gc deleted
+	                           stay allocated in the root's pool (<root>/recycle/) and
+	                           new shards overwrite them: writes run at the disk's
+	                           overwrite speed instead of its new-file speed. The pool
+	                           holds only what deletions freed (at most 64 files).
+	                           0 (default): deleted files are unlinked, and opening a
+	                           context empties the root's pool. CKPT_RECYCLE */
+	uint32_t keep_versions; /* retention without a daemon: once a save commits a version,
+	                           committed versions older than the newest keep_versions
+	                           are deleted (their files recycled when recycle is on).
+	                           0 (default): keep everything; with a daemon the
+	                           coordinator's retention rules instead. CKPT_KEEP_VERSIONS */
+	uint32_t heartbeat_timeout_ms; /* the agent is lost (saves go to local disk
+	                           only, as when its socket closes) once it has not
+	                           answered a heartbeat within this; one goes at a
+	                           quarter of it while the link is otherwise quiet
+	                           (10000; 0: none). CKPT_HEARTBEAT_TIMEOUT_MS */
 } ckpt_config;
 
 /* Fills cfg with defaults, then applies CKPT_* environment variables.
@@ -366,6 +383,12 @@ typedef struct ckpt_status {
 	uint64_t stored_bytes;/* bytes written to the tier (after compression) */
 	uint64_t stall_ns;    /* time spent blocking in ckpt_save */
 	uint64_t durable_ns;  /* from ckpt_save entry to durable + indexed */
+	uint32_t tiers_reached; /* every tier this rank's copy is durable at so far (a
+	                         mask; a DRAM copy counts once it is checked and
+	                         reported), whichever tier the status is for */
+	uint32_t tiers_failed;  /* the tiers asked for (CKPT_TIERS) where this rank's
+	                         copy failed or was skipped: a save that reached its
+	                         disk but not a partner says so here */
 } ckpt_status;
 
 typedef struct ckpt_handle ckpt_handle;

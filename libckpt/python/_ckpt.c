@@ -64,12 +64,13 @@ typedef struct {
 
 static PyObject *status_dict(const ckpt_status *st)
 {
-	return Py_BuildValue("{s:K,s:I,s:i,s:i,s:O,s:K,s:K,s:K,s:K}", "version",
+	return Py_BuildValue("{s:K,s:I,s:i,s:i,s:O,s:K,s:K,s:K,s:K,s:I,s:I}", "version",
 	                     (unsigned long long)st->version, "tier", st->tier, "error", st->error,
 	                     "sys_errno", st->sys_errno, "committed", st->committed ? Py_True : Py_False,
 	                     "bytes", (unsigned long long)st->bytes, "stored_bytes",
 	                     (unsigned long long)st->stored_bytes, "stall_ns", (unsigned long long)st->stall_ns,
-	                     "durable_ns", (unsigned long long)st->durable_ns);
+	                     "durable_ns", (unsigned long long)st->durable_ns, "tiers_reached", st->tiers_reached,
+	                     "tiers_failed", st->tiers_failed);
 }
 
 static PyObject *handle_wait(HandleObject *self, PyObject *args)

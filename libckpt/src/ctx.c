@@ -1,5 +1,6 @@
 /* The context's life cycle: ckpt_ctx_open and ckpt_ctx_close. */
 #include "ctx.h"
+#include "format/recycle.h"
 #include "base/dirs.h"
 #include "format/admin.h"
 #include "daemon.h"
@@ -91,6 +92,8 @@ static int own_config(ckpt_ctx *ctx, const ckpt_config *cfg, const ckpt_logger *
 	ctx->cfg.shared_dir = ctx->shared_dir;
 	if (!ctx->cfg.peer_timeout_ms)
 		ctx->cfg.peer_timeout_ms = 30000;
+	if (cfg->size < offsetof(ckpt_config, heartbeat_timeout_ms) + sizeof(cfg->heartbeat_timeout_ms))
+		ctx->cfg.heartbeat_timeout_ms = 10000; /* an older caller's struct: the default */
 	return 0;
 }
 
@@ -182,6 +185,25 @@ static int link_daemon(ckpt_ctx *ctx)
 	return 0;
 }
 
+/* The root's pool of recycled shard files: there when recycling is on (the
+ * deletions of gc and retention fill it), emptied when it is off, so that
+ * turning it off gives the space back. Failures cost speed, not data. */
+static void setup_recycling(ckpt_ctx *ctx)
+{
+	if (ctx->cfg.recycle) {
+		int pfd = ckpt__recycle_open(ctx->root, 1);
+		if (pfd < 0)
+			LOG_W(&ctx->log, CKPT_NO_VERSION, "recycle: no pool under %s (%s); shard files are new files",
+			      ctx->root, ckpt_strerror(pfd));
+		else
+			close(pfd);
+		return;
+	}
+	int n = ckpt__recycle_drain(ctx->root);
+	if (n > 0)
+		LOG_I(&ctx->log, CKPT_NO_VERSION, "recycle off: %d pooled shard files removed from %s", n, ctx->root);
+}
+
 int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 {
 	if (!cfg || !out)
@@ -220,6 +242,7 @@ int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 	}
 	if ((cfg->compress && (err = alloc_cbufs(ctx)) < 0) || (err = open_backend(ctx)) < 0)
 		goto fail;
+	setup_recycling(ctx);
 	/* A process that died mid-deletion left versions marked DELETING. */
 	ckpt__admin_finish_deletes(ctx->root, ctx->index, ctx->job, &ctx->faults, &ctx->log);
 	ctx->lineage = ckpt__lineage(cfg->incarnation, 0);

@@ -94,6 +94,7 @@ struct ckpt_save_op {
 	tagged_io aux;           /* header, trailer, sync: one at a time */
 	ckpt_chunk_task *tasks;  /* one per chunk */
 	uint64_t file_bytes;     /* the shard file's length, once the trailer is placed */
+	int recycled;            /* the file came from the root's pool: cut it to file_bytes */
 	/* LOCAL_MEM: the snapshot went into a segment of the agent's pool that
 	 * holds an uncompressed shard image (docs/format.md); NULL once reported
 	 * (the agent owns it then) or when the save is staged. */

@@ -51,6 +51,7 @@ struct ckpt_daemon {
 	uint32_t pop_gen;
 	ckptd_secret *secret;  /* the job's: partner agents are dialled with it */
 	char agent_listen[CKPTD_ADDR_MAX + 1]; /* the agent's --listen (1.3); "" unknown */
+	uint64_t heard_ns;     /* with mu: the agent's last frame */
 	/* with ctx->lock */
 	struct { uint64_t version; uint32_t tiers; } notices[NOTICE_RING];
 	uint32_t nnext;
@@ -154,6 +155,7 @@ static int call_expect(ckpt_ctx *ctx, const ckptd_msg *req, uint16_t want, ckptd
 			link_lost(ctx, r);
 		return r;
 	}
+	ctx->daemon->heard_ns = ckpt__now_ns();
 	if (rep->type == want)
 		return 0;
 	if (code)
@@ -301,6 +303,7 @@ void ckpt__daemon_poll(ckpt_ctx *ctx)
 			link_lost(ctx, r);
 		if (r != 1)
 			break;
+		d->heard_ns = ckpt__now_ns();
 		on_notice(&m, ctx);
 		ckptd_msg_free(&m);
 	}
@@ -831,4 +834,39 @@ int ckpt__daemon_fabric_host(ckpt_ctx *ctx, char *host, size_t cap)
 		return -ENOENT;
 	}
 	return 0;
+}
+
+void ckpt__daemon_heartbeat(ckpt_ctx *ctx)
+{
+	struct ckpt_daemon *d = ctx->daemon;
+	uint64_t hb = ctx->cfg.heartbeat_timeout_ms;
+	if (!d || !hb)
+		return;
+	pthread_mutex_lock(&d->mu);
+	uint64_t now = ckpt__now_ns();
+	if (d->broken || !d->joined || now - d->heard_ns < hb * 1000000ull / 4 ||
+	    CKPTD_VERSION_MINOR_OF(ckptd_client_version(d->client)) < 3) { /* HEARTBEAT is 1.3's */
+		pthread_mutex_unlock(&d->mu);
+		return;
+	}
+	/* Bounded by the heartbeat timeout: an agent that stopped answering
+	 * (hung, stopped) is lost like one whose socket closed. */
+	ckptd_msg m = { .type = CKPTD_MSG_HEARTBEAT }, rep;
+	ckptd_client_set_timeout(d->client, (int)(hb > INT32_MAX ? INT32_MAX : hb));
+	int err = call_expect(ctx, &m, CKPTD_MSG_OK, &rep, NULL);
+	ckptd_client_set_timeout(d->client, CKPTD_CLIENT_DEFAULT_TIMEOUT_MS);
+	pthread_mutex_unlock(&d->mu);
+	if (err == 0)
+		ckptd_msg_free(&rep);
+	else if (err == -ETIMEDOUT)
+		LOG_W(&ctx->log, CKPT_NO_VERSION, "the ckptd agent did not answer a heartbeat within %llu ms",
+		      (unsigned long long)hb);
+}
+
+int ckpt__daemon_speaks(ckpt_ctx *ctx, uint32_t minor)
+{
+	struct ckpt_daemon *d = ctx->daemon;
+	if (!d || !d->client)
+		return 0;
+	return CKPTD_VERSION_MINOR_OF(ckptd_client_version(d->client)) >= minor;
 }

@@ -32,6 +32,14 @@ int ckpt__daemon_segments(struct ckpt_ctx *ctx);
  * some remain. */
 int ckpt__daemon_prefault_idle(struct ckpt_ctx *ctx, uint64_t budget);
 
+/* io thread: a HEARTBEAT when the link was quiet for a quarter of
+ * cfg.heartbeat_timeout_ms; no answer within the timeout loses the link
+ * (saves go to local disk only, as when the socket closes). */
+void ckpt__daemon_heartbeat(struct ckpt_ctx *ctx);
+
+/* 1 if the agent's protocol (what the handshake agreed) is 1.minor or later. */
+int ckpt__daemon_speaks(struct ckpt_ctx *ctx, uint32_t minor);
+
 /* io thread: takes every COMMIT_NOTICE that has arrived, without waiting. */
 void ckpt__daemon_poll(struct ckpt_ctx *ctx);
 

@@ -21,6 +21,13 @@ static void fill_status(ckpt_save_op *op, uint32_t tier, int mem_committed, ckpt
 		.stored_bytes = op->footer.stored_bytes, .stall_ns = op->stall_ns,
 		.durable_ns = op->finished ? op->durable_ns : 0,
 	};
+	/* Every tier's outcome so far, whichever this status is for. */
+	if (op->finished)
+		(op->error ? &s.tiers_failed : &s.tiers_reached)[0] |= CKPT_TIER_LOCAL_DISK;
+	if ((op->tiers & CKPT_TIER_LOCAL_MEM) && op->mem_state)
+		(op->mem_state > 0 ? &s.tiers_reached : &s.tiers_failed)[0] |= CKPT_TIER_LOCAL_MEM;
+	if ((op->tiers & CKPT_TIER_PEER_MEM) && op->peer_state)
+		(op->peer_state > 0 ? &s.tiers_reached : &s.tiers_failed)[0] |= CKPT_TIER_PEER_MEM;
 	if (tier == CKPT_TIER_LOCAL_MEM) {
 		/* The DRAM copy stands on its own: a disk failure after it was
 		 * reported is not its failure. */

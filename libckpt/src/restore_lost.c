@@ -40,7 +40,7 @@ static void where_copies(ckpt_ctx *ctx, uint64_t version, char *buf, size_t cap)
 {
 	ckptd_msg rep;
 	size_t n = strlen(buf);
-	if (!ctx->daemon || ckpt__daemon_partners(ctx, CKPTD_SEG_COPIES, version, &rep) < 0) {
+	if (!ctx->daemon || !ckpt__daemon_speaks(ctx, 3) || ckpt__daemon_partners(ctx, CKPTD_SEG_COPIES, version, &rep) < 0) {
 		snprintf(buf + n, cap - n, "; the coordinator could not be asked where its copies are");
 		return;
 	}

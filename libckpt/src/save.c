@@ -15,6 +15,8 @@
  * point, so a crash anywhere leaves the version PENDING or absent. The DRAM
  * copy does not wait for the disk: it outlives the process once reported. */
 #include "ctx.h"
+#include "format/admin.h"
+#include "format/recycle.h"
 #include "base/dirs.h"
 #include "daemon.h"
 #include "peer.h"
@@ -26,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -423,6 +426,20 @@ static void op_write_trailer(ckpt_ctx *ctx, ckpt_save_op *op)
 	           op->next_off);
 }
 
+/* Embedded retention (keep_versions), after the commit of version: the
+ * caller's wait has returned already; the io thread pays for it. */
+static void retain(ckpt_ctx *ctx, uint64_t version)
+{
+	uint32_t n = 0;
+	int r = ckpt__admin_retain(ctx->root, ctx->index, ctx->job, ctx->cfg.keep_versions, &ctx->faults, &ctx->log,
+	                           &n);
+	if (r < 0)
+		LOG_W(&ctx->log, version, "retention: %s", ckpt_strerror(r));
+	else if (n)
+		LOG_I(&ctx->log, version, "retention: %u older version%s deleted (keeping %u)", n, n == 1 ? "" : "s",
+		      ctx->cfg.keep_versions);
+}
+
 /* Data and trailer are on stable storage: make the name appear, then commit. */
 static void op_commit(ckpt_ctx *ctx, ckpt_save_op *op)
 {
@@ -470,7 +487,10 @@ static void op_commit(ckpt_ctx *ctx, ckpt_save_op *op)
 		if (r < 0 && r != -ENOTCONN) /* a lost link was said once */
 			LOG_W(&ctx->log, op->version, "daemon: LOCAL_DISK report failed: %s", ckpt_strerror(r));
 	}
+	uint64_t version = op->version;
 	op_finish(ctx, op);
+	if (committed && ctx->cfg.keep_versions && !ctx->daemon)
+		retain(ctx, version);
 	return;
 fail_renamed:
 	/* The file is complete but not indexed; 'ckpt reindex' can adopt it.
@@ -631,8 +651,15 @@ static void on_aux_done(ckpt_ctx *ctx, tagged_io *ti)
 			break;
 		}
 		int r = ckpt__fault(&ctx->faults, "save.before_fsync");
+		/* A recycled file may be longer than the new shard: the rest goes
+		 * now, so the length is on disk with the data's fdatasync. */
+		int sys = 0;
+		if (r == 0 && op->recycled && ftruncate(op->fd, (off_t)op->file_bytes) < 0) {
+			sys = errno;
+			r = -sys;
+		}
 		if (r < 0) {
-			op_fail(op, r, 0);
+			op_fail(op, r, sys);
 			op_finish(ctx, op);
 			break;
 		}
@@ -694,6 +721,7 @@ static void *io_main(void *arg)
 		if (ctx->daemon) {
 			ckpt__daemon_poll(ctx);
 			ckpt__daemon_steps(ctx, 0);
+			ckpt__daemon_heartbeat(ctx);
 		}
 		pthread_mutex_lock(&ctx->lock);
 		int idle = ctx->nlive == 0 && !ctx->stopping;
@@ -757,6 +785,58 @@ static unsigned shuffle_elem(ckpt_dtype d)
 	return (d == CKPT_DTYPE_BYTES || s <= 1) ? 1u : (unsigned)s;
 }
 
+/* The shard file's length when no chunk compresses: header, every chunk
+ * in whole blocks, footer and tail. */
+static uint64_t full_file_len(const ckpt_ctx *ctx, const ckpt_save_op *op)
+{
+	uint64_t cb = ctx->cfg.chunk_bytes, len = CKPT_FMT_HEADER_LEN;
+	for (uint32_t i = 0; i < ctx->nregions; i++) {
+		uint64_t b = ctx->regions[i].bytes;
+		len += b / cb * cb + CKPT_ALIGN_UP(b % cb, CKPT_ALIGN);
+	}
+	return len + ckpt__fmt_trailer_len(&op->footer);
+}
+
+/* Recycling on: a file of about the shard's size from the root's pool,
+ * renamed to the temp name and opened for overwriting. Every byte up to
+ * the new length is written before the fdatasync and the rest is cut off
+ * then (op->recycled), so nothing of the old shard stays. Returns 0 with
+ * op->fd open, or -ENOENT when the pool has none (a new file is made). */
+static int take_recycled(ckpt_ctx *ctx, ckpt_save_op *op)
+{
+	int pfd = ckpt__recycle_open(ctx->root, 0);
+	if (pfd < 0)
+		return -ENOENT;
+	uint64_t want = full_file_len(ctx, op), got = 0;
+	int r = ckpt__recycle_take(pfd, want, op->dir_fd, op->tmp_name, &got);
+	close(pfd);
+	if (r <= 0) {
+		LOG_T(&ctx->log, op->version, "recycle: no pooled file near %llu bytes%s%s", (unsigned long long)want,
+		      r < 0 ? ": " : "", r < 0 ? ckpt_strerror(r) : "");
+		return -ENOENT;
+	}
+	int flags = O_WRONLY | O_CLOEXEC | O_NOFOLLOW;
+	op->fd = openat(op->dir_fd, op->tmp_name, flags | (ctx->direct_ok ? O_DIRECT : 0));
+	if (op->fd < 0 && ctx->direct_ok && errno == EINVAL)
+		op->fd = openat(op->dir_fd, op->tmp_name, flags);
+	struct stat st;
+	if (op->fd >= 0 && (fstat(op->fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1)) {
+		close(op->fd);
+		op->fd = -1;
+	}
+	if (op->fd < 0) {
+		/* The pool file is in our way under the temp name: a new file
+		 * replaces it (O_TRUNC). */
+		LOG_W(&ctx->log, op->version, "recycle: cannot reuse the pooled file as %s; writing a new file",
+		      op->tmp_path);
+		return -ENOENT;
+	}
+	op->recycled = 1;
+	LOG_T(&ctx->log, op->version, "recycle: overwriting a pooled file of %llu bytes for a shard of up to %llu",
+	      (unsigned long long)got, (unsigned long long)want);
+	return 0;
+}
+
 static int open_shard_file(ckpt_ctx *ctx, ckpt_save_op *op)
 {
 	int r;
@@ -783,6 +863,8 @@ static int open_shard_file(ckpt_ctx *ctx, ckpt_save_op *op)
 		LOG_E(&ctx->log, op->version, "cannot create %s: %s", op->dir_path, ckpt_strerror(r));
 		return r;
 	}
+	if (ctx->cfg.recycle && take_recycled(ctx, op) == 0)
+		return 0;
 	/* O_NOFOLLOW: a symlink at the temp name is not written through. */
 	int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW;
 	op->fd = openat(op->dir_fd, op->tmp_name, flags | (ctx->direct_ok ? O_DIRECT : 0), 0600);

@@ -325,6 +325,11 @@ int ckptd_client_call(ckptd_client *c, const ckptd_msg *req, ckptd_msg *reply)
 	}
 }
 
+uint32_t ckptd_client_version(const ckptd_client *c)
+{
+	return ckptd_auth_version(c->auth);
+}
+
 void ckptd_client_on_notice(ckptd_client *c, void (*fn)(const ckptd_msg *m, void *arg), void *arg)
 {
 	c->notice = fn;

@@ -66,6 +66,10 @@ int ckptd_client_recv(ckptd_client *c, ckptd_msg *m);
  * frames already buffered do not wake poll. */
 int ckptd_client_poll(ckptd_client *c, ckptd_msg *m);
 
+/* The protocol version the handshake agreed on (packed major/minor): a
+ * message or value of a later minor must not be sent to this peer. */
+uint32_t ckptd_client_version(const ckptd_client *c);
+
 /* Called with each COMMIT_NOTICE that call() passes over. */
 void ckptd_client_on_notice(ckptd_client *c, void (*fn)(const ckptd_msg *m, void *arg), void *arg);
 

@@ -107,6 +107,7 @@ typedef enum ckptd_msg_type {
 	CKPTD_MSG_PEER_COMMIT = 70,   /* 1.2 */
 	CKPTD_MSG_PREEMPT = 71,       /* 1.2 */
 	CKPTD_MSG_EMERGENCY = 72,     /* 1.2 */
+	CKPTD_MSG_HEARTBEAT = 73,     /* 1.3 */
 } ckptd_msg_type;
 
 /* Field wire types. */
@@ -170,6 +171,9 @@ enum {
 	CKPTD_SEG_COPIES = 7,    /* 1.3, to the own agent, passed on to the coordinator:
 	                          * every copy of a shard at every tier, with its node's
 	                          * state (PARTNERS with TIER and STATE) */
+	CKPTD_SEG_PARTNER_COPY = 8, /* 1.3, the tool to an agent: the PEER_MEM copy this node
+	                          * holds of another node's shard, as SEGMENT_GRANT with a
+	                          * sealed memfd of that shard alone (SEGMENT_ID 0) */
 };
 
 /* Agent state in STATUS_REPLY entries. */
@@ -486,6 +490,7 @@ typedef struct ckptd_tier_stat {
 	uint32_t tier;     /* one ckpt_tier bit */
 	uint32_t versions; /* versions committed there */
 	uint64_t bytes;    /* their bytes, summed */
+	uint32_t degraded; /* optional (1.3): nodes serving the tier that are down or silent */
 } ckptd_tier_stat;
 
 typedef struct ckptd_status_reply {
@@ -574,6 +579,14 @@ typedef struct ckptd_preempt {
 	char text[CKPTD_TEXT_MAX + 1]; /* optional: what the source said */
 } ckptd_preempt;
 
+/* HEARTBEAT (1.3): agent -> coordinator and rank -> agent, when the link
+ * has been quiet for a while; answered by OK. Either side takes a peer it
+ * has not heard from (any frame) within its heartbeat timeout for silent:
+ * a partition that TCP, carrying an idle connection, would never report. */
+typedef struct ckptd_heartbeat {
+	uint32_t seq; /* optional: the sender's count, for logs */
+} ckptd_heartbeat;
+
 /* EMERGENCY (1.2): coordinator -> agents -> the job's ranks: every rank
  * saves at `step`, then leaves once the version is COMMITTED at `tier`,
  * or when the deadline is close. */
@@ -661,6 +674,7 @@ typedef struct ckptd_msg {
 		ckptd_peer_commit peer_commit;
 		ckptd_preempt preempt;
 		ckptd_emergency emergency;
+		ckptd_heartbeat heartbeat;
 	} u;
 } ckptd_msg;
 

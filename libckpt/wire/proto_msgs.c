@@ -50,7 +50,7 @@ static const char *check_seg_request(const void *r)
 	const ckptd_segment_request *m = r;
 	if (m->mode == CKPTD_SEG_WRITE)
 		return m->bytes ? NULL : "segment of 0 bytes";
-	if (m->mode >= CKPTD_SEG_READ && m->mode <= CKPTD_SEG_COPIES)
+	if (m->mode >= CKPTD_SEG_READ && m->mode <= CKPTD_SEG_PARTNER_COPY)
 		return m->bytes ? "a read or locate request names no size" : NULL;
 	return "unknown segment mode";
 }
@@ -484,6 +484,7 @@ static const ckptd__field f_tier_stat[] = {
 	F_U32(ckptd_tier_stat, tier, CKPTD_TAG_TIER, REQ),
 	F_U32(ckptd_tier_stat, versions, CKPTD_TAG_VERSIONS, REQ),
 	F_U64(ckptd_tier_stat, bytes, CKPTD_TAG_BYTES, REQ),
+	F_U32(ckptd_tier_stat, degraded, CKPTD_TAG_COUNT, OPT),
 };
 static const ckptd__schema s_tier_stat = SCHEMA(ckptd_tier_stat, f_tier_stat, check_tier_stat);
 static const ckptd__field f_status_reply[] = {
@@ -553,6 +554,9 @@ static const ckptd__field f_emergency[] = {
 	F_STR(ckptd_emergency, node, CKPTD_TAG_NODE, OPT, CK_NAME),
 	F_U32(ckptd_emergency, final, CKPTD_TAG_FINAL, OPT),
 };
+static const ckptd__field f_heartbeat[] = {
+	F_U32(ckptd_heartbeat, seq, CKPTD_TAG_SEQ, OPT),
+};
 static const ckptd__field f_peer_commit[] = {
 	F_U64(ckptd_peer_commit, segment_id, CKPTD_TAG_SEGMENT_ID, REQ),
 	F_U64(ckptd_peer_commit, bytes, CKPTD_TAG_BYTES, REQ),
@@ -619,6 +623,7 @@ static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_PEER_COMMIT, "PEER_COMMIT", SCHEMA(ckptd_peer_commit, f_peer_commit, NULL) },
 	{ CKPTD_MSG_PREEMPT, "PREEMPT", SCHEMA(ckptd_preempt, f_preempt, check_preempt) },
 	{ CKPTD_MSG_EMERGENCY, "EMERGENCY", SCHEMA(ckptd_emergency, f_emergency, check_emergency) },
+	{ CKPTD_MSG_HEARTBEAT, "HEARTBEAT", SCHEMA(ckptd_heartbeat, f_heartbeat, NULL) },
 };
 
 const ckptd__msgdef *ckptd__msg_at(size_t i)

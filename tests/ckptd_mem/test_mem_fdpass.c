@@ -20,13 +20,6 @@ typedef struct grant {
 	uint64_t id, off, len, seed;
 } grant;
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void pair(int sv[2])
 {
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
@@ -336,9 +329,9 @@ static void deadlines_and_peers(void)
 
 	/* Nothing comes. */
 	pair(sv);
-	int64_t t0 = now_ms();
+	int64_t t0 = t_now_ms();
 	M_ERR(ckptd_fdpass_recv(sv[0], buf, 4, NULL, 150), -ETIMEDOUT);
-	int64_t dt = now_ms() - t0;
+	int64_t dt = t_now_ms() - t0;
 	T_ASSERT(dt >= 140 && dt < 5000);
 
 	/* A slowloris: a byte every 20 ms keeps coming, the deadline holds for
@@ -354,9 +347,9 @@ static void deadlines_and_peers(void)
 		}
 		_exit(0);
 	}
-	t0 = now_ms();
+	t0 = t_now_ms();
 	M_ERR(ckptd_fdpass_recv(sv[0], buf, 100, NULL, 300), -ETIMEDOUT);
-	dt = now_ms() - t0;
+	dt = t_now_ms() - t0;
 	T_ASSERT(dt >= 290 && dt < 1500);
 	close(sv[0]);
 	close(sv[1]);

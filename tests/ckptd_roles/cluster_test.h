@@ -120,6 +120,8 @@ typedef struct ct_plan {
 	int hold;              /* then wait to be killed */
 	const char *order;     /* CKPT_RESTORE_ORDER */
 	int gap_ms;            /* between saves (a training step) */
+	int report;            /* log each save's tiers reached and failed once PEER_MEM settled */
+	int peer_timeout_ms;   /* CKPT_PEER_TIMEOUT_MS; 0: 5000 */
 } ct_plan;
 
 typedef struct ct_proc {
@@ -187,6 +189,17 @@ static inline void ct_rank_main(ct_env *e, const ct_plan *p, int rep)
 				T_FAIL("rank %d: version %llu not committed at PEER_MEM: %s", p->rank, (unsigned long long)v,
 				       ckpt_strerror(r));
 		}
+		if (p->report) {
+			/* The handle's status says where this rank's copy got to. */
+			uint64_t end = td_ms() + CT_WAIT_MS;
+			do {
+				st.size = sizeof(st);
+				(void)ckpt_handle_test(h, CKPT_TIER_LOCAL_DISK, &st);
+			} while (!((st.tiers_reached | st.tiers_failed) & CKPT_TIER_PEER_MEM) && td_ms() < end &&
+			         usleep(20000) == 0);
+			fprintf(stderr, "save v%llu: tiers reached 0x%x failed 0x%x\n", (unsigned long long)v,
+			        st.tiers_reached, st.tiers_failed);
+		}
 		ckpt_handle_free(h);
 		usleep((useconds_t)p->gap_ms * 1000);
 	}
@@ -219,7 +232,9 @@ static inline void ct_spawn(ct_env *e, ct_proc *pr, const ct_plan *p)
 		setenv("CKPT_CHUNK_BYTES", "64K", 1);
 		setenv("CKPT_STAGING_BYTES", "8M", 1);
 		setenv("CKPT_WORKERS", "1", 1);
-		setenv("CKPT_PEER_TIMEOUT_MS", "5000", 1);
+		char pt[16];
+		snprintf(pt, sizeof(pt), "%d", p->peer_timeout_ms ? p->peer_timeout_ms : 5000);
+		setenv("CKPT_PEER_TIMEOUT_MS", pt, 1);
 		setenv("FI_TCP_IFACE", "lo", 1); /* what broke the peer tier between nodes */
 		if (p->order)
 			setenv("CKPT_RESTORE_ORDER", p->order, 1);

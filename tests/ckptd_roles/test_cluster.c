@@ -20,12 +20,24 @@
  *             ckpt_peer_protected_bytes{A} > 0 on its partner, never an
  *             eviction of A's version 2. n1 is lost; A's rank 0, relaunched
  *             on n3, restores version 2 bit-exact from partner DRAM.
- *  partition  see test_cluster_partition.c. */
+ *  partition  3 nodes, heartbeat timeouts of 3 s. Job "part" (a rank per
+ *             node) commits version 1 at peer_mem. n2's port on the bridge
+ *             goes down (nothing tells TCP) while the ranks save versions
+ *             2-4: the coordinator marks n2 degraded (STATUS, `ckpt status`,
+ *             ckpt_agents{state="degraded"}, ckpt_tier_degraded_nodes), n2's
+ *             agent drops its silent coordinator link, and n2's rank's save
+ *             status says PEER_MEM failed while its disk copy is there. The
+ *             link comes back: n2 is up again, versions 2-4 commit at
+ *             local_disk from n2's inventory (nothing lost), and a new launch
+ *             restores version 4 bit-exact and commits version 5 at peer_mem
+ *             (nothing wedged). */
 #include "cluster_test.h"
 
 static ct_env E;
 
-static const char *const agent_args[] = { "--pool-size", "32M", "--peer-pool-size", "32M", NULL };
+/* Two jobs share a node here: each gets its own half of the node's pool. */
+static const char *const agent_args[] = { "--pool-size", "32M", "--job-pool-size", "16M", "--peer-pool-size", "32M",
+                                          NULL };
 
 /* Reaps a rank killed with its node. */
 static void reap(ct_proc *pr)
@@ -132,7 +144,8 @@ static void scenario_eviction(void)
 	for (int k = 1; k <= 3; k++) {
 		char ml[64];
 		snprintf(ml, sizeof(ml), "%s:9100", E.net.addr[k]);
-		const char *args[] = { "--pool-size", "32M", "--peer-pool-size", "3M", "--metrics-listen", ml, NULL };
+		const char *args[] = { "--pool-size", "32M", "--job-pool-size", "16M", "--peer-pool-size", "3M",
+		                       "--metrics-listen", ml, NULL };
 		ct_start_agent(&E, k, args, NULL);
 	}
 	ct_wait_agents(&E, 3);
@@ -203,15 +216,159 @@ static void scenario_eviction(void)
 		fprintf(stderr, "ok: n1 lost; A's rank 0 restored version 2 bit-exact from partner DRAM on n3\n");
 }
 
+/* The coordinator's STATUS state of node k's agent (CKPTD_AGENT_*), 0 if
+ * it is not listed. */
+static uint32_t agent_state(int k)
+{
+	char name[16];
+	snprintf(name, sizeof(name), "n%d", k);
+	ckptd_client *c = rt_connect(E.coord.unixa, NULL, CKPTD_ROLE_CLI, E.rt.cluster);
+	ckptd_msg m = { .type = CKPTD_MSG_STATUS }, rep;
+	uint32_t st = 0;
+	if (ckptd_client_call(c, &m, &rep) == 0 && rep.type == CKPTD_MSG_STATUS_REPLY)
+		for (uint32_t i = 0; i < rep.u.status_reply.count; i++)
+			if (!strcmp(rep.u.status_reply.entries[i].node, name))
+				st = rep.u.status_reply.entries[i].state;
+	ckptd_msg_free(&rep);
+	ckptd_client_close(c);
+	return st;
+}
+
+static int wait_state(int k, uint32_t want, int timeout_ms)
+{
+	uint64_t end = td_ms() + (uint64_t)timeout_ms;
+	while (td_ms() < end) {
+		if (agent_state(k) == want)
+			return 1;
+		usleep(50000);
+	}
+	return 0;
+}
+
+/* 1 once the coordinator lists version v of job as committed at tier. */
+static int wait_committed(const char *job, uint64_t v, uint32_t tier, int timeout_ms)
+{
+	ckptd_secret *js = rt_job_secret(&E.rt, job);
+	uint64_t end = td_ms() + (uint64_t)timeout_ms;
+	int ok = 0;
+	while (!ok && td_ms() < end) {
+		ckptd_client *c = rt_connect(E.coord.unixa, job, CKPTD_ROLE_CLI, js);
+		ckptd_version_info vi;
+		ok = rt_list_find(c, job, v, &vi) && vi.state == CKPT_STATE_COMMITTED && (vi.tiers & tier);
+		ckptd_client_close(c);
+		if (!ok)
+			usleep(100000);
+	}
+	ckptd_secret_free(js);
+	return ok;
+}
+
+/* `ckpt status` against the coordinator: 1 if its output has needle. */
+static int status_says(const char *needle)
+{
+	char cmd[1600], line[512];
+	snprintf(cmd, sizeof(cmd), "'%s/ckpt' status --daemon '%s' --token-file '%s' 2>&1", getenv("CKPT_BIN"),
+	         E.coord.unixa, E.rt.tokpath);
+	FILE *f = popen(cmd, "r");
+	int found = 0;
+	while (f && fgets(line, sizeof(line), f))
+		found |= strstr(line, needle) != NULL;
+	if (f)
+		pclose(f);
+	return found;
+}
+
+static void scenario_partition(void)
+{
+	char ml[64];
+	snprintf(ml, sizeof(ml), "%s:9100", E.net.addr[0]);
+	const char *cargs[] = { "--agent-grace", "300s", "--peer-replicas", "1", "--heartbeat-timeout", "3s",
+	                        "--metrics-listen", ml, NULL };
+	ct_start_coord(&E, cargs);
+	static const char *const aargs[] = { "--pool-size", "32M", "--peer-pool-size", "32M", "--heartbeat-timeout",
+	                                     "3s", NULL };
+	for (int k = 1; k <= 3; k++)
+		ct_start_agent(&E, k, aargs, NULL);
+	ct_wait_agents(&E, 3);
+
+	enum { W = 3 };
+	ct_plan p[W];
+	ct_proc pr[W];
+	int ok = 0;
+	for (int r = 0; r < W; r++)
+		p[r] = (ct_plan){ .tag = "p1", .job = "part", .rank = r, .world = W, .node = 1 + r, .bytes = 300000,
+		                  .from = 1, .to = 1, .wait_peer = 1 };
+	for (int r = 0; r < W; r++)
+		ct_spawn(&E, &pr[r], &p[r]);
+	for (int r = 0; r < W; r++)
+		ok += ct_finish(&E, &pr[r]);
+	T_ASSERT(ok == W);
+
+	/* The partition, while versions 2-4 are saved. */
+	tn_link(&E.net, 2, 0);
+	fprintf(stderr, "n2 partitioned (its bridge port down)\n");
+	for (int r = 0; r < W; r++)
+		p[r] = (ct_plan){ .tag = "p2", .job = "part", .rank = r, .world = W, .node = 1 + r, .bytes = 300000,
+		                  .incarnation = 1, .from = 2, .to = 4, .gap_ms = 300, .report = 1,
+		                  .peer_timeout_ms = 1500 };
+	for (int r = 0; r < W; r++)
+		ct_spawn(&E, &pr[r], &p[r]);
+	int degraded = wait_state(2, CKPTD_AGENT_DEGRADED, 20000);
+	CT_CHECK(&E, degraded, "the coordinator did not mark the partitioned n2 degraded");
+	/* The others' heartbeats go on: quiet is not silent. */
+	CT_CHECK(&E, agent_state(1) == CKPTD_AGENT_UP && agent_state(3) == CKPTD_AGENT_UP,
+	         "n1 and n3 are not up while n2 is partitioned");
+	CT_CHECK(&E, status_says("degraded") && status_says("DEGRADED"),
+	         "`ckpt status` does not show n2 degraded and the tiers DEGRADED");
+	double mdeg = scrape(0, "ckpt_agents{state=\"degraded\"}");
+	double tdeg = scrape(0, "ckpt_tier_degraded_nodes{tier=\"peer_mem\"}");
+	CT_CHECK(&E, mdeg == 1 && tdeg == 1, "metrics: ckpt_agents{degraded} = %.0f, ckpt_tier_degraded_nodes{peer_mem} "
+	         "= %.0f; want 1 and 1", mdeg, tdeg);
+	ok = 0;
+	for (int r = 0; r < W; r++)
+		ok += ct_finish(&E, &pr[r]);
+	CT_CHECK(&E, ok == W, "%d of %d ranks saved versions 2-4 during the partition", ok, W);
+	CT_CHECK(&E, ct_log_has(&E, &p[1], "save v4: tiers reached 0x5 failed 0x2"),
+	         "n2's rank: want version 4's status to say local_mem and local_disk reached, peer_mem failed");
+	CT_CHECK(&E, td_log_has(&E.agent[2], "coordinator link down: silent for"),
+	         "n2's agent did not drop its silent coordinator link");
+	CT_CHECK(&E, td_log_has(&E.coord, "agent n2 silent for"), "the coordinator's log does not say n2 went silent");
+	if (!E.failures)
+		fprintf(stderr, "ok: partition noticed: n2 degraded (STATUS, ckpt status, metrics), its agent dropped the "
+		        "silent link, its rank's save status says peer_mem failed\n");
+
+	/* Healed. */
+	tn_link(&E.net, 2, 1);
+	CT_CHECK(&E, wait_state(2, CKPTD_AGENT_UP, 20000), "n2 is not up again after the partition healed");
+	ct_wait_agents(&E, 3);
+	CT_CHECK(&E, wait_committed("part", 4, CKPT_TIER_LOCAL_DISK, 15000),
+	         "version 4 not committed at local_disk after the heal: n2's reports were lost");
+	for (int r = 0; r < W; r++)
+		p[r] = (ct_plan){ .tag = "p3", .job = "part", .rank = r, .world = W, .node = 1 + r, .bytes = 300000,
+		                  .incarnation = 2, .restore = 4, .from = 5, .to = 5, .wait_peer = 1 };
+	for (int r = 0; r < W; r++)
+		ct_spawn(&E, &pr[r], &p[r]);
+	ok = 0;
+	for (int r = 0; r < W; r++)
+		ok += ct_finish(&E, &pr[r]);
+	CT_CHECK(&E, ok == W, "after the heal: %d of %d ranks restored version 4 and committed version 5 at peer_mem",
+	         ok, W);
+	if (!E.failures)
+		fprintf(stderr, "ok: healed: n2 up, versions 2-4 committed from its inventory, version 4 restored "
+		        "bit-exact, version 5 committed at peer_mem\n");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		T_FAIL("usage: test_cluster loss|eviction");
+		T_FAIL("usage: test_cluster loss|eviction|partition");
 	ct_init(&E, argv[1], 3);
 	if (!strcmp(argv[1], "loss"))
 		scenario_loss();
 	else if (!strcmp(argv[1], "eviction"))
 		scenario_eviction();
+	else if (!strcmp(argv[1], "partition"))
+		scenario_partition();
 	else
 		T_FAIL("unknown scenario %s", argv[1]);
 	return ct_end(&E);

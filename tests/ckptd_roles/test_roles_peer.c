@@ -214,6 +214,57 @@ static void peer_node_of(uint64_t v, uint32_t rank, char *node, size_t cap)
 	ckptd_secret_free(js);
 }
 
+/* 1 if the file holds exactly len bytes equal to want. */
+static int file_is(const char *path, const uint8_t *want, size_t len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return 0;
+	uint8_t *b = malloc(len + 1);
+	size_t n = b ? fread(b, 1, len + 1, f) : 0;
+	int ok = b && n == len && !memcmp(b, want, len);
+	free(b);
+	fclose(f);
+	return ok;
+}
+
+/* An operator recovering the lost node n2 by hand: `ckpt restore --daemon`
+ * on the agent of the node holding the partner copy of each of its ranks
+ * writes out version 2 of that rank bit-exact. */
+static void cli_restore_lost(void)
+{
+	for (uint32_t r = 2; r <= 3; r++) {
+		char node[CKPTD_NAME_MAX + 1], out[700], cmd[3000], path[800];
+		peer_node_of(2, r, node, sizeof(node));
+		int k = -1;
+		for (int i = 0; i < NODES; i++)
+			if (node[0] && !strcmp(agent[i].name, node))
+				k = i;
+		CHECK(k >= 0, "rank %u: no partner copy of version 2 recorded", r);
+		if (k < 0)
+			continue;
+		snprintf(out, sizeof(out), "%s/cli-restore-r%u", env.dir, r);
+		snprintf(cmd, sizeof(cmd), "'%s/ckpt' restore --daemon %s --token-file '%s' --job %s --version 2 --rank %u "
+		         "--out '%s' >>'%s/cli-restore.log' 2>&1", getenv("CKPT_BIN"), agent[k].unixa, env.tokpath, JOB, r,
+		         out, env.dir);
+		int st = system(cmd);
+		CHECK(st == 0, "rank %u: ckpt restore --daemon on %s (its partner) exited %d (see cli-restore.log)", r, node,
+		      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		uint8_t *want[NREG];
+		for (int i = 0; i < NREG; i++)
+			T_ASSERT((want[i] = malloc(regsize[i])));
+		fill(want, (int)r, 2);
+		for (int i = 0; i < NREG; i++) {
+			snprintf(path, sizeof(path), "%s/%s", out, regname[i]);
+			CHECK(file_is(path, want[i], regsize[i]), "rank %u: %s is not region '%s' of version 2", r, path,
+			      regname[i]);
+			free(want[i]);
+		}
+	}
+	if (!failures)
+		fprintf(stderr, "ok: B: ckpt restore --daemon on the partners wrote out n2's ranks' version 2 bit-exact\n");
+}
+
 /* The partners n1's agent would send rank 0's copies to, best first. */
 static int partners_of(int node, char (*out)[CKPTD_NAME_MAX + 1], int cap)
 {
@@ -311,6 +362,7 @@ static void phase_a(void)
 	char cmd[800];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", ckroot[1]);
 	T_ASSERT(system(cmd) == 0);
+	cli_restore_lost();
 }
 
 /* B and C: n2's ranks on n5 restore from partner DRAM; then everyone saves

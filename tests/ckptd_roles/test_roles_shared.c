@@ -193,33 +193,11 @@ static void vdir_in(char *out, size_t cap, const char *root, uint64_t v)
 	snprintf(out, cap, "%s/jobs/%s/v%020llu", root, JOB, (unsigned long long)v);
 }
 
-/* The whole file (malloc'd), or NULL. */
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	struct stat st;
-	uint8_t *b = NULL;
-	if (fstat(fd, &st) == 0 && (b = malloc((size_t)st.st_size + 1))) {
-		size_t got = 0;
-		while (got < (size_t)st.st_size) {
-			ssize_t n = read(fd, b + got, (size_t)st.st_size - got);
-			if (n <= 0)
-				break;
-			got += (size_t)n;
-		}
-		*len = got;
-	}
-	close(fd);
-	return b;
-}
-
 /* 1 if the file at a is byte for byte the file at b. */
 static int same_file(const char *a, const char *b)
 {
 	size_t la = 0, lb = 0;
-	uint8_t *x = slurp(a, &la), *y = slurp(b, &lb);
+	uint8_t *x = (uint8_t *)t_slurp(a, &la), *y = (uint8_t *)t_slurp(b, &lb);
 	int same = x && y && la == lb && memcmp(x, y, la) == 0;
 	free(x);
 	free(y);
@@ -454,6 +432,38 @@ static void phase_c(void)
 	if (gone && ok == WORLD && shared == WORLD)
 		fprintf(stderr, "ok: C: every agent, checkpoint root and agent index lost; 4 new ranks restored version 3 "
 		        "bit-exact from the SHARED tree alone\n");
+	/* The operator's way: ckpt restore through a (fresh) agent reads the
+	 * tree too, every rank bit-exact. */
+	char out[700], cmd[6000], path[800];
+	snprintf(out, sizeof(out), "%s/cli-restore", env.dir);
+	snprintf(cmd, sizeof(cmd), "'%s/ckpt' restore --daemon %s --token-file '%s' --job %s --version 3 --shared-dir '%s' "
+	         "--out '%s' >>'%s/cli-restore.log' 2>&1", getenv("CKPT_BIN"), agent[0].unixa, env.tokpath, JOB, shdir, out,
+	         env.dir);
+	int st = system(cmd);
+	CHECK(st == 0, "ckpt restore --daemon --shared-dir exited %d (see cli-restore.log)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	int exact = 0;
+	for (int r = 0; r < WORLD; r++) {
+		uint8_t *want[NREG];
+		for (int i = 0; i < NREG; i++)
+			T_ASSERT((want[i] = malloc(regsize[i])));
+		fill(want, r, 3);
+		int same = 1;
+		for (int i = 0; i < NREG; i++) {
+			snprintf(path, sizeof(path), "%s/rank-%d/%s", out, r, regname[i]);
+			FILE *f = fopen(path, "rb");
+			uint8_t *b = malloc(regsize[i] + 1);
+			size_t got = f && b ? fread(b, 1, regsize[i] + 1, f) : 0;
+			same &= got == regsize[i] && !memcmp(b, want[i], regsize[i]);
+			if (f)
+				fclose(f);
+			free(b);
+			free(want[i]);
+		}
+		CHECK(same, "ckpt restore --shared-dir: rank %d's files are not version 3", r);
+		exact += same;
+	}
+	if (exact == WORLD)
+		fprintf(stderr, "ok: C: ckpt restore --daemon --shared-dir wrote version 3 of every rank bit-exact\n");
 }
 
 static void phase_d(void)

@@ -1,9 +1,9 @@
 #!/bin/bash
 # Builds every libFuzzer target of the project with clang (once, into its
 # own build directory) and runs each for SECONDS seconds, starting from its
-# committed seed corpus: the shard parser and index records (tests/fuzz),
-# ckptd's wire protocol (tests/ckptd), the coordinator's stored records
-# (tests/ckptd_coord_fuzz), ckpt-sim's reader of ckpt-bench reports, the
+# committed seed corpus (all in tests/fuzz, corpus/<name>): the shard parser
+# and index records, ckptd's wire protocol, the coordinator's stored records,
+# ckpt-sim's reader of ckpt-bench reports, the
 # ckptd agent's preemption-notice parsers (fuzz_notice) and the safetensors
 # header parser of ckpt import (fuzz_safetensors).
 #
@@ -77,9 +77,8 @@ for t in "${targets[@]}"; do
 	# Where each target keeps its seeds and dictionary, and its input bound.
 	seeds="$here/corpus/$name" dictf="$here/$name.dict" maxlen=()
 	case $t in
-	fuzz_proto) seeds="$repo/tests/ckptd/corpus/proto" dictf="$repo/tests/ckptd/proto.dict"
-		maxlen=(-max_len=65536) ;;
-	fuzz_coord) seeds="$repo/tests/ckptd_coord_fuzz/corpus" maxlen=(-max_len=4096) ;;
+	fuzz_proto) maxlen=(-max_len=65536) ;;
+	fuzz_coord) maxlen=(-max_len=4096) ;;
 	fuzz_notice) maxlen=(-max_len=4096) ;;
 	fuzz_safetensors) maxlen=(-max_len=8192) ;;
 	esac

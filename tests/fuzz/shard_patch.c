@@ -23,23 +23,6 @@ static int usage(void)
 	return 2;
 }
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	uint8_t *buf = NULL;
-	struct stat st;
-	if (fstat(fileno(f), &st) == 0 && (buf = malloc((size_t)st.st_size + 1)) &&
-	    fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
-		free(buf);
-		buf = NULL;
-	}
-	*len = (size_t)st.st_size;
-	fclose(f);
-	return buf;
-}
-
 int main(int argc, char **argv)
 {
 	int do_world = argc == 4 && !strcmp(argv[1], "world-size");
@@ -50,7 +33,7 @@ int main(int argc, char **argv)
 	if (!do_rename && !do_world && strcmp(cmd, "region-bytes"))
 		return usage();
 	size_t len;
-	uint8_t *buf = slurp(path, &len);
+	uint8_t *buf = (uint8_t *)t_slurp(path, &len);
 	if (!buf) {
 		fprintf(stderr, "ckpt_shard_patch: cannot read %s\n", path);
 		return 1;

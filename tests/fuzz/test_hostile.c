@@ -44,13 +44,6 @@ static uint8_t alpha_raw[ALPHA_BYTES], omega_raw[OMEGA_BYTES];
 static int fails;
 static char dir[512];
 
-static uint64_t t_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 #define CHECK(cond, ...) do { if (!(cond)) { fails++; fflush(stdout); fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
 	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
 

@@ -144,25 +144,10 @@ static int sh(const char *fmt, ...)
 	return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	struct stat st;
-	char *p = NULL;
-	if (fstat(fileno(f), &st) == 0 && (p = malloc((size_t)st.st_size + 1))) {
-		*len = fread(p, 1, (size_t)st.st_size, f);
-		p[*len] = 0;
-	}
-	fclose(f);
-	return p;
-}
-
 static void check_file(const char *path, const golden_region *g)
 {
 	size_t len = 0;
-	char *got = slurp(path, &len);
+	char *got = t_slurp(path, &len);
 	uint8_t *want = expected(g);
 	CHECK(got && len == g->bytes && !memcmp(got, want, len), "%s: %s", path,
 	      got ? "contents differ from golden_data.h" : "missing");
@@ -185,7 +170,7 @@ static void check_cli(void)
 	CHECK(rc == 0, "ckpt ls exited %d", rc);
 	size_t len;
 	snprintf(out, sizeof(out), "%s/ls.json", tmp);
-	char *ls = slurp(out, &len);
+	char *ls = t_slurp(out, &len);
 	T_ASSERT(ls);
 	int n = 0;
 	for (const char *p = ls; (p = strstr(p, "\"version\": ")); p++)

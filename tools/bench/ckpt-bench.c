@@ -47,6 +47,8 @@ typedef struct bench_opts {
 	uint64_t staging;     /* 0: the whole state (staged), 64 MiB (LOCAL_MEM) */
 	int json;
 	int keep;
+	int recycle;          /* --recycle: cfg.recycle */
+	uint32_t keep_versions; /* --keep-versions N: cfg.keep_versions */
 } bench_opts;
 
 typedef struct bench_region {
@@ -140,6 +142,7 @@ static void usage(FILE *f)
 	        "usage: ckpt-bench --root DIR --size BYTES --regions N [--json]\n"
 	        "                  [--chunk-bytes B] [--compress] [--workers W] [--io-depth D]\n"
 	        "                  [--iters K] [--keep] [--tiers LIST] [--staging BYTES]\n"
+	        "                  [--recycle] [--keep-versions N]\n"
 	        "Sizes accept K, M, G suffixes (powers of 1024).\n"
 	        "Saves N host regions totalling BYTES into DIR K times (default 3), restores\n"
 	        "each save and verifies it, and times a plain memcpy of the same bytes.\n"
@@ -147,6 +150,9 @@ static void usage(FILE *f)
 	        "CKPT_DAEMON=unix:/path and CKPT_TOKEN_FILE) and times its commit; restores\n"
 	        "then read DRAM, each in a context of its own. --staging sizes the staging\n"
 	        "pool (default: the whole state; 64M with local_mem, where saves do not use it).\n"
+	        "--recycle with --keep-versions N: the library's retention deletes all but\n"
+	        "the newest N versions after each commit and later saves overwrite their\n"
+	        "files (recycled shard files).\n"
 	        "DIR's contents are removed at the end unless --keep.\n");
 }
 
@@ -163,6 +169,8 @@ static int parse_args(int argc, char **argv, bench_opts *o)
 		{ "io-depth", required_argument, NULL, 'd' },
 		{ "iters", required_argument, NULL, 'i' },
 		{ "keep", no_argument, NULL, 'k' },
+		{ "recycle", no_argument, NULL, 'R' },
+		{ "keep-versions", required_argument, NULL, 'K' },
 		{ "tiers", required_argument, NULL, 't' },
 		{ "staging", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
@@ -184,6 +192,8 @@ static int parse_args(int argc, char **argv, bench_opts *o)
 		case 'd': if (parse_u32(optarg, &o->io_depth) < 0) bad = "--io-depth"; break;
 		case 'i': if (parse_u32(optarg, &o->iters) < 0) bad = "--iters"; break;
 		case 'k': o->keep = 1; break;
+		case 'R': o->recycle = 1; break;
+		case 'K': if (parse_u32(optarg, &o->keep_versions) < 0) bad = "--keep-versions"; break;
 		case 't': if (parse_tiers(optarg, &o->tiers) < 0) bad = "--tiers"; break;
 		case 'S': if (parse_size(optarg, &o->staging) < 0 || !o->staging) bad = "--staging"; break;
 		case 'h': usage(stdout); exit(0);
@@ -570,6 +580,8 @@ static int bench_config(bench *b)
 	cfg->world_size = 1;
 	cfg->root = b->o.root;
 	cfg->compress = b->o.compress;
+	cfg->recycle = b->o.recycle;
+	cfg->keep_versions = b->o.keep_versions;
 	cfg->pool_policy = CKPT_POOL_WAIT;
 	if (b->o.chunk_bytes)
 		cfg->chunk_bytes = b->o.chunk_bytes;
@@ -783,9 +795,11 @@ static void report_json(const bench *b, const bench_summary *m)
 	uint32_t n = b->done_iters;
 	const ckpt_config *cfg = &b->cfg;
 	printf("{\"bytes\": %" PRIu64 ", \"regions\": %u, \"chunk_bytes\": %" PRIu64
-	       ", \"compress\": %d, \"workers\": %u, \"io_depth\": %u, \"iters\": %u, \"direct_io\": %d, "
+	       ", \"recycle\": %d, \"keep_versions\": %u, \"compress\": %d, \"workers\": %u, \"io_depth\": %u, "
+	       "\"iters\": %u, \"direct_io\": %d, "
 	       "\"stored_bytes\": %" PRIu64 ", \"tiers\": \"%s\", \"staging_bytes\": %" PRIu64 ", ",
-	       b->o.bytes, b->o.nregions, (uint64_t)cfg->chunk_bytes, cfg->compress, cfg->workers, cfg->io_depth, n,
+	       b->o.bytes, b->o.nregions, (uint64_t)cfg->chunk_bytes, cfg->recycle, cfg->keep_versions, cfg->compress,
+	       cfg->workers, cfg->io_depth, n,
 	       m->direct, it[n - 1].stored_bytes, b->mem ? "local_mem,local_disk" : "local_disk",
 	       (uint64_t)cfg->staging_bytes);
 	if (b->mem)

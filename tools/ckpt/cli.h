@@ -16,6 +16,7 @@ enum {
 	EXIT_USAGE = 2,    /* bad command line */
 	EXIT_CORRUPT = 3,  /* corruption found (verify, restore) */
 	EXIT_NOTFOUND = 4, /* no such job or version */
+	EXIT_PARTIAL = 5,  /* save: durable on disk, but not at every tier asked for */
 };
 
 #define VERSION_LATEST UINT64_MAX
@@ -83,6 +84,7 @@ typedef struct cli_shard_src {
 	uint64_t len;
 	int check_sum;           /* compare the footer checksum with footer_checksum */
 	uint64_t footer_checksum;
+	uint64_t lineage;        /* the run that must have written it (a SHARED marker's); 0: any */
 } cli_shard_src;
 /* Writes each region of the shard (version v, rank) as a file into the
  * directory outfd, every chunk verified first. Returns 0 or an error (why says). */
@@ -90,7 +92,8 @@ int cli_restore_shard(cli *c, const cli_shard_src *src, uint64_t v, uint32_t ran
 /* Moves a staging directory's files (and rank-N directories) into dst. */
 int cli_publish_dir(const char *stage, const char *dst, char *why, size_t cap);
 void cli_remove_stage(const char *dir);
-int cli_restore_daemon(cli *c, const char *out);
+/* shared_dir: the SHARED tree as this machine sees it (NULL: not read). */
+int cli_restore_daemon(cli *c, const char *out, const char *shared_dir);
 int cli_open_index(cli *c);
 /* cmd_export.c, cmd_import.c */
 int cmd_export(cli *c, int argc, char **argv);

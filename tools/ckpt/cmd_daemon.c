@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "wire/client.h"
 #include "wire/fdpass.h"
+#include "format/shared.h"
 #include "plot.h"
 
 #include <errno.h>
@@ -225,6 +226,11 @@ int cli_daemon_ls(cli *c)
 
 /* ------------------------------------------------------------- status */
 
+static const char *agent_state(uint32_t st)
+{
+	return st == CKPTD_AGENT_UP ? "up" : st == CKPTD_AGENT_DEGRADED ? "degraded" : "down";
+}
+
 int cmd_status(cli *c, int argc, char **argv)
 {
 	int prc = cli_parse_opts(c, "status", argc, argv);
@@ -271,15 +277,15 @@ int cmd_status(cli *c, int argc, char **argv)
 			printf(", \"domain\": ");
 			cli_json_str(stdout, a->domain);
 			printf(", \"pool_bytes\": %llu, \"pool_used\": %llu, \"state\": \"%s\"}",
-			       (unsigned long long)a->pool_bytes, (unsigned long long)a->pool_used,
-			       a->state == CKPTD_AGENT_UP ? "up" : "down");
+			       (unsigned long long)a->pool_bytes, (unsigned long long)a->pool_used, agent_state(a->state));
 		}
 		printf("], \"tiers\": [");
 		for (uint32_t i = 0; i < s->ntiers; i++) {
 			char tb[32];
 			tiers_text(s->tier_stats[i].tier, tb, sizeof(tb));
-			printf("%s{\"tier\": \"%s\", \"versions\": %u, \"bytes\": %llu}", i ? ", " : "", tb,
-			       s->tier_stats[i].versions, (unsigned long long)s->tier_stats[i].bytes);
+			printf("%s{\"tier\": \"%s\", \"versions\": %u, \"bytes\": %llu, \"degraded_nodes\": %u}",
+			       i ? ", " : "", tb, s->tier_stats[i].versions, (unsigned long long)s->tier_stats[i].bytes,
+			       s->tier_stats[i].degraded);
 		}
 		printf("]}\n");
 	} else {
@@ -291,16 +297,20 @@ int cmd_status(cli *c, int argc, char **argv)
 		for (uint32_t i = 0; i < s->ntiers; i++) {
 			char tb[32];
 			tiers_text(s->tier_stats[i].tier, tb, sizeof(tb));
-			printf("  committed at %-11s %6u versions, %s\n", tb, s->tier_stats[i].versions,
+			printf("  committed at %-11s %6u versions, %s", tb, s->tier_stats[i].versions,
 			       cli_human(s->tier_stats[i].bytes, b1, sizeof(b1)));
+			if (s->tier_stats[i].degraded)
+				printf("  DEGRADED: %u node%s down or silent", s->tier_stats[i].degraded,
+				       s->tier_stats[i].degraded == 1 ? "" : "s");
+			printf("\n");
 		}
 		if (s->count) {
-			printf("%-24s %-28s %-12s %-5s %12s %12s\n", "AGENT", "ADDRESS", "DOMAIN", "STATE", "POOL USED",
+			printf("%-24s %-28s %-12s %-8s %12s %12s\n", "AGENT", "ADDRESS", "DOMAIN", "STATE", "POOL USED",
 			       "POOL");
 			for (uint32_t i = 0; i < s->count; i++) {
 				const ckptd_agent_info *a = &s->entries[i];
-				printf("%-24s %-28s %-12s %-5s %12s %12s\n", a->node, a->address, a->domain[0] ? a->domain : "-",
-				       a->state == CKPTD_AGENT_UP ? "up" : "down", cli_human(a->pool_used, b1, sizeof(b1)),
+				printf("%-24s %-28s %-12s %-8s %12s %12s\n", a->node, a->address, a->domain[0] ? a->domain : "-",
+				       agent_state(a->state), cli_human(a->pool_used, b1, sizeof(b1)),
 				       cli_human(a->pool_bytes, b2, sizeof(b2)));
 			}
 		}
@@ -315,12 +325,14 @@ void help_status(FILE *o)
 	fprintf(o, "usage: ckpt status --daemon ADDR [--token-file FILE] [--job J] [--json]\n\n"
 	           "Asks a ckptd daemon (ADDR: unix:/path or host:port; or CKPT_DAEMON) what it is:\n"
 	           "its node, roles (agent, coordinator), DRAM pool, jobs and versions known, and\n"
-	           "for a coordinator the agents it knows with their state (up, down). The token\n"
+	           "for a coordinator the agents it knows with their state (up; degraded: connected\n"
+	           "but silent past the heartbeat timeout; down) and the tiers with nodes down or\n"
+	           "silent (DEGRADED). The token\n"
 	           "comes from --token-file, CKPT_TOKEN_FILE or CKPT_TOKEN; with --job the session\n"
 	           "is that job's and sees only what concerns it.\n"
 	           "--json prints one object: daemon, node, roles, pool_bytes, pool_used, jobs,\n"
 	           "versions, agents (node, address, domain, pool_bytes, pool_used, state), tiers\n"
-	           "(tier, versions committed there, their bytes).\n");
+	           "(tier, versions committed there, their bytes, degraded_nodes).\n");
 }
 
 /* ------------------------------------------------------------- show, rm, gc */
@@ -743,14 +755,18 @@ static int locate(cli *c, ckptd_client *cl, uint64_t v, uint32_t rank, ckptd_loc
 	return rc;
 }
 
-/* This rank's DRAM copy on this node, restored into outfd. */
-static int restore_dram(cli *c, ckptd_client *cl, uint64_t v, uint32_t rank, int outfd, char *why, size_t cap)
+/* This rank's DRAM copy on this node, restored into outfd: its node-DRAM
+ * copy (mode CKPTD_SEG_READ), or the partner copy this node holds of it
+ * (CKPTD_SEG_PARTNER_COPY: a sealed copy of that shard alone, nothing to
+ * release). */
+static int restore_dram(cli *c, ckptd_client *cl, uint64_t v, uint32_t rank, uint32_t mode, int outfd, char *why,
+                        size_t cap)
 {
 	ckptd_msg req = { .type = CKPTD_MSG_SEGMENT_REQUEST }, rep;
 	snprintf(req.u.segment_request.job, sizeof(req.u.segment_request.job), "%s", c->job);
 	req.u.segment_request.version = v;
 	req.u.segment_request.rank = rank;
-	req.u.segment_request.mode = CKPTD_SEG_READ;
+	req.u.segment_request.mode = mode;
 	int err = ckptd_client_call(cl, &req, &rep);
 	int fd = ckptd_client_take_fd(cl);
 	if (err == 0 && rep.type != CKPTD_MSG_SEGMENT_GRANT) {
@@ -774,6 +790,8 @@ static int restore_dram(cli *c, ckptd_client *cl, uint64_t v, uint32_t rank, int
 		err = cli_restore_shard(c, &src, v, rank, outfd, why, cap);
 		ckptd_seg_unmap(&map);
 	}
+	if (!id)
+		return err;
 	ckptd_msg rel = { .type = CKPTD_MSG_SEGMENT_RELEASE }, ok;
 	rel.u.segment_release.segment_id = id;
 	if (ckptd_client_call(cl, &rel, &ok) == 0)
@@ -781,7 +799,46 @@ static int restore_dram(cli *c, ckptd_client *cl, uint64_t v, uint32_t rank, int
 	return err;
 }
 
-int cli_restore_daemon(cli *c, const char *out)
+/* Empties a rank's staging directory after a copy that failed half way
+ * (it may have left files), and opens it again; *dfd -1 on failure. */
+static void restage(const char *dir, int *dfd)
+{
+	if (*dfd >= 0)
+		close(*dfd);
+	cli_remove_stage(dir);
+	*dfd = -1;
+	if (ckpt__mkdir_p(dir, 0700) == 0)
+		*dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+/* This rank's file in the SHARED tree: the version must be committed there
+ * (the tree's marker, or a SHARED copy the coordinator records); its header
+ * must be this rank's of the marker's run. -ENOENT: not there. */
+static int restore_shared(cli *c, const char *shared_dir, uint64_t v, uint32_t r, const vcopy *cp, size_t n, int dfd,
+                          char *why, size_t cap)
+{
+	ckpt_shared_mark mk = { 0 };
+	int listed = 0;
+	for (size_t i = 0; i < n; i++)
+		listed |= cp[i].rank == r && cp[i].tier == CKPT_TIER_SHARED && cp[i].live;
+	int err = ckpt__shared_marker_read(shared_dir, c->job, v, &mk);
+	if (err < 0 && !listed) {
+		snprintf(why, cap, "version %llu is not committed in %.300s (no marker, no SHARED copy recorded)",
+		         (unsigned long long)v, shared_dir);
+		return -ENOENT;
+	}
+	char path[4096];
+	if ((err = ckpt__shard_path(path, sizeof(path), shared_dir, c->job, v, r)) < 0)
+		return err;
+	if (access(path, F_OK) != 0) {
+		snprintf(why, cap, "%.300s: %s", path, strerror(errno));
+		return -ENOENT;
+	}
+	cli_shard_src src = { .path = path, .lineage = mk.lineage };
+	return cli_restore_shard(c, &src, v, r, dfd, why, cap);
+}
+
+int cli_restore_daemon(cli *c, const char *out, const char *shared_dir)
 {
 	if (ckpt__job_valid(c->job) < 0)
 		return cli_usage("restore", "a valid --job is required");
@@ -800,8 +857,19 @@ int cli_restore_daemon(cli *c, const char *out)
 	ckptd_msg st = { .type = CKPTD_MSG_STATUS }, srep;
 	if ((v == VERSION_UNSET || v == VERSION_LATEST || v == VERSION_ALL) && (rc = daemon_latest(c, "restore", cl, &v)))
 		goto out;
-	if ((rc = collect_copies(c, "restore", cl, v, &cp, &n, &world)))
-		goto out;
+	if ((rc = collect_copies(c, "restore", cl, v, &cp, &n, &world))) {
+		/* A coordinator that lost track of the version (every node
+		 * replaced) while the SHARED tree marks it committed: the tree is
+		 * enough, as it is for the library. */
+		ckpt_shared_mark mk;
+		if (rc != EXIT_NOTFOUND || !shared_dir || ckpt__shared_marker_read(shared_dir, c->job, v, &mk) < 0 ||
+		    !mk.world_size || mk.world_size > (1u << 20))
+			goto out;
+		fprintf(stderr, "ckpt restore: the SHARED tree marks version %llu committed (%u ranks): reading it there\n",
+		        (unsigned long long)v, mk.world_size);
+		world = mk.world_size;
+		rc = EXIT_OK;
+	}
 	if ((rc = daemon_call(c, "restore", cl, &st, CKPTD_MSG_STATUS_REPLY, &srep)))
 		goto out;
 	snprintf(node, sizeof(node), "%s", srep.u.status_reply.node);
@@ -819,7 +887,7 @@ int cli_restore_daemon(cli *c, const char *out)
 		rc = EXIT_ERROR;
 		goto out;
 	}
-	uint32_t missing = 0, corrupt = 0, from_mem = 0, from_disk = 0;
+	uint32_t missing = 0, corrupt = 0, from_mem = 0, from_disk = 0, from_peer = 0, from_shared = 0;
 	for (uint32_t r = 0; r < world; r++) {
 		if (c->rank >= 0 && (uint32_t)c->rank != r)
 			continue;
@@ -837,7 +905,7 @@ int cli_restore_daemon(cli *c, const char *out)
 		err = -ENOENT;
 		why[0] = 0;
 		if (loc.tiers & CKPT_TIER_LOCAL_MEM) {
-			err = restore_dram(c, cl, v, r, dfd, why, sizeof(why));
+			err = restore_dram(c, cl, v, r, CKPTD_SEG_READ, dfd, why, sizeof(why));
 			if (err == 0)
 				from_mem++;
 			else
@@ -865,9 +933,34 @@ int cli_restore_daemon(cli *c, const char *out)
 				fprintf(stderr, "ckpt restore: rank %u: disk copy %s: %s\n", r, path,
 				        cli_text(why[0] ? why : ckpt_strerror(err), (char[2100]){ 0 }, 2100));
 		}
+		/* Then what the library reads after the node's own copies: a
+		 * partner's copy held here (this node was the lost node's
+		 * partner), then the SHARED tree. */
+		if (err < 0 && (loc.tiers & CKPT_TIER_PEER_MEM)) {
+			restage(dir, &dfd);
+			why[0] = 0;
+			err = dfd < 0 ? -errno : restore_dram(c, cl, v, r, CKPTD_SEG_PARTNER_COPY, dfd, why, sizeof(why));
+			if (err == 0)
+				from_peer++;
+			else
+				fprintf(stderr, "ckpt restore: rank %u: partner copy: %s\n", r,
+				        cli_text(why[0] ? why : ckpt_strerror(err), (char[2100]){ 0 }, 2100));
+		}
+		int shared_tried = 0;
+		if (err < 0 && shared_dir) {
+			restage(dir, &dfd);
+			why[0] = 0;
+			err = dfd < 0 ? -errno : restore_shared(c, shared_dir, v, r, cp, n, dfd, why, sizeof(why));
+			shared_tried = err != -ENOENT;
+			if (err == 0)
+				from_shared++;
+			else
+				fprintf(stderr, "ckpt restore: rank %u: SHARED copy: %s\n", r,
+				        cli_text(why[0] ? why : ckpt_strerror(err), (char[2100]){ 0 }, 2100));
+		}
 		if (dfd >= 0)
 			close(dfd);
-		if (err < 0 && !loc.tiers) {
+		if (err < 0 && !loc.tiers && !shared_tried) {
 			missing++;
 			char nodes[256] = "";
 			size_t k = 0;
@@ -883,7 +976,8 @@ int cli_restore_daemon(cli *c, const char *out)
 	}
 	if (missing || corrupt) {
 		fprintf(stderr, "ckpt restore: version %llu not restored: %u ranks not on this node, %u without an intact copy "
-		                "here (restore those ranks on the nodes that hold them, with --rank)\n",
+		                "here (restore those ranks on the nodes that hold them, with --rank, or from SHARED with "
+		                "--shared-dir)\n",
 		        (unsigned long long)v, missing, corrupt);
 		rc = corrupt ? EXIT_CORRUPT : EXIT_NOTFOUND;
 		goto out;
@@ -894,13 +988,15 @@ int cli_restore_daemon(cli *c, const char *out)
 		goto out;
 	}
 	if (c->json) {
-		printf("{\"job\": \"%s\", \"version\": %llu, \"from_local_mem\": %u, \"from_local_disk\": %u, \"out\": ",
-		       c->job, (unsigned long long)v, from_mem, from_disk);
+		printf("{\"job\": \"%s\", \"version\": %llu, \"from_local_mem\": %u, \"from_local_disk\": %u, "
+		       "\"from_peer_mem\": %u, \"from_shared\": %u, \"out\": ", c->job, (unsigned long long)v, from_mem,
+		       from_disk, from_peer, from_shared);
 		cli_json_str(stdout, out);
 		printf("}\n");
 	} else {
-		printf("restored job %s version %llu into %s (%u ranks from this node's DRAM, %u from its disk)\n", c->job,
-		       (unsigned long long)v, out, from_mem, from_disk);
+		printf("restored job %s version %llu into %s (%u ranks from this node's DRAM, %u from its disk, %u from "
+		       "partner copies held here, %u from SHARED)\n", c->job, (unsigned long long)v, out, from_mem, from_disk,
+		       from_peer, from_shared);
 	}
 	rc = EXIT_OK;
 out:

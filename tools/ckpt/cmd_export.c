@@ -1,10 +1,10 @@
 /* ckpt export: a version's consolidated global tensors, reassembled from
  * every rank's pieces through the read API (ckpt_view_*), as one
  * safetensors file or one raw file per tensor with a JSON manifest;
- * streamed through two bounded buffers, the next slab read while the last
- * one is written (ostream.c). ckpt show --global: the global tensors and their pieces. */
+ * streamed in bounded memory, read by two threads while one writes
+ * (pstream.c). ckpt show --global: the global tensors and their pieces. */
 #include "cli.h"
-#include "ostream.h"
+#include "pstream.h"
 #include "safetensors.h"
 
 #include <errno.h>
@@ -29,7 +29,7 @@ void help_export(FILE *o)
 	           "verified: safetensors: one file DIR/model.safetensors; raw: DIR/<name>.bin per tensor\n"
 	           "and DIR/manifest.json (name, dtype, shape, file, bytes). --region selects tensors by\n"
 	           "name (shell pattern). A blob (no shape) is written from the lowest rank's copy. Memory\n"
-	           "is bounded (two 32 MiB buffers and the read buffers), whatever the version's size.\n"
+	           "is bounded (four 32 MiB slabs, each reader thread's read buffers), whatever its size.\n"
 	           "Files appear under their final names only once complete and synced.\n"
 	           "Exits 3 when a chunk is corrupt or a tensor has elements no rank holds.\n");
 }
@@ -56,24 +56,6 @@ static void out_shape(const ckpt_tensor_info *ti, st_tensor *t)
 	}
 }
 
-/* Streams tensor i into the output. */
-static int stream(ckpt_view *v, size_t i, uint64_t bytes, ostream *w, char *why, size_t cap)
-{
-	for (uint64_t off = 0; off < bytes;) {
-		size_t room;
-		uint8_t *b = ostream_room(w, &room);
-		uint64_t n = CKPT_MIN((uint64_t)room, bytes - off);
-		int err = ckpt_view_read(v, i, off, n, b);
-		if (err < 0) {
-			snprintf(why, cap, "%s", ckpt_view_error(v)[0] ? ckpt_view_error(v) : ckpt_strerror(err));
-			return err;
-		}
-		ostream_commit(w, n);
-		off += n;
-	}
-	return 0;
-}
-
 /* Makes name appear in dirfd atomically: tmp synced, renamed, dir synced. */
 static int publish(int dirfd, const char *tmp, const char *name, int fd)
 {
@@ -82,48 +64,47 @@ static int publish(int dirfd, const char *tmp, const char *name, int fd)
 	return 0;
 }
 
-/* O_DIRECT where the filesystem takes it (ostream writes whole blocks). */
-static int open_tmp(int dirfd, const char *tmp)
+/* O_DIRECT where the filesystem takes it (pstream writes whole blocks). */
+static int open_tmp(int dirfd, const char *tmp, int direct)
 {
 	unlinkat(dirfd, tmp, 0); /* a leftover of an interrupted export: our own name */
-	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_DIRECT, 0644);
-	if (fd < 0 && errno == EINVAL)
-		fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	int fd = direct ? openat(dirfd, tmp, fl | O_DIRECT, 0644) : -1;
+	if (fd < 0 && (!direct || errno == EINVAL))
+		fd = openat(dirfd, tmp, fl, 0644);
 	return fd;
 }
 
-static int export_safetensors(ckpt_view *v, const size_t *sel, size_t n, int dirfd, ostream *w, char *why,
-                              size_t cap)
+static int export_safetensors(ckpt_view *const *views, int nviews, const size_t *sel, size_t n, int dirfd,
+                              char *why, size_t cap)
 {
+	ckpt_view *v = views[0];
 	st_tensor *t = calloc(n + 1, sizeof(*t));
 	ckpt_tensor_info *ti = calloc(n + 1, sizeof(*ti));
+	pstream_seg *seg = calloc(n + 1, sizeof(*seg));
 	uint8_t *hdr = NULL;
 	size_t hlen = 0;
 	int fd = -1, err = -ENOMEM;
 	char ver[32];
-	if (!t || !ti)
+	if (!t || !ti || !seg)
 		goto out;
 	for (size_t j = 0; j < n; j++) {
 		ti[j].size = sizeof(ti[j]);
 		ckpt_view_tensor(v, sel[j], &ti[j]);
 		out_shape(&ti[j], &t[j]);
+		seg[j + 1] = (pstream_seg){ NULL, sel[j], 0, ti[j].bytes };
 	}
 	snprintf(ver, sizeof(ver), "%llu", (unsigned long long)ckpt_view_version(v));
 	const char *meta[] = { "format", "pt", "ckpt_version", ver };
 	if (!(hdr = st_header_build(t, n, meta, 2, &hlen)))
 		goto out;
-	if ((fd = open_tmp(dirfd, ".model.safetensors.tmp")) < 0) {
+	seg[0] = (pstream_seg){ hdr, 0, 0, hlen };
+	if ((fd = open_tmp(dirfd, ".model.safetensors.tmp", 1)) < 0) {
 		err = -errno;
 		snprintf(why, cap, "cannot create the output file: %s", strerror(errno));
 		goto out;
 	}
-	ostream_begin(w, fd);
-	ostream_write(w, hdr, hlen);
-	for (size_t j = 0; j < n; j++)
-		if ((err = stream(v, sel[j], ti[j].bytes, w, why, cap)) < 0)
-			break;
-	int werr = ostream_end(w);
-	if (err == 0 && (err = werr) == 0)
+	if ((err = pstream_write(views, nviews, seg, n + 1, fd, why, cap)) == 0)
 		err = publish(dirfd, ".model.safetensors.tmp", "model.safetensors", fd);
 	if (err < 0 && !why[0])
 		snprintf(why, cap, "write: %s", strerror(-err));
@@ -135,11 +116,14 @@ out:
 	free(hdr);
 	free(t);
 	free(ti);
+	free(seg);
 	return err;
 }
 
-static int export_raw(ckpt_view *v, const size_t *sel, size_t n, int dirfd, ostream *w, char *why, size_t cap)
+static int export_raw(ckpt_view *const *views, int nviews, const size_t *sel, size_t n, int dirfd, char *why,
+                      size_t cap)
 {
+	ckpt_view *v = views[0];
 	json_t *man = json_object(), *arr = json_array();
 	int err = 0;
 	char tmp[300], fin[300];
@@ -153,16 +137,14 @@ static int export_raw(ckpt_view *v, const size_t *sel, size_t n, int dirfd, ostr
 		out_shape(&ti, &t);
 		snprintf(fin, sizeof(fin), "%s.bin", ti.name);
 		snprintf(tmp, sizeof(tmp), ".%s.bin.tmp", ti.name);
-		int fd = open_tmp(dirfd, tmp);
+		int fd = open_tmp(dirfd, tmp, 1);
 		if (fd < 0) {
 			err = -errno;
 			snprintf(why, cap, "cannot create %s: %s", tmp, strerror(errno));
 			break;
 		}
-		ostream_begin(w, fd);
-		err = stream(v, sel[j], ti.bytes, w, why, cap);
-		int werr = ostream_end(w);
-		if (err == 0 && (err = werr) == 0)
+		pstream_seg seg = { NULL, sel[j], 0, ti.bytes };
+		if ((err = pstream_write(views, nviews, &seg, 1, fd, why, cap)) == 0)
 			err = publish(dirfd, tmp, fin, fd);
 		if (err < 0) {
 			if (!why[0])
@@ -182,15 +164,13 @@ static int export_raw(ckpt_view *v, const size_t *sel, size_t n, int dirfd, ostr
 	}
 	if (!err) {
 		char *js = json_dumps(man, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
-		int fd = js ? open_tmp(dirfd, ".manifest.json.tmp") : -1;
+		int fd = js ? open_tmp(dirfd, ".manifest.json.tmp", 0) : -1;
 		if (!js || fd < 0) {
 			err = js ? -errno : -ENOMEM;
 			snprintf(why, cap, "manifest: %s", strerror(-err));
-		} else {
-			ostream_begin(w, fd);
-			ostream_write(w, js, strlen(js));
-			if ((err = ostream_end(w)) < 0 || (err = publish(dirfd, ".manifest.json.tmp", "manifest.json", fd)) < 0)
-				snprintf(why, cap, "manifest: %s", strerror(-err));
+		} else if ((err = ckpt__pwrite_full(fd, js, strlen(js), 0)) < 0 ||
+		           (err = publish(dirfd, ".manifest.json.tmp", "manifest.json", fd)) < 0) {
+			snprintf(why, cap, "manifest: %s", strerror(-err));
 		}
 		if (fd >= 0)
 			close(fd);
@@ -241,7 +221,8 @@ int cmd_export(cli *c, int argc, char **argv)
 	ckpt_view *v = NULL;
 	size_t *sel = NULL, n = 0;
 	int dirfd = -1, err = ckpt_view_open(c->root, c->job, ver, &v, why, sizeof(why));
-	ostream *w = NULL;
+	ckpt_view *views[PSTREAM_READERS] = { NULL };
+	int nviews = 1;
 	if (err < 0) {
 		fprintf(stderr, "ckpt export: %s\n", why[0] ? why : ckpt_strerror(err));
 		return err == -CKPT_ENOVERSION ? EXIT_NOTFOUND : err == -CKPT_ECORRUPT ? EXIT_CORRUPT : EXIT_ERROR;
@@ -276,12 +257,15 @@ int cmd_export(cli *c, int argc, char **argv)
 		fprintf(stderr, "ckpt export: %s: %s\n", a.out, strerror(errno));
 		goto out;
 	}
-	if ((err = ostream_start(&w)) < 0) {
-		fprintf(stderr, "ckpt export: %s\n", strerror(-err));
-		goto out;
-	}
-	err = !strcmp(a.format, "raw") ? export_raw(v, sel, n, dirfd, w, why, sizeof(why))
-	                               : export_safetensors(v, sel, n, dirfd, w, why, sizeof(why));
+	/* A view per reader thread, opened one after the other (each opens the
+	 * root's index only while it opens). */
+	views[0] = v;
+	while (nviews < PSTREAM_READERS &&
+	       ckpt_view_open(c->root, c->job, ckpt_view_version(v), &views[nviews], why, sizeof(why)) == 0)
+		nviews++;
+	why[0] = 0;
+	err = !strcmp(a.format, "raw") ? export_raw(views, nviews, sel, n, dirfd, why, sizeof(why))
+	                               : export_safetensors(views, nviews, sel, n, dirfd, why, sizeof(why));
 	if (err < 0) {
 		fprintf(stderr, "ckpt export: %s\n", why[0] ? why : ckpt_strerror(err));
 		rc = err == -CKPT_ECORRUPT || err == -CKPT_EMISMATCH ? EXIT_CORRUPT : EXIT_ERROR;
@@ -294,7 +278,8 @@ int cmd_export(cli *c, int argc, char **argv)
 		printf("{\"tensors\": %zu, \"version\": %llu}\n", n, (unsigned long long)ckpt_view_version(v));
 	rc = EXIT_OK;
 out:
-	ostream_stop(w);
+	for (int i = 1; i < nviews; i++)
+		ckpt_view_close(views[i]);
 	if (dirfd >= 0)
 		close(dirfd);
 	free(sel);

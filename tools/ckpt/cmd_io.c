@@ -61,8 +61,8 @@ static int save_parse(cli *c, int argc, char **argv, save_args *a)
 		} else if (!strcmp(argv[i], "--compress")) {
 			a->compress = 1;
 		} else if (!strcmp(argv[i], "--tiers") && i + 1 < argc) {
-			if (!(a->tiers = cli_tiers_parse(argv[++i])))
-				return cli_usage("save", "--tiers: a list of local_mem, local_disk");
+			if (!(a->tiers = cli_tiers_parse(argv[++i])) || (a->tiers & CKPT_TIER_SHARED))
+				return cli_usage("save", "--tiers: a list of local_mem, peer_mem, local_disk");
 		} else if (!strcmp(argv[i], "--chunk-bytes") && i + 1 < argc) {
 			if (ckpt__parse_size(argv[++i], &a->chunk) < 0)
 				return cli_usage("save", "--chunk-bytes needs a size");
@@ -164,26 +164,55 @@ static int save_map(cli *c, const save_args *a, mapped_file *maps, uint64_t chun
 	return EXIT_OK;
 }
 
-/* mem: -1 no DRAM copy asked for, else whether it committed. */
-static void save_report(const cli *c, const ckpt_config *cfg, const ckpt_status *st, int mem)
+static const char *const tier_words[] = { "local_mem", "peer_mem", "local_disk", "shared" };
+
+/* The tiers of mask as a list: "a, b" (text) or "\"a\", \"b\"" (JSON). */
+static void tier_list(uint32_t mask, int json, char *buf, size_t cap)
 {
-	if (c->json)
+	size_t n = 0;
+	buf[0] = 0;
+	for (int i = 0; i < 4 && n + 1 < cap; i++)
+		if (mask & (1u << i))
+			n += (size_t)snprintf(buf + n, cap - n, json ? "%s\"%s\"" : "%s%s", n ? ", " : "", tier_words[i]);
+	if (!n && !json)
+		snprintf(buf, cap, "none");
+}
+
+/* committed: per DRAM tier asked for (bit set), whether the coordinator
+ * committed the version there within the wait. */
+static void save_report(const cli *c, const ckpt_config *cfg, const ckpt_status *st, uint32_t asked,
+                        uint32_t committed)
+{
+	char reached[80], failed[80];
+	tier_list(st->tiers_reached, c->json, reached, sizeof(reached));
+	tier_list(st->tiers_failed | (asked & ~st->tiers_reached & ~st->tiers_failed), c->json, failed, sizeof(failed));
+	if (c->json) {
 		printf("{\"job\": \"%s\", \"version\": %llu, \"rank\": %u, \"bytes\": %llu, \"stored_bytes\": %llu, "
-		       "\"committed\": %s%s}\n", c->job, (unsigned long long)c->version, cfg->rank,
-		       (unsigned long long)st->bytes, (unsigned long long)st->stored_bytes,
-		       st->committed ? "true" : "false",
-		       mem < 0 ? "" : mem ? ", \"local_mem\": true" : ", \"local_mem\": false");
-	else
-		printf("saved job %s version %llu rank %u: %llu bytes (%llu stored), %s\n", c->job,
+		       "\"committed\": %s, \"tiers_reached\": [%s], \"tiers_failed\": [%s]", c->job,
 		       (unsigned long long)c->version, cfg->rank, (unsigned long long)st->bytes,
-		       (unsigned long long)st->stored_bytes,
-		       st->committed ? "version COMMITTED" : "waiting for other ranks");
-	if (!c->json && mem >= 0)
-		printf("node DRAM copy: %s\n", mem ? "committed" : "not committed (see the daemon's log)");
+		       (unsigned long long)st->stored_bytes, st->committed ? "true" : "false", reached, failed);
+		for (int i = 0; i < 2; i++)
+			if (asked & (1u << i))
+				printf(", \"%s\": %s", tier_words[i], committed & (1u << i) ? "true" : "false");
+		printf("}\n");
+		return;
+	}
+	printf("saved job %s version %llu rank %u: %llu bytes (%llu stored), %s\n", c->job,
+	       (unsigned long long)c->version, cfg->rank, (unsigned long long)st->bytes,
+	       (unsigned long long)st->stored_bytes, st->committed ? "version COMMITTED" : "waiting for other ranks");
+	printf("tiers reached: %s\n", reached);
+	if (st->tiers_failed | (asked & ~st->tiers_reached))
+		printf("tiers NOT reached: %s (see the log above and the daemon's)\n", failed);
+	for (int i = 0; i < 2; i++)
+		if ((asked & (1u << i)) && (st->tiers_reached & (1u << i)))
+			printf("%s copy: %s\n", i ? "partner DRAM" : "node DRAM",
+			       committed & (1u << i) ? "committed" : "not committed yet (other ranks, or see the daemon's log)");
 }
 
 /* Registers the mapped files as regions of ctx, saves them and waits for
- * the disk copy. */
+ * the disk copy, then (bounded) for the DRAM tiers asked for. Exit code:
+ * EXIT_OK when this rank's copy reached every tier asked for,
+ * EXIT_PARTIAL when the disk copy is durable but another tier failed. */
 static int save_run(cli *c, const save_args *a, const ckpt_config *cfg, ckpt_ctx *ctx, mapped_file *maps)
 {
 	ckpt_handle *h = NULL;
@@ -213,15 +242,25 @@ static int save_run(cli *c, const save_args *a, const ckpt_config *cfg, ckpt_ctx
 		fprintf(stderr, "ckpt save: %s\n", ckpt_strerror(err));
 		goto out;
 	}
-	/* Through a daemon, the DRAM copy's global commit too (bounded: the
+	/* Through a daemon, the DRAM copies' global commit too (bounded: the
 	 * other ranks of a multi-rank job may not have saved yet). */
-	int mem = -1;
-	if (cfg->daemon && *cfg->daemon && (cfg->tiers & CKPT_TIER_LOCAL_MEM)) {
+	uint32_t asked = cfg->tiers & (CKPT_TIER_LOCAL_MEM | CKPT_TIER_PEER_MEM | CKPT_TIER_LOCAL_DISK), committed = 0;
+	for (uint32_t t = CKPT_TIER_LOCAL_MEM; cfg->daemon && *cfg->daemon && t <= CKPT_TIER_PEER_MEM; t <<= 1) {
+		if (!(asked & t))
+			continue;
 		ckpt_status ms = { .size = sizeof(ms) };
-		mem = ckpt_handle_wait(h, CKPT_TIER_LOCAL_MEM, 10000, &ms) == 0 && ms.committed;
+		err = ckpt_handle_wait(h, t, 10000, &ms);
+		if (err == 0 && ms.committed)
+			committed |= t;
+		else if (err && err != -ETIMEDOUT)
+			fprintf(stderr, "ckpt save: %s copy: %s\n", tier_words[t == CKPT_TIER_PEER_MEM], ckpt_strerror(err));
 	}
-	save_report(c, cfg, &st, mem);
-	rc = EXIT_OK;
+	st.size = sizeof(st);
+	ckpt_handle_test(h, CKPT_TIER_LOCAL_DISK, &st); /* every tier's outcome, as it stands now */
+	if (!(cfg->daemon && *cfg->daemon))
+		asked &= CKPT_TIER_LOCAL_DISK;
+	save_report(c, cfg, &st, asked, committed);
+	rc = (asked & ~st.tiers_reached) ? EXIT_PARTIAL : EXIT_OK;
 out:
 	ckpt_handle_free(h);
 	return rc;
@@ -502,12 +541,15 @@ int cmd_verify(cli *c, int argc, char **argv)
 
 void help_restore(FILE *o)
 {
-	fprintf(o, "usage: ckpt restore --root DIR --job J --out DIR [--version V|latest] [--rank R]\n\n"
+	fprintf(o, "usage: ckpt restore --root DIR --job J --out DIR [--version V|latest] [--rank R]\n"
+	           "       ckpt restore --daemon unix:SOCK --job J --out DIR [--version V] [--rank R] [--shared-dir DIR]\n\n"
 	           "Writes each region of a shard as a file named after the region into --out\n"
 	           "(into --out/rank-R/ for each rank when the job has several ranks and --rank is\n"
 	           "not given). Every chunk is checksum-verified before it is written; files appear\n"
 	           "only once complete. 'latest' (the default) falls back to the newest version that\n"
-	           "verifies. Nothing is ever written outside --out. Shows a progress bar on a terminal.\n");
+	           "verifies. Nothing is ever written outside --out. Shows a progress bar on a terminal.\n"
+	           "Through a node's agent: the ranks' copies held on that node (DRAM, disk, a partner\n"
+	           "copy of a lost node's rank), then the SHARED tree at --shared-dir (or CKPT_SHARED_DIR).\n");
 }
 
 /* Region files open at once while a shard is restored: a shard may hold
@@ -605,7 +647,8 @@ int cli_restore_shard(cli *c, const cli_shard_src *src, uint64_t v, uint32_t ran
 		return err;
 	/* It must be the shard that was committed, not one put there. */
 	if (s.header.version != v || s.header.rank != rank || strcmp(s.header.job, c->job) ||
-	    (src->check_sum && src->footer_checksum != s.tail.footer_checksum)) {
+	    (src->check_sum && src->footer_checksum != s.tail.footer_checksum) ||
+	    (src->lineage && s.header.lineage && s.header.lineage != src->lineage)) {
 		snprintf(why, cap, "%.300s is not the shard committed for version %llu rank %u", path,
 		         (unsigned long long)v, rank);
 		ckpt__shard_close(&s);
@@ -781,7 +824,7 @@ static int restore_version(cli *c, uint64_t v, uint32_t world, const char *out, 
 
 int cmd_restore(cli *c, int argc, char **argv)
 {
-	const char *out = NULL;
+	const char *out = NULL, *shared_dir = getenv("CKPT_SHARED_DIR");
 	for (int i = 1; i < argc; i++) {
 		int r = cli_daemon_opt(c, argc, argv, &i);
 		if (r == 0)
@@ -792,6 +835,8 @@ int cmd_restore(cli *c, int argc, char **argv)
 			continue;
 		if (!strcmp(argv[i], "--out") && i + 1 < argc)
 			out = argv[++i];
+		else if (!strcmp(argv[i], "--shared-dir") && i + 1 < argc)
+			shared_dir = argv[++i];
 		else
 			return cli_usage("restore", "unknown option '%s'", argv[i]);
 	}
@@ -801,7 +846,7 @@ int cmd_restore(cli *c, int argc, char **argv)
 	if (use && !out)
 		return cli_usage("restore", "--out is required");
 	if (use)
-		return cli_restore_daemon(c, out);
+		return cli_restore_daemon(c, out, shared_dir && *shared_dir ? shared_dir : NULL);
 	if (cli_need(c, 1, 1) < 0 || !out)
 		return cli_usage("restore", "--root, a valid --job and --out are required");
 	if (c->version == VERSION_ALL)

@@ -190,7 +190,7 @@ class Flat:
 _INLINE = (type(None), bool, int, float, str)
 
 
-def flatten(state: Any, for_save: bool) -> Flat:
+def flatten(state: Any) -> Flat:
     """Walks state: the manifest tree, the array leaves, the objects."""
     if not isinstance(state, (dict, list, tuple)):
         raise UnsupportedTypeError(_EINVAL, f"state must be a dict, list or tuple, not {type(state).__name__}")
@@ -364,14 +364,14 @@ def walk_pairs(saved: dict, live: dict, fn) -> None:
 
 # ------------------------------------------------------------------ rebuild
 
-def assign(state: Any, saved: dict, values: Dict[int, Any], blobs: Dict[str, bytes], objects: List[Any]) -> Any:
+def assign(state: Any, saved: dict, blobs: Dict[str, bytes], objects: List[Any]) -> Any:
     """Puts restored objects and bytes into state's containers (in place for
     dicts and lists; tuples are rebuilt). Returns the node's new value."""
     t = saved["t"]
     if t == "dict":
         for kk, v in zip(saved["k"], saved["v"]):
             k = _key_in(kk, objects)
-            nv = assign(state[k], v, values, blobs, objects)
+            nv = assign(state[k], v, blobs, objects)
             if nv is not state[k]:
                 state[k] = nv
         return state
@@ -379,7 +379,7 @@ def assign(state: Any, saved: dict, values: Dict[int, Any], blobs: Dict[str, byt
         items = list(state)
         changed = False
         for i, v in enumerate(saved["v"]):
-            nv = assign(items[i], v, values, blobs, objects)
+            nv = assign(items[i], v, blobs, objects)
             if nv is not items[i]:
                 items[i] = nv
                 changed = True

@@ -126,11 +126,11 @@ class Checkpointer:
     def close(self) -> None:
         """Waits for pending saves to persist, then frees everything. Idempotent."""
         with self._lock:
-            self._registered.clear()
             was_open = not self._ctx.closed
             try:
-                self._ctx.close()
+                self._ctx.close()  # lazy CUDA copies may read the tensors until then
             finally:
+                self._registered.clear()
                 if was_open and self._root:
                     with _roots_lock:
                         _open_roots[self._root] -= 1
@@ -185,7 +185,7 @@ class Checkpointer:
             raise InvalidInputError(_EINVAL, f"step must be an int in [0, 2**64-1), not {step!r}")
         with self._lock:
             self._check_open("save")
-            flat = _state.flatten(state, for_save=True)
+            flat = _state.flatten(state)
             objs = _state.pickle_objects(flat)
             man = _state.manifest_bytes(flat, step, self.rank or 0, 0)
             want = dict(flat.leaves)
@@ -283,21 +283,17 @@ class Checkpointer:
         first difference."""
         with self._lock:
             self._check_open("restore")
-            live = _state.flatten(state, for_save=False)
+            live = _state.flatten(state)
             return self._attempts(version, lambda v: self._restore_one(state, live, v))
 
     def _restore_one(self, state, live, version: int) -> int:
         v, m, olen = self._guard(version, lambda: self._read_meta(version))
         saved = m["tree"]
         _state.match(saved, live.tree)
-        want: Dict[str, _state.Leaf] = {}
+        # The live leaves under the names they were saved with.
         by_saved: Dict[str, _state.Leaf] = {}
-
-        def pair(s, l):
-            leaf = live.leaves[l["r"]]
-            by_saved[s["r"]] = leaf
-        _state.walk_pairs(saved, live.tree, pair)
-        want.update(by_saved)
+        _state.walk_pairs(saved, live.tree, lambda s, l: by_saved.__setitem__(s["r"], live.leaves[l["r"]]))
+        want: Dict[str, _state.Leaf] = dict(by_saved)
         blobs = self._blob_buffers(saved, want)
         objs = bytearray(olen)
         want[_state.OBJECTS] = _state.Leaf("bytes", "bytes", (), olen, _ckpt.DEVICE_HOST, objs,
@@ -307,7 +303,7 @@ class Checkpointer:
             if leaf.sync_out:
                 leaf.sync_out()
         objects = _state.unpickle(bytes(objs))
-        _state.assign(state, saved, {}, {k: bytes(b) for k, b in blobs.items()}, objects)
+        _state.assign(state, saved, {k: bytes(b) for k, b in blobs.items()}, objects)
         return v
 
     def _sync_restore(self, want, v):
@@ -355,7 +351,7 @@ class Checkpointer:
             if n["t"] == "array":
                 arr = _state.make_array(n)
                 arrays[n["r"]] = arr
-                flat = _state.flatten([arr], for_save=False)
+                flat = _state.flatten([arr])
                 leaf = next(iter(flat.leaves.values()))
                 want[n["r"]] = leaf
             stack.extend(_state.children(n))

@@ -1,7 +1,8 @@
 """One rank of the DCP tests (run by test_dcp.py under torchrun).
 
 save:  a state of DTensors sharded over all ranks, a replicated tensor and
-       non-tensor items, through ckpt.torch.StorageWriter as version V.
+       non-tensor items, through ckpt.torch.StorageWriter as version V, with
+       dcp.async_save (thread executor).
 torn:  the same as version V, with the coordinator killed (-9, a ckpt fault
        point) after every other rank's data is durable, before its own
        shard with DCP's metadata is.
@@ -54,7 +55,10 @@ def main():
         if a.mode == "torn" and rank == 0:
             settings["faults"] = "save.before_fsync=kill"
         w = StorageWriter("dcp", a.root, **settings)
-        dcp.save(state(mesh, a.version, zero=False), storage_writer=w, checkpoint_id=a.version)
+        if a.mode == "save":  # dcp.async_save: the thread executor, DCP's default stager
+            dcp.async_save(state(mesh, a.version, zero=False), storage_writer=w, checkpoint_id=a.version).result()
+        else:
+            dcp.save(state(mesh, a.version, zero=False), storage_writer=w, checkpoint_id=a.version)
         w.close()
         print(f"rank {rank}: saved version {a.version}", flush=True)
     else:

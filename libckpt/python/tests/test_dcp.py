@@ -1,5 +1,5 @@
 """torch.distributed.checkpoint through ckpt.torch.StorageWriter and
-StorageReader: saved by 4 ranks, loaded by 2 and by 3 (DCP's planner
+StorageReader: saved by 4 ranks with dcp.async_save, loaded by 2 and by 3 (DCP's planner
 reshards); a save whose coordinator is killed -9 before its shard (with
 DCP's metadata) is durable leaves a version that is not COMMITTED, and the
 previous one loads."""

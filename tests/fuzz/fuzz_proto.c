@@ -19,7 +19,7 @@
 #include "wire/conn.h"
 #include "fuzz/fuzz_driver.h"
 #include "wire/proto.h"
-#include "samples.h"
+#include "ckptd/samples.h"
 
 #ifdef CKPT_FUZZING
 #define FZ_FAIL(...) do { fprintf(stderr, "fuzz invariant violated %s:%d: ", __FILE__, __LINE__); \

@@ -3,7 +3,7 @@
  * version committed at two tiers, a newer one half saved, an agent, a copy
  * marked DELETING by retention), read back from its LMDB tables, plus a
  * record of the next record version and one with a field appended.
- * usage: ckptd_coord_make_corpus DIR   (DIR: tests/ckptd_coord_fuzz/corpus) */
+ * usage: ckptd_coord_make_corpus DIR   (DIR: tests/fuzz/corpus/coord) */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * message type (all fields, and required fields only), a sealed frame, a
  * stream of several frames, frames of another major version and an
  * oversized header.
- * usage: ckptd_make_corpus DIR   (DIR: tests/ckptd/corpus/proto) */
+ * usage: ckptd_make_corpus DIR   (DIR: tests/fuzz/corpus/proto) */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 
 #include "wire/auth.h"
 #include "wire/proto.h"
-#include "samples.h"
+#include "ckptd/samples.h"
 
 static void put(const char *dir, const char *name, const uint8_t *b, size_t n)
 {

@@ -1,0 +1,287 @@
+"""ckpt from Python against torch.save, safetensors and torch.distributed.checkpoint,
+on one disk, one state (N random float32 tensors, SIZE bytes in all), in one run,
+beside the machine's own limits measured in the same run: a tensor copy_ into a
+pre-touched buffer (memcpy) and fio write/read of the same bytes (O_DIRECT,
+io_uring, 8 MiB blocks, QD 8 -- ckpt's chunk and depth).
+
+Four figures per method, medians over --iters:
+  stall    until the save call returns
+  modify   until the state may be modified again
+  durable  until the checkpoint is on disk (fsync'ed)
+  restore  reading it back into tensors, the page cache dropped first
+
+and ckpt-bench (the C library alone) on the same state, for the Python layer's
+overhead. Run with the test environment's python (tools/deps.sh):
+
+  .venv/bin/python tools/bench/torch-vs-ckpt.py --dir /path/on/the/disk [--size 1G]
+      [--tensors 64] [--iters 2] [--ckpt-bench build/bin/ckpt-bench] [--json out.json]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
+
+import ckpt
+import ckpt.torch  # noqa: F401
+
+
+def parse_size(s):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(s[:-1]) * units[s[-1].upper()] if s[-1].upper() in units else int(s)
+
+
+def drop_caches():
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def fsync_tree(path):
+    for dp, _, fs in os.walk(path):
+        for f in fs:
+            fd = os.open(os.path.join(dp, f), os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+    fd = os.open(path if os.path.isdir(path) else os.path.dirname(path), os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+
+
+def fio(rw, path, size):
+    r = subprocess.run(["fio", "--name=seq" + rw, f"--filename={path}", f"--rw={rw}", "--bs=8M", "--iodepth=8",
+                        "--ioengine=io_uring", "--direct=1", f"--size={size}", "--end_fsync=1",
+                        "--output-format=json"], capture_output=True, text=True, check=True)
+    j = json.loads(r.stdout)["jobs"][0]
+    return j["job_runtime"] / 1000.0
+
+
+def timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.rows = {}
+        n, per = a.tensors, a.size // a.tensors // 4
+        g = torch.Generator().manual_seed(1)
+        self.state = {f"t{i:02d}": torch.randn(per, generator=g) for i in range(n)}
+        self.bytes = sum(t.numel() * 4 for t in self.state.values())
+        self.check = {k: v.clone() for k, v in list(self.state.items())[:2]}
+        self.warm = []  # ckpt restores without a cache drop
+        self.lib = []   # (Python stall, the library's, Python durable, the library's)
+
+    def record(self, name, stall, modify, durable, restore):
+        self.rows.setdefault(name, []).append((stall, modify, durable, restore))
+
+    def verify(self, got):
+        for k, v in self.check.items():
+            assert torch.equal(got[k], v), k
+
+    def memcpy(self):
+        dst = torch.empty(self.bytes // 4)
+        dst.fill_(1.0)  # pre-touched
+        src = torch.cat([t.view(-1) for t in self.state.values()])
+        out = []
+        for _ in range(3):
+            t, _ = timed(lambda: dst.copy_(src))
+            out.append(t)
+        return statistics.median(out)
+
+    def run_ckpt(self, d):
+        with ckpt.Checkpointer("bench", d, staging_bytes=str(self.bytes + (64 << 20)), chunk_bytes="8M") as c:
+            for i in range(self.a.iters):
+                t0 = time.perf_counter()
+                h = c.save(i + 1, self.state)
+                stall = time.perf_counter() - t0
+                st = h.wait()
+                durable = time.perf_counter() - t0
+                self.lib.append((stall, st.stall_s, durable, st.durable_s))
+                # As ckpt-bench does it (no cache drop), for the Python layer's overhead.
+                warm, _ = timed(lambda: c.restore(self.state, version=i + 1))
+                self.verify(self.state)
+                drop_caches()
+                restore, _ = timed(lambda: c.restore(self.state, version=i + 1))
+                self.verify(self.state)
+                self.record("ckpt (Python, Checkpointer.save / restore in place)", stall, stall, durable, restore)
+                self.warm.append(warm)
+
+    def run_torch_save(self, d):
+        for i in range(self.a.iters):
+            p = os.path.join(d, f"t{i}.pt")
+
+            def save():
+                with open(p, "wb") as f:
+                    torch.save(self.state, f)
+                    f.flush()
+                    os.fsync(f.fileno())
+            t, _ = timed(save)
+            drop_caches()
+            r, got = timed(lambda: torch.load(p))
+            self.verify(got)
+            self.record("torch.save + fsync / torch.load", t, t, t, r)
+            os.unlink(p)
+
+    def run_safetensors(self, d):
+        from safetensors.torch import load_file, save_file
+        for i in range(self.a.iters):
+            p = os.path.join(d, f"s{i}.safetensors")
+
+            def save():
+                save_file(self.state, p)
+                fsync_tree(p)
+            t, _ = timed(save)
+            drop_caches()
+            r, got = timed(lambda: load_file(p))
+            self.verify(got)
+            self.record("safetensors save_file + fsync / load_file", t, t, t, r)
+            os.unlink(p)
+
+    def run_dcp(self, d):
+        for i in range(self.a.iters):
+            p = os.path.join(d, f"dcp{i}")
+            t, _ = timed(lambda: dcp.save(self.state, storage_writer=dcp.FileSystemWriter(p), no_dist=True))
+            drop_caches()
+            into = {k: torch.empty_like(v) for k, v in self.state.items()}
+            r, _ = timed(lambda: dcp.load(into, storage_reader=dcp.FileSystemReader(p), no_dist=True))
+            self.verify(into)
+            self.record("dcp.save (FileSystemWriter) / dcp.load", t, t, t, r)
+            shutil.rmtree(p)
+
+    def run_dcp_async(self, d, kind):
+        name = {AsyncCheckpointerType.THREAD: "dcp.async_save, thread executor, DefaultStager",
+                AsyncCheckpointerType.PROCESS: "dcp.async_save, process executor"}[kind]
+        for i in range(self.a.iters):
+            p = os.path.join(d, f"adcp{i}")
+            t0 = time.perf_counter()
+            # The process executor's worker joins a process group: one of one rank here.
+            fut = dcp.async_save(self.state, storage_writer=dcp.FileSystemWriter(p),
+                                 no_dist=kind == AsyncCheckpointerType.THREAD, async_checkpointer_type=kind)
+            stall = time.perf_counter() - t0
+            staged = getattr(fut, "staging_completion", None)
+            if staged is not None:
+                staged.result()
+                fut = fut.upload_completion
+            modify = time.perf_counter() - t0
+            fut.result()
+            durable = time.perf_counter() - t0
+            drop_caches()
+            into = {k: torch.empty_like(v) for k, v in self.state.items()}
+            r, _ = timed(lambda: dcp.load(into, storage_reader=dcp.FileSystemReader(p), no_dist=True))
+            self.verify(into)
+            self.record(name, stall, modify, durable, r)
+            shutil.rmtree(p)
+
+    def ckpt_bench(self, d):
+        exe = self.a.ckpt_bench
+        if not exe or not os.path.exists(exe):
+            return None
+        r = subprocess.run([exe, "--root", d, "--size", str(self.bytes), "--regions", str(self.a.tensors),
+                            "--iters", str(self.a.iters), "--chunk-bytes", "8M", "--json"],
+                           capture_output=True, text=True, check=True)
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", required=True, help="a folder on the disk to measure (emptied subfolder)")
+    ap.add_argument("--size", default="1G")
+    ap.add_argument("--tensors", type=int, default=64)
+    ap.add_argument("--iters", type=int, default=2)
+    ap.add_argument("--ckpt-bench", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin",
+                                                         "ckpt-bench"))
+    ap.add_argument("--json", help="also write the figures here")
+    a = ap.parse_args()
+    a.size = parse_size(a.size)
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    work = os.path.join(a.dir, "torch-vs-ckpt")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    import socket
+    import torch.distributed as dist
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    b = Bench(a)
+    print(f"state: {a.tensors} float32 tensors, {b.bytes / 2**30:.2f} GiB; {a.iters} iterations each; "
+          f"page cache dropped before reads: {drop_caches()}", file=sys.stderr)
+    t0 = time.time()
+    fio_file = os.path.join(work, "fio.dat")
+    fw = [fio("write", fio_file, b.bytes)]
+    fr = [fio("read", fio_file, b.bytes)]
+    os.unlink(fio_file)
+    mc = b.memcpy()
+    steps = [("ckpt", lambda d: b.run_ckpt(d)), ("torch", b.run_torch_save), ("safetensors", b.run_safetensors),
+             ("dcp", b.run_dcp), ("dcp-thread", lambda d: b.run_dcp_async(d, AsyncCheckpointerType.THREAD)),
+             ("dcp-process", lambda d: b.run_dcp_async(d, AsyncCheckpointerType.PROCESS))]
+    failed = {}
+    for name, fn in steps:
+        d = os.path.join(work, name)
+        os.makedirs(d)
+        print(f"  {name} ...", file=sys.stderr, flush=True)
+        try:
+            fn(d)
+        except Exception as e:  # a baseline that does not run here is reported, not fatal
+            failed[name] = f"{type(e).__name__}: {e}"
+        shutil.rmtree(d, ignore_errors=True)
+    cb = b.ckpt_bench(os.path.join(work, "ckpt-bench"))
+    fw.append(fio("write", fio_file, b.bytes))
+    fr.append(fio("read", fio_file, b.bytes))
+    shutil.rmtree(work, ignore_errors=True)
+    fw_s, fr_s = statistics.median(fw), statistics.median(fr)
+    gib = b.bytes / 2**30
+    out = {"bytes": b.bytes, "tensors": a.tensors, "iters": a.iters, "memcpy_s": mc, "fio_write_s": fw,
+           "fio_read_s": fr, "ckpt_bench": cb, "failed": failed, "methods": {}, "run_s": time.time() - t0,
+           "torch": torch.__version__}
+    print(f"\nmemcpy (tensor copy_ into a pre-touched buffer): {mc:.3f} s ({gib / mc:.2f} GiB/s); "
+          f"fio write {fw_s:.3f} s ({gib / fw_s:.2f} GiB/s), read {fr_s:.3f} s ({gib / fr_s:.2f} GiB/s)\n")
+    print("| method | stall s (x memcpy) | may modify s (x memcpy) | durable s (of fio write) | "
+          "restore s (of fio read) |")
+    print("|---|---|---|---|---|")
+    for name, rows in b.rows.items():
+        s, m, d, r = (statistics.median(x) for x in zip(*rows))
+        out["methods"][name] = {"stall_s": s, "modify_s": m, "durable_s": d, "restore_s": r,
+                                "modify_vs_memcpy": m / mc, "durable_vs_fio": fw_s / d, "restore_vs_fio": fr_s / r}
+        print(f"| {name} | {s:.3f} ({s / mc:.2f}x) | {m:.3f} ({m / mc:.2f}x) | {d:.3f} ({fw_s / d:.2f}) | "
+              f"{r:.3f} ({fr_s / r:.2f}) |")
+    if cb:
+        py = out["methods"].get("ckpt (Python, Checkpointer.save / restore in place)")
+        print(f"| ckpt-bench (C, the same state) | {cb['stall_s']:.3f} ({cb['stall_s'] / mc:.2f}x) | "
+              f"{cb['stall_s']:.3f} | {cb['durable_s']:.3f} ({fw_s / cb['durable_s']:.2f}) | "
+              f"{cb['restore_s']:.3f} ({fr_s / cb['restore_s']:.2f}) |")
+        if py:
+            py = dict(py, restore_s=statistics.median(b.warm))  # like ckpt-bench: no cache drop
+            out["python_overhead"] = {k: py[k + "_s"] / cb[k + "_s"] - 1 for k in ("stall", "durable", "restore")}
+            print("\nPython layer over ckpt-bench (restores without a cache drop on both sides): " +
+                  ", ".join(f"{k} {v * 100:+.0f}%" for k, v in out["python_overhead"].items()))
+    if b.lib:
+        ps, ls, pd, ld = (statistics.median(x) for x in zip(*b.lib))
+        out["python_vs_library_in_run"] = {"stall": ps / ls - 1, "durable": pd / ld - 1}
+        print(f"Python layer over the library's own timing of the same saves: stall {ps:.3f} s vs {ls:.3f} s "
+              f"({(ps / ls - 1) * 100:+.1f}%), durable {pd:.3f} s vs {ld:.3f} s ({(pd / ld - 1) * 100:+.1f}%)")
+    for k, v in failed.items():
+        print(f"\n{k}: did not run: {v}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
