@@ -25,6 +25,17 @@ static ckpt_ctx *open_ctx(const char *root, const char *job, uint8_t *buf, size_
 	return ctx;
 }
 
+/* Saves version v and waits until it is committed on local disk. */
+static void save_committed(ckpt_ctx *ctx, uint64_t v)
+{
+	ckpt_handle *h;
+	T_OK(ckpt_save(ctx, v, 0, &h));
+	ckpt_status st = { .size = sizeof(st) };
+	T_OK(ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, 60000, &st));
+	T_ASSERT(st.committed == 1);
+	ckpt_handle_free(h);
+}
+
 /* Notice after step 3: step 4 says SAVE, later steps CONTINUE (no interval
  * save at 6) until 4 is committed, then EXIT, and EXIT from then on. */
 static void committed_then_exit(const char *root)
@@ -40,12 +51,7 @@ static void committed_then_exit(const char *root)
 	/* Not saved yet: no EXIT, and no interval save at step 6 either. */
 	T_ASSERT(ckpt_step(ctx, 5) == CKPT_STEP_CONTINUE);
 	T_ASSERT(ckpt_step(ctx, 6) == CKPT_STEP_CONTINUE);
-	ckpt_handle *h;
-	T_OK(ckpt_save(ctx, 4, 0, &h));
-	ckpt_status st = { .size = sizeof(st) };
-	T_OK(ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, 60000, &st));
-	T_ASSERT(st.committed == 1);
-	ckpt_handle_free(h);
+	save_committed(ctx, 4);
 	T_ASSERT(ckpt_step(ctx, 7) == CKPT_STEP_EXIT);
 	T_ASSERT(ckpt_step(ctx, 8) == CKPT_STEP_EXIT);
 	/* A second notice changes nothing: the emergency is under way. */
@@ -61,11 +67,7 @@ static void other_version_no_exit(const char *root)
 	ckpt_ctx *ctx = open_ctx(root, "other", buf, sizeof(buf));
 	T_ASSERT(ckpt_step(ctx, 1) == CKPT_STEP_CONTINUE);
 	T_OK(ckpt_preempt_notice(ctx, t_wall_ns() + 60ull * 1000000000ull));
-	ckpt_handle *h;
-	T_OK(ckpt_save(ctx, 1, 0, &h));
-	ckpt_status st = { .size = sizeof(st) };
-	T_OK(ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, 60000, &st));
-	ckpt_handle_free(h);
+	save_committed(ctx, 1);
 	T_ASSERT(ckpt_step(ctx, 2) == CKPT_STEP_SAVE);
 	T_ASSERT(ckpt_step(ctx, 3) == CKPT_STEP_CONTINUE);
 	T_OK(ckpt_ctx_close(ctx));

@@ -1,4 +1,5 @@
 #include "reader.h"
+#include "global.h"
 #include "ckpt_kernels.h"
 #include "backend.h"
 
@@ -9,22 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-#include <zstd.h>
 
 /* ------------------------------------------------------------- one chunk */
-
-/* What decompression needs, made on the first compressed chunk. */
-typedef struct rd_dec {
-	ZSTD_DCtx *dctx;
-	uint8_t *plain, *scratch;
-} rd_dec;
-
-static void dec_free(rd_dec *d)
-{
-	free(d->plain);
-	free(d->scratch);
-	ZSTD_freeDCtx(d->dctx);
-}
 
 /* Sets o->why to "version V rank R region 'N' chunk K: " and the rest. */
 static void chunk_why(const ckpt_read_opts *o, const ckpt_shard *s, const char *region, uint64_t k, const char *fmt,
@@ -45,38 +32,23 @@ static void chunk_why(const ckpt_read_opts *o, const ckpt_shard *s, const char *
 }
 
 /* Chunk ci's stored bytes, decompressed if need be and checked against its
- * checksum, to the sink. */
-static int chunk_deliver(rd_dec *d, const ckpt_shard *s, const ckpt_read_opts *o, uint64_t ci,
+ * checksum (ckpt__chunk_verify), to the sink. */
+static int chunk_deliver(ckpt_chunk_scratch *cs, const ckpt_shard *s, const ckpt_read_opts *o, uint64_t ci,
                          const uint8_t *stored, ckpt_sink_fn sink, void *arg)
 {
 	const ckpt_fmt_footer *f = &s->footer;
 	const ckpt_fmt_chunk *c = &f->chunks[ci];
 	const ckpt_fmt_region *r = &f->regions[c->region];
-	uint64_t k = ci - r->chunk_first;
-	const uint8_t *data = stored;
-	if (c->flags & CKPT_CHUNK_ZSTD) {
-		unsigned elem = (c->flags >> CKPT_CHUNK_SHUFFLE_SHIFT) & 0xffu;
-		if (!d->dctx)
-			d->dctx = ZSTD_createDCtx();
-		if (!d->plain)
-			d->plain = malloc(f->chunk_bytes);
-		if (!d->scratch && elem > 1)
-			d->scratch = malloc(f->chunk_bytes);
-		if (!d->dctx || !d->plain || (elem > 1 && !d->scratch))
-			return -ENOMEM;
-		if (ckpt_kern_decompress(d->dctx, d->plain, c->raw_len, stored, c->stored_len, elem, d->scratch) < 0) {
-			chunk_why(o, s, r->name, k, "compressed data does not decode");
-			return -CKPT_ECORRUPT;
-		}
-		data = d->plain;
+	const uint8_t *raw;
+	char why[320] = "";
+	int err = ckpt__chunk_verify(f, ci, stored, cs, &raw, why, sizeof(why));
+	if (err < 0) {
+		if (why[0] && o->why && o->whycap) /* it names the region and chunk */
+			snprintf(o->why, o->whycap, "version %llu rank %u %s", (unsigned long long)s->header.version,
+			         s->header.rank, why);
+		return err;
 	}
-	uint64_t sum = ckpt_kern_checksum(data, c->raw_len);
-	if (sum != c->checksum) {
-		chunk_why(o, s, r->name, k, "checksum mismatch (stored %016llx, computed %016llx)",
-		          (unsigned long long)c->checksum, (unsigned long long)sum);
-		return -CKPT_ECORRUPT;
-	}
-	return sink(arg, c->region, k * f->chunk_bytes, data, c->raw_len);
+	return sink(arg, c->region, (ci - r->chunk_first) * f->chunk_bytes, raw, c->raw_len);
 }
 
 /* ------------------------------------------------------------- from a file */
@@ -102,7 +74,7 @@ typedef struct rd_file {
 	int own_bufs;
 	int fd;
 	ckpt_backend *be;
-	rd_dec dec;
+	ckpt_chunk_scratch cs;
 	uint64_t wait_ns, check_ns, direct_chunks, chunks;
 } rd_file;
 
@@ -175,7 +147,7 @@ static void rd_close(rd_file *rd)
 	free(rd->free_buf);
 	free(rd->slots);
 	free(rd->free_slot);
-	dec_free(&rd->dec);
+	ckpt__chunk_scratch_free(&rd->cs);
 }
 
 /* Where chunk c may be read straight to: an uncompressed chunk whose raw
@@ -253,7 +225,7 @@ static int rd_complete(rd_file *rd, const rd_slot *sl, int err, ckpt_sink_fn sin
 			err = -CKPT_ECORRUPT;
 		}
 	} else {
-		err = chunk_deliver(&rd->dec, rd->s, rd->o, sl->chunk, sl->dst, sink, arg);
+		err = chunk_deliver(&rd->cs, rd->s, rd->o, sl->chunk, sl->dst, sink, arg);
 	}
 	rd->chunks++;
 	rd->check_ns += ckpt__now_ns() - t0;
@@ -311,7 +283,7 @@ int ckpt__shard_read_mem(const uint8_t *img, uint64_t len, const ckpt_shard *s, 
                          ckpt_sink_fn sink, void *arg)
 {
 	const ckpt_fmt_footer *f = &s->footer;
-	rd_dec dec = { 0 };
+	ckpt_chunk_scratch cs = { 0 };
 	int err = 0;
 	for (uint64_t ci = 0; ci < f->chunk_count && !err; ci++) {
 		const ckpt_fmt_chunk *c = &f->chunks[ci];
@@ -325,8 +297,8 @@ int ckpt__shard_read_mem(const uint8_t *img, uint64_t len, const ckpt_shard *s, 
 			err = -CKPT_ECORRUPT;
 			break;
 		}
-		err = chunk_deliver(&dec, s, o, ci, img + c->offset, sink, arg);
+		err = chunk_deliver(&cs, s, o, ci, img + c->offset, sink, arg);
 	}
-	dec_free(&dec);
+	ckpt__chunk_scratch_free(&cs);
 	return err;
 }

@@ -858,9 +858,9 @@ void ckpt__daemon_heartbeat(ckpt_ctx *ctx)
 	pthread_mutex_unlock(&d->mu);
 	if (err == 0)
 		ckptd_msg_free(&rep);
-	else if (err == -ETIMEDOUT)
-		LOG_W(&ctx->log, CKPT_NO_VERSION, "the ckptd agent did not answer a heartbeat within %llu ms",
-		      (unsigned long long)hb);
+	else
+		LOG_W(&ctx->log, CKPT_NO_VERSION, "heartbeat to the ckptd agent failed (%s; timeout %llu ms)",
+		      ckpt_strerror(err), (unsigned long long)hb);
 }
 
 int ckpt__daemon_speaks(ckpt_ctx *ctx, uint32_t minor)

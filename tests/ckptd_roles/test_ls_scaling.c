@@ -194,6 +194,7 @@ int main(void)
 	printf("ten times the versions, over the fixed cost: x%.2f (linear: ~10; quadratic: ~100; bound 35)\n", lng);
 	int ok = wide < 4.0 && lng < 35.0;
 	rt_stop(&d);
+	ckptd_secret_free(env.cluster);
 	if (ok)
 		t_rmrf(env.dir);
 	else

@@ -33,15 +33,7 @@ static int call_code(ckptd_client **c, const ckptd_msg *m, const char *addr, con
 
 static ckptd_client *rank_b(const ckptd_secret *sb)
 {
-	ckptd_client *c = rt_connect(d.unixa, "jobB", CKPTD_ROLE_RANK, sb);
-	ckptd_msg m = { .type = CKPTD_MSG_REGISTER_RANK };
-	snprintf(m.u.register_rank.job, sizeof(m.u.register_rank.job), "jobB");
-	m.u.register_rank.world_size = 1;
-	m.u.register_rank.pid = (uint32_t)getpid();
-	ckptd_msg rep;
-	T_ASSERT(ckptd_client_call(c, &m, &rep) == 0 && rep.type == CKPTD_MSG_OK);
-	ckptd_msg_free(&rep);
-	return c;
+	return rt_rank(d.unixa, "jobB", sb, 0, 1);
 }
 
 int main(void)

@@ -13,6 +13,7 @@
 #include "ckpt_kernels.h"
 #include "base/common.h"
 #include "format/format.h"
+#include "fuzz/fuzz_driver.h"
 
 /* Byte offsets of the checksummed fields (libckpt/format/format.c). */
 #define FZ_HEADER_CSUM_OFF 248u
@@ -22,21 +23,6 @@
 #define FZ_TAIL_FILE_LEN 40u
 #define FZ_TAIL_HEADER_CSUM 48u
 #define FZ_TAIL_CSUM 56u
-
-/* An invariant broke. Under libFuzzer: abort, so that it keeps the input.
- * In a regression run: count it and go on, so that one run reports every
- * seed that breaks something; fuzz_driver.c fails at the end. */
-#ifdef CKPT_FUZZING
-#define FZ_FAIL(...) do { fprintf(stderr, "fuzz invariant violated %s:%d: ", __FILE__, __LINE__); \
-	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); abort(); } while (0)
-#else
-extern unsigned long fz_violations;
-extern const char *fz_current; /* the seed being run */
-#define FZ_FAIL(...) do { if (fz_violations++ < 50) { \
-	fprintf(stderr, "fuzz invariant violated %s:%d: %s: ", __FILE__, __LINE__, fz_current); \
-	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
-#endif
-#define FZ_CHECK(cond, ...) do { if (!(cond)) FZ_FAIL(__VA_ARGS__); } while (0)
 
 /* Recomputes every checksum of a shard image in place (header, then footer
  * and tail as located by the tail), so that a mutation gets past them and

@@ -24,17 +24,6 @@
 #include "coord/coord_int.h"
 #include "fuzz/fuzz_driver.h"
 
-#ifdef CKPT_FUZZING
-#define FZ_FAIL(...) do { fprintf(stderr, "fuzz invariant violated %s:%d: ", __FILE__, __LINE__); \
-	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); abort(); } while (0)
-#else
-extern unsigned long fz_violations;
-extern const char *fz_current;
-#define FZ_FAIL(...) do { if (fz_violations++ < 50) { \
-	fprintf(stderr, "fuzz invariant violated %s:%d: %s: ", __FILE__, __LINE__, fz_current); \
-	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
-#endif
-#define FZ_CHECK(cond, ...) do { if (!(cond)) FZ_FAIL(__VA_ARGS__); } while (0)
 
 /* The record head rule of codec.c, restated: what a decoder must return
  * before looking at any field. 1: the head is fine. */
@@ -398,18 +387,7 @@ uint64_t fz_mutations(const uint8_t *data, size_t size)
 	/* Bit flips and boundary values at every offset. */
 	static const uint8_t vals[] = { 0, 1, 2, 3, 4, 8, 0x20, 0x2e, 0x40, 0x7e, 0x7f, 0x80, 0xfe, 0xff };
 	memcpy(m, data, size);
-	for (size_t i = 0; i < size; i++) {
-		for (int b = 0; b < 8; b++, runs++) {
-			m[i] ^= (uint8_t)(1u << b);
-			LLVMFuzzerTestOneInput(m, size);
-			m[i] = data[i];
-		}
-		for (size_t v = 0; v < sizeof(vals); v++, runs++) {
-			m[i] = vals[v];
-			LLVMFuzzerTestOneInput(m, size);
-			m[i] = data[i];
-		}
-	}
+	runs += fz_flips_and_values(m, data, size, vals, sizeof(vals));
 	free(m);
 	return runs;
 }

@@ -71,6 +71,24 @@ static void run_path(const char *path)
 	free(ents);
 }
 
+uint64_t fz_flips_and_values(uint8_t *m, const uint8_t *data, size_t size, const uint8_t *vals, size_t nvals)
+{
+	uint64_t runs = 0;
+	for (size_t i = 0; i < size; i++) {
+		for (int b = 0; b < 8; b++, runs++) {
+			m[i] ^= (uint8_t)(1u << b);
+			LLVMFuzzerTestOneInput(m, size);
+			m[i] = data[i];
+		}
+		for (size_t k = 0; k < nvals; k++, runs++) {
+			m[i] = vals[k];
+			LLVMFuzzerTestOneInput(m, size);
+			m[i] = data[i];
+		}
+	}
+	return runs;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1) {

@@ -123,19 +123,8 @@ uint64_t fz_mutations(const uint8_t *data, size_t size)
 	/* Every truncation: refused, or read as an older, shorter record. */
 	for (size_t n = 0; n < size; n++, runs++)
 		LLVMFuzzerTestOneInput(data, n);
-	for (size_t i = 0; i < size; i++)
-		for (int b = 0; b < 8; b++, runs++) {
-			m[i] ^= (uint8_t)(1u << b);
-			LLVMFuzzerTestOneInput(m, size);
-			m[i] = data[i];
-		}
 	static const uint8_t vals[] = { 0, 1, 2, 3, 4, 0x0f, 0x10, 0x2e, 0x2f, 0x40, 0x41, 0x7f, 0x80, 0xff };
-	for (size_t i = 0; i < size; i++)
-		for (size_t k = 0; k < sizeof(vals); k++, runs++) {
-			m[i] = vals[k];
-			LLVMFuzzerTestOneInput(m, size);
-			m[i] = data[i];
-		}
+	runs += fz_flips_and_values(m, data, size, vals, sizeof(vals));
 	free(m);
 
 	/* Records made by the encoders from random fields decode back to them

@@ -21,17 +21,6 @@
 #include "wire/proto.h"
 #include "ckptd/samples.h"
 
-#ifdef CKPT_FUZZING
-#define FZ_FAIL(...) do { fprintf(stderr, "fuzz invariant violated %s:%d: ", __FILE__, __LINE__); \
-	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); abort(); } while (0)
-#else
-extern unsigned long fz_violations;
-extern const char *fz_current;
-#define FZ_FAIL(...) do { if (fz_violations++ < 50) { \
-	fprintf(stderr, "fuzz invariant violated %s:%d: %s: ", __FILE__, __LINE__, fz_current); \
-	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
-#endif
-#define FZ_CHECK(cond, ...) do { if (!(cond)) FZ_FAIL(__VA_ARGS__); } while (0)
 
 /* Decodes; for an accepted message checks the re-encoding. Returns the
  * decoder's result and leaves the message in *m (to be freed). */
@@ -251,18 +240,7 @@ uint64_t fz_mutations(const uint8_t *data, size_t size)
 	/* Bit flips and boundary values at every offset. */
 	static const uint8_t vals[] = { 0, 1, 2, 3, 4, 5, 8, 0x10, 0x20, 0x2e, 0x2f, 0x7f, 0x80, 0xfe, 0xff };
 	memcpy(m, data, size);
-	for (size_t i = 0; i < size; i++) {
-		for (int b = 0; b < 8; b++, runs++) {
-			m[i] ^= (uint8_t)(1u << b);
-			LLVMFuzzerTestOneInput(m, size);
-			m[i] = data[i];
-		}
-		for (size_t k = 0; k < sizeof(vals); k++, runs++) {
-			m[i] = vals[k];
-			LLVMFuzzerTestOneInput(m, size);
-			m[i] = data[i];
-		}
-	}
+	runs += fz_flips_and_values(m, data, size, vals, sizeof(vals));
 	/* One byte added at every offset, length fixed. */
 	for (size_t i = 0; i <= size; i++, runs++) {
 		memcpy(m, data, i);

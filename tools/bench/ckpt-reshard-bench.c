@@ -180,6 +180,8 @@ static void save_rank(const opts *o, const model *m, uint32_t r)
 		die("rank %u: save: %s", r, ckpt_strerror(err));
 	ckpt_handle_free(h);
 	ckpt_ctx_close(ctx);
+	free(s.w);
+	free(s.e);
 }
 
 /* Writes start and end times to fd. */
@@ -201,6 +203,8 @@ static int restore_rank(const opts *o, const model *m, uint32_t r, int go, int f
 	if (write(fd, t, sizeof(t)) != sizeof(t))
 		die("pipe");
 	ckpt_ctx_close(ctx);
+	free(s.w);
+	free(s.e);
 	return bad;
 }
 
@@ -297,6 +301,7 @@ int main(int argc, char **argv)
 		waitpid(pids[r], &st, 0);
 		bad |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
 	}
+	free(pids);
 	if (bad || n != o.ranks)
 		die("a rank failed");
 	uint64_t bytes = m.wrows * 4096 + m.erows * 1024;
