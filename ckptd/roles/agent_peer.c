@@ -155,26 +155,29 @@ static void mark_keep(ckptd_peerpool *pp)
 	}
 }
 
-/* Bytes of job's slots, and how many jobs hold slots (job counted too). */
-static uint64_t job_used(const ckptd_peerpool *pp, const char *job, uint32_t *njobs)
+/* Bytes of job's slots (those planned for eviction left out). */
+static uint64_t job_used(const ckptd_peerpool *pp, const char *job)
 {
 	uint64_t used = 0;
+	for (size_t i = 0; i < pp->n; i++)
+		if (!pp->slots[i].gone && !strcmp(pp->slots[i].job, job))
+			used += pp->slots[i].len;
+	return used;
+}
+
+/* How many jobs hold slots, job counted too. */
+static uint32_t count_jobs(const ckptd_peerpool *pp, const char *job)
+{
 	uint32_t n = 0;
 	int mine = 0;
 	for (size_t i = 0; i < pp->n; i++) {
-		const pslot *s = &pp->slots[i];
 		size_t k = 0;
-		while (k < i && strcmp(pp->slots[k].job, s->job))
+		while (k < i && strcmp(pp->slots[k].job, pp->slots[i].job))
 			k++;
-		n += k == i; /* first slot of its job */
-		if (!s->gone && !strcmp(s->job, job)) {
-			used += s->len;
-			mine = 1;
-		}
+		n += k == i; /* the first slot of its job */
+		mine |= !strcmp(pp->slots[i].job, job);
 	}
-	if (njobs)
-		*njobs = n + !mine;
-	return used;
+	return n + !mine;
 }
 
 /* What may go to make room for a lease of job's version: never a slot of
@@ -189,11 +192,9 @@ static uint64_t job_used(const ckptd_peerpool *pp, const char *job, uint32_t *nj
 static pslot *victim(ckptd_peerpool *pp, uint64_t now, const char *job, uint64_t version, const char **why)
 {
 	pslot *own = NULL, *other = NULL;
-	uint32_t njobs = 1;
 	int kept = 0, shared_out = 0;
 	mark_keep(pp);
-	(void)job_used(pp, job, &njobs);
-	uint64_t share = pp->size / (njobs ? njobs : 1);
+	uint64_t share = pp->size / count_jobs(pp, job);
 	for (size_t i = 0; i < pp->n; i++) {
 		pslot *s = &pp->slots[i];
 		if (s->gone || s->state != SLOT_STORED || s->pins || (s->version == version && !strcmp(s->job, job)))
@@ -205,7 +206,7 @@ static pslot *victim(ckptd_peerpool *pp, uint64_t now, const char *job, uint64_t
 		if (!strcmp(s->job, job)) {
 			if (!own || s->stored_ns < own->stored_ns)
 				own = s;
-		} else if (job_used(pp, s->job, NULL) <= share) {
+		} else if (job_used(pp, s->job) <= share) {
 			shared_out = 1; /* theirs within their share */
 		} else if (!other || s->stored_ns < other->stored_ns) {
 			other = s;
@@ -585,7 +586,7 @@ void ckptd__peer_committed(ckptd_agent *a, const char *job, uint64_t version, ui
 	if (!j && pp->njobs == PJOBS_MAX) { /* full: forget the jobs with no copy here */
 		size_t k = 0;
 		for (size_t i = 0; i < pp->njobs; i++)
-			if (job_used(pp, pp->jobs[i].job, NULL))
+			if (job_used(pp, pp->jobs[i].job))
 				pp->jobs[k++] = pp->jobs[i];
 		pp->njobs = k;
 	}

@@ -105,6 +105,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < agents; i++)
 		ckptd_client_close(ag[i]);
 	rt_stop(&d);
+	ckptd_secret_free(env.cluster);
 	t_rmrf(env.dir);
 	return 0;
 }

@@ -209,6 +209,10 @@ static inline void ct_rank_main(ct_env *e, const ct_plan *p, int rep)
 		T_FAIL("rank %d: still alive", p->rank);
 	}
 	T_OK(ckpt_ctx_close(ctx));
+	for (int i = 0; i < 2; i++) {
+		free(b[i]);
+		free(want[i]);
+	}
 	(void)e;
 }
 

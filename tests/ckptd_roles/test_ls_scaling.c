@@ -136,6 +136,10 @@ static uint64_t list_once(const char *ckpt, const char *addr, const char *tok, c
 int main(void)
 {
 	rt_env env;
+	if (access("/proc/self/schedstat", R_OK) != 0) {
+		fprintf(stderr, "SKIP: no /proc/PID/schedstat (kernel without CONFIG_SCHED_INFO)\n");
+		return T_EXIT_SKIP;
+	}
 	rt_init(&env, "ls-scaling");
 	char ckpt[700];
 	snprintf(ckpt, sizeof(ckpt), "%s/ckpt", getenv("CKPT_BIN") ? getenv("CKPT_BIN") : "build/bin");
@@ -190,6 +194,7 @@ int main(void)
 	printf("ten times the versions, over the fixed cost: x%.2f (linear: ~10; quadratic: ~100; bound 35)\n", lng);
 	int ok = wide < 4.0 && lng < 35.0;
 	rt_stop(&d);
+	ckptd_secret_free(env.cluster);
 	if (ok)
 		t_rmrf(env.dir);
 	else
