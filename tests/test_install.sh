@@ -59,7 +59,8 @@ for kind in shared static; do
 		--steps 6 --ckpt-every 3)
 	echo "$out" | grep '^final-digest ' >/dev/null || { echo "FAIL: find_package $kind: $out"; exit 1; }
 done
-ldd "$tmp/consumer/build/example_shared" | grep -q "$tmp/prefix/lib/libckpt.so" \
+needed=$(ldd "$tmp/consumer/build/example_shared") # whole, as above: no SIGPIPE under pipefail
+grep -q "$tmp/prefix/lib/libckpt.so" <<<"$needed" \
 	|| { echo "FAIL: the shared consumer does not use the installed libckpt.so"; exit 1; }
 # A version the install does not satisfy is refused.
 sed -i 's/find_package(ckpt 0.1 /find_package(ckpt 9.0 /' "$tmp/consumer/CMakeLists.txt"

@@ -3,7 +3,8 @@
 # not know, and for one whose ranks do not report their steps (ckpt_step),
 # no rank is told: exit 4 and "emergency": false, through the coordinator's
 # TCP address and through an agent's socket alike. Notices from the tool are
-# counted as ckpt_preempt_notices_total{source="cli"}, and a noticed node
+# counted as ckpt_preempt_notices_total{source="cli"} (and a trigger file's
+# as source="file", on the agent's counter too), and a noticed node
 # comes back into partner placement once its deadline is past.
 set -euo pipefail
 BIN=${CKPT_BIN:?}
@@ -26,7 +27,8 @@ mkdir "$tmp/ranks"
 head -c 100000 /dev/urandom >"$tmp/a.bin"
 mport=$(free_port)
 cport=$(free_port)
-start_ckptd d --listen "127.0.0.1:$cport" --metrics-listen "127.0.0.1:$mport"
+start_ckptd d --listen "127.0.0.1:$cport" --metrics-listen "127.0.0.1:$mport" --notice-file "$tmp/notice" \
+	--notice-interval 200ms
 
 # preempt ADDR JOB NODE DEADLINE: JSON on $tmp/out.json, exit code in $rc.
 preempt() {
@@ -66,6 +68,17 @@ for _ in $(seq 50); do
 done
 [ -n "$ok" ] || fail "ckpt_preempt_notices_total{source=\"cli\"} is not 2: $(grep preempt_notices "$tmp/m.txt")"
 grep -q 'ckpt_preempt_notices_total{source=""}' "$tmp/m.txt" && fail "a notice counted without its source"
+# A notice from the agent's trigger-file poller: source="file" on both counters.
+echo "deadline=2" >"$tmp/notice.new" && mv "$tmp/notice.new" "$tmp/notice"
+ok=
+for _ in $(seq 100); do
+	fetch "http://127.0.0.1:$mport/metrics" "$tmp/m.txt" >/dev/null
+	[ "$(sample "$tmp/m.txt" ckpt_agent_preempt_notices_total 'source="file"')" = 1 ] &&
+		[ "$(sample "$tmp/m.txt" ckpt_preempt_notices_total 'source="file"')" = 1 ] && { ok=1; break; }
+	sleep 0.1
+done
+[ -n "$ok" ] || fail "the trigger file's notice is not counted under source=\"file\": $(grep preempt_notices "$tmp/m.txt")"
+grep -q 'preempt_notices_total{source=""}' "$tmp/m.txt" && fail "a notice counted without its source"
 
 # The noticed nodes come back into placement a few seconds after the deadline.
 for n in n7 n8; do

@@ -136,6 +136,10 @@ static uint64_t list_once(const char *ckpt, const char *addr, const char *tok, c
 int main(void)
 {
 	rt_env env;
+	if (access("/proc/self/schedstat", R_OK) != 0) {
+		fprintf(stderr, "SKIP: no /proc/PID/schedstat (kernel without CONFIG_SCHED_INFO)\n");
+		return T_EXIT_SKIP;
+	}
 	rt_init(&env, "ls-scaling");
 	char ckpt[700];
 	snprintf(ckpt, sizeof(ckpt), "%s/ckpt", getenv("CKPT_BIN") ? getenv("CKPT_BIN") : "build/bin");

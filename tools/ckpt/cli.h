@@ -30,6 +30,7 @@ typedef struct cli {
 	int daemon_flag;        /* --daemon was given on the command line */
 	int root_flag;          /* --root was given on the command line */
 	const char *token_file; /* --token-file or CKPT_TOKEN_FILE (unset: CKPT_TOKEN) */
+	const char *shared_dir; /* CKPT_SHARED_DIR, the default of restore's --shared-dir */
 	uint64_t version;   /* VERSION_* or a number */
 	int64_t rank;       /* -1: all ranks */
 	int json;

@@ -824,7 +824,7 @@ static int restore_version(cli *c, uint64_t v, uint32_t world, const char *out, 
 
 int cmd_restore(cli *c, int argc, char **argv)
 {
-	const char *out = NULL, *shared_dir = getenv("CKPT_SHARED_DIR");
+	const char *out = NULL, *shared_dir = c->shared_dir;
 	for (int i = 1; i < argc; i++) {
 		int r = cli_daemon_opt(c, argc, argv, &i);
 		if (r == 0)

@@ -75,14 +75,14 @@ int main(int argc, char **argv)
 				c->help(stdout);
 				return EXIT_OK;
 			}
-		/* The defaults of --root, --job, --daemon, --token-file and the fault
+		/* The defaults of --root, --job, --daemon, --token-file, --shared-dir and the fault
 		 * points: the library's settings table reads the environment. A
 		 * malformed setting the command does not use is the library's to
 		 * report when a context opens (save). */
 		ckpt_config env;
 		ckpt_config_init(&env);
 		cli st = { .root = env.root, .job = env.job_id, .daemon = env.daemon, .token_file = env.token_file,
-		           .version = VERSION_UNSET, .rank = -1 };
+		           .shared_dir = env.shared_dir, .version = VERSION_UNSET, .rank = -1 };
 		ckpt__logger_init(&st.lg, NULL, -1);
 		if (ckpt__faults_parse(&st.faults, env.faults) < 0)
 			return cli_usage(c->name, "CKPT_FAULT is malformed");
