@@ -22,6 +22,7 @@ args=(--job sig --rank 0 --world-size 1 --steps 400 --state-bytes 65536)
 fab=$(ldconfig -p 2>/dev/null | sed -n 's/^[[:space:]]*libfabric\.so\.1 .*=> \(.*\)$/\1/p' | head -1)
 psm=
 [ -n "$fab" ] && ldd "$fab" | grep -q libinfinipath && psm=1
+asan=$(ldd "$BIN/ckpt-example" | sed -n 's/^[[:space:]]*libasan\.so[^ ]* => \([^ ]*\) .*/\1/p' | head -1)
 "$BIN/ckpt-example" --root "$work/ref" "${args[@]}" --ckpt-every 1000 >"$work/ref.out" 2>&1 || fail "reference run"
 ref=$(tail -1 "$work/ref.out")
 
@@ -31,7 +32,8 @@ for case in $cases; do
 	sig=${case%-preload}
 	root=$work/$case
 	pre=()
-	[ "$case" != "$sig" ] && pre=(env LD_PRELOAD="$fab")
+	# An ASan build needs its runtime first in the preload list.
+	[ "$case" != "$sig" ] && pre=(env LD_PRELOAD="${asan:+$asan }$fab")
 	"${pre[@]}" "$BIN/ckpt-example" --root "$root" "${args[@]}" --ckpt-every 10 --step-ms 20 >"$work/$case.a.out" 2>&1 &
 	pid=$!
 	for _ in $(seq 300); do
@@ -50,8 +52,12 @@ for case in $cases; do
 	X=$(sed -n 's/^rank 0: preempted at step \([0-9]*\)$/\1/p' "$work/$case.a.out")
 	S=$(sed -n 's/^rank 0: step \([0-9]*\) saved$/\1/p' "$work/$case.a.out" | tail -1)
 	[ -n "$X" ] || fail "SIG$sig: the rank did not say it was preempted"
-	[ -n "$S" ] && [ "$S" -gt 10 ] && [ "$S" -le "$X" ] || fail "SIG$sig: no save after the signal (last: ${S:-none})"
-	grep -q "v=$S: emergency checkpoint committed" "$work/$case.a.out" || fail "SIG$sig: step $S is not an emergency save"
+	# The emergency version is the one the library says it committed as
+	# such; on a slow machine an interval save may still land after it,
+	# before the rank sees EXIT, and the relaunch then resumes from that.
+	E=$(sed -n 's/.* v=\([0-9]*\): emergency checkpoint committed.*/\1/p' "$work/$case.a.out" | tail -1)
+	[ -n "$E" ] && [ "$E" -gt 10 ] && [ "$E" -le "$X" ] || fail "SIG$sig: no emergency save after the signal (got: ${E:-none})"
+	[ -n "$S" ] && [ "$S" -ge "$E" ] && [ "$S" -le "$X" ] || fail "SIG$sig: last save ${S:-none} is not between the emergency step $E and the exit at $X"
 	grep -q "final-digest" "$work/$case.a.out" && fail "SIG$sig: the run finished before the signal"
 	if [ "$case" = TERM-preload ] && [ -n "$psm" ]; then
 		grep -q "libinfinipath.*signal 15" "$work/$case.a.out" ||
@@ -60,6 +66,6 @@ for case in $cases; do
 	"$BIN/ckpt-example" --root "$root" "${args[@]}" --ckpt-every 1000 >"$work/$case.b.out" 2>&1 || fail "SIG$sig: relaunch"
 	grep -q "resumed from version $S at step $S" "$work/$case.b.out" || fail "SIG$sig: the relaunch did not resume from $S"
 	[ "$(tail -1 "$work/$case.b.out")" = "$ref" ] || fail "SIG$sig: resumed run ends $(tail -1 "$work/$case.b.out"), want $ref"
-	echo "ok: $case after step 10: saved step $S, left at $X with status 0, resumed bit-identical"
+	echo "ok: $case after step 10: emergency step $E (last save $S), left at $X with status 0, resumed bit-identical"
 	[ "$case" != TERM-preload ] || [ -z "$psm" ] || echo "   (libinfinipath and its SIGTERM handler were loaded before libckpt)"
 done
