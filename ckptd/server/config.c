@@ -79,17 +79,6 @@ static const cfg_entry table[] = {
 #define NENTRIES (sizeof(table) / sizeof(table[0]))
 _Static_assert(NENTRIES <= sizeof(((ckptd_config *)0)->source), "source[] too small");
 
-static void errf(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t cap, const char *fmt, ...)
-{
-	if (!err || !cap)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, cap, fmt, ap);
-	va_end(ap);
-}
-
 static int set_str(char **slot, const char *v)
 {
 	char *c = NULL;
@@ -207,11 +196,11 @@ static int apply(ckptd_config *cfg, const cfg_entry *e, const char *v, int src, 
 	const char *expect = "";
 	int r = set_field(cfg, e, v, &expect);
 	if (r == -ENOMEM) {
-		errf(err, errcap, "out of memory");
+		ckpt__errf(err, errcap, "out of memory");
 		return r;
 	}
 	if (r < 0) {
-		errf(err, errcap, "invalid value '%s' for --%s (from %s): expected %s", v, e->name, where, expect);
+		ckpt__errf(err, errcap, "invalid value '%s' for --%s (from %s): expected %s", v, e->name, where, expect);
 		return -EINVAL;
 	}
 	cfg->source[e - table] = (uint8_t)src;
@@ -223,7 +212,7 @@ static int load_file(ckptd_config *cfg, const char *path, char *err, size_t errc
 	FILE *f = fopen(path, "re");
 	if (!f) {
 		int e = errno;
-		errf(err, errcap, "cannot open config file %s (--config): %s", path, strerror(e));
+		ckpt__errf(err, errcap, "cannot open config file %s (--config): %s", path, strerror(e));
 		return -e;
 	}
 	char line[4200], where[300];
@@ -235,13 +224,13 @@ static int load_file(ckptd_config *cfg, const char *path, char *err, size_t errc
 		if (kv == 0)
 			continue;
 		if (kv < 0) {
-			errf(err, errcap, "%s:%d: expected `name = value`", path, lineno);
+			ckpt__errf(err, errcap, "%s:%d: expected `name = value`", path, lineno);
 			r = -EINVAL;
 			break;
 		}
 		const cfg_entry *e = find(s, strlen(s));
 		if (!e || !strcmp(e->name, "config")) {
-			errf(err, errcap, "%s:%d: unknown setting '%s'", path, lineno, s);
+			ckpt__errf(err, errcap, "%s:%d: unknown setting '%s'", path, lineno, s);
 			r = -EINVAL;
 			break;
 		}
@@ -305,20 +294,20 @@ int ckptd_config_parse(ckptd_config *cfg, int argc, char **argv, char *err, size
 			continue;
 		}
 		if (strncmp(a, "--", 2) != 0) {
-			errf(err, errcap, "unexpected argument '%s' (settings are --name value)", a);
+			ckpt__errf(err, errcap, "unexpected argument '%s' (settings are --name value)", a);
 			return -EINVAL;
 		}
 		const char *name = a + 2, *eq = strchr(name, '=');
 		size_t n = eq ? (size_t)(eq - name) : strlen(name);
 		if (is_secret_flag(name, n)) {
 			/* Not echoing the value: it is the secret. */
-			errf(err, errcap, "--%.*s: secrets are not accepted on the command line (visible in ps); use --token-file FILE or the CKPT_TOKEN variable",
+			ckpt__errf(err, errcap, "--%.*s: secrets are not accepted on the command line (visible in ps); use --token-file FILE or the CKPT_TOKEN variable",
 			     (int)n, name);
 			return -EINVAL;
 		}
 		const cfg_entry *e = find(name, n);
 		if (!e) {
-			errf(err, errcap, "unknown setting --%.*s (see ckptd --help)", (int)n, name);
+			ckpt__errf(err, errcap, "unknown setting --%.*s (see ckptd --help)", (int)n, name);
 			return -EINVAL;
 		}
 		const char *v;
@@ -327,7 +316,7 @@ int ckptd_config_parse(ckptd_config *cfg, int argc, char **argv, char *err, size
 		else if (i + 1 < argc)
 			v = argv[++i];
 		else {
-			errf(err, errcap, "--%s needs a value", e->name);
+			ckpt__errf(err, errcap, "--%s needs a value", e->name);
 			return -EINVAL;
 		}
 		if ((r = apply(cfg, e, v, CKPTD_SRC_FLAG, "command line", err, errcap)) < 0)

@@ -485,31 +485,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	return ret;
 }
 
-static void errf(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t cap, const char *fmt, ...)
-{
-	if (!err || !cap)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, cap, fmt, ap);
-	va_end(ap);
-}
-
 /* Binds exactly the address given (no wildcard fallback) and listens. */
 static int bind_listen(const char *addr, char *err, size_t errcap)
 {
 	ckptd_addr a;
 	const char *why = NULL;
 	if (ckptd_addr_parse(addr, CKPTD_ADDR_TCP, &a, &why) < 0) {
-		errf(err, errcap, "--metrics-listen %s: %s", addr, why ? why : "expected host:port");
+		ckpt__errf(err, errcap, "--metrics-listen %s: %s", addr, why ? why : "expected host:port");
 		return -EINVAL;
 	}
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
 	struct addrinfo *res = NULL;
 	int g = getaddrinfo(a.host, a.port, &hints, &res);
 	if (g != 0) {
-		errf(err, errcap, "--metrics-listen %s: cannot resolve %s: %s", addr, a.host, gai_strerror(g));
+		ckpt__errf(err, errcap, "--metrics-listen %s: cannot resolve %s: %s", addr, a.host, gai_strerror(g));
 		return -EINVAL;
 	}
 	int fd = -1, r = -EADDRNOTAVAIL;
@@ -531,7 +520,7 @@ static int bind_listen(const char *addr, char *err, size_t errcap)
 	}
 	freeaddrinfo(res);
 	if (fd < 0) {
-		errf(err, errcap, "--metrics-listen %s: cannot listen there: %s", addr, strerror(-r));
+		ckpt__errf(err, errcap, "--metrics-listen %s: cannot listen there: %s", addr, strerror(-r));
 		return r;
 	}
 	return fd;
@@ -544,7 +533,7 @@ static int bind_listen(const char *addr, char *err, size_t errcap)
 int ckptd_metrics_serve(ckptd_metrics *m, const char *addr, char *err, size_t errcap)
 {
 	if (m->httpd) {
-		errf(err, errcap, "--metrics-listen: already serving");
+		ckpt__errf(err, errcap, "--metrics-listen: already serving");
 		return -EINVAL;
 	}
 	int fd = bind_listen(addr, err, errcap);
@@ -559,7 +548,7 @@ int ckptd_metrics_serve(ckptd_metrics *m, const char *addr, char *err, size_t er
 	                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_IDLE_S, MHD_OPTION_END);
 	if (!m->httpd) {
 		close(fd);
-		errf(err, errcap, "--metrics-listen %s: the HTTP server (libmicrohttpd) did not start", addr);
+		ckpt__errf(err, errcap, "--metrics-listen %s: the HTTP server (libmicrohttpd) did not start", addr);
 		return -EIO;
 	}
 	CKPTD_INFO(m->log, NULL, NULL, "metrics at http://%s/metrics", addr);

@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -226,4 +227,14 @@ int ckpt__shard_path(char *out, size_t cap, const char *root, const char *job, u
 	int n = snprintf(out, cap, "%s/jobs/%s/v%020llu/r%06u.ckpt", root, job,
 	                 (unsigned long long)version, rank);
 	return (n < 0 || (size_t)n >= cap) ? -ENAMETOOLONG : 0;
+}
+
+void ckpt__errf(char *buf, size_t cap, const char *fmt, ...)
+{
+	if (!buf || !cap)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, cap, fmt, ap);
+	va_end(ap);
 }

@@ -78,6 +78,10 @@ size_t ckpt__utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 /* Splits one "name = value  # comment" line in place. Returns 1 and sets
  * *key and *val (both trimmed, NUL-terminated inside line) for a setting,
  * 0 for a blank or comment line, -1 when there is no '='. */
+/* Writes a message into a caller's error buffer (buf may be NULL or cap 0:
+ * nothing is written). For functions that explain a refusal in text. */
+void ckpt__errf(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 int ckpt__kv_split(char *line, char **key, char **val);
 
 /* ---- files ---- */

@@ -15,17 +15,6 @@
 #include <unistd.h>
 #include <zstd.h>
 
-static void say(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *why, size_t cap, const char *fmt, ...)
-{
-	if (!why || !cap)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, cap, fmt, ap);
-	va_end(ap);
-}
-
 int ckpt__chunk_verify(const ckpt_fmt_footer *f, uint64_t ci, const uint8_t *stored, ckpt_chunk_scratch *cs,
                        const uint8_t **raw, char *why, size_t cap)
 {
@@ -44,7 +33,7 @@ int ckpt__chunk_verify(const ckpt_fmt_footer *f, uint64_t ci, const uint8_t *sto
 		if (!cs->dctx || !cs->plain || (elem > 1 && !cs->shuf))
 			return -ENOMEM;
 		if (ckpt_kern_decompress(cs->dctx, cs->plain, c->raw_len, stored, c->stored_len, elem, cs->shuf) < 0) {
-			say(why, cap, "region '%s' chunk %llu: compressed data does not decode", r->name,
+			ckpt__errf(why, cap, "region '%s' chunk %llu: compressed data does not decode", r->name,
 			    (unsigned long long)k);
 			return -CKPT_ECORRUPT;
 		}
@@ -52,7 +41,7 @@ int ckpt__chunk_verify(const ckpt_fmt_footer *f, uint64_t ci, const uint8_t *sto
 	}
 	uint64_t sum = ckpt_kern_checksum(data, c->raw_len);
 	if (sum != c->checksum) {
-		say(why, cap, "region '%s' chunk %llu: checksum mismatch (stored %016llx, computed %016llx)", r->name,
+		ckpt__errf(why, cap, "region '%s' chunk %llu: checksum mismatch (stored %016llx, computed %016llx)", r->name,
 		    (unsigned long long)k, (unsigned long long)c->checksum, (unsigned long long)sum);
 		return -CKPT_ECORRUPT;
 	}
@@ -79,14 +68,14 @@ int ckpt__chunks_read_mem(const uint8_t *img, uint64_t len, const ckpt_shard *s,
 		const ckpt_fmt_chunk *c;
 		const uint8_t *raw;
 		if (ci >= f->chunk_count) {
-			say(why, cap, "chunk %llu is not in the shard", (unsigned long long)ci);
+			ckpt__errf(why, cap, "chunk %llu is not in the shard", (unsigned long long)ci);
 			err = -EINVAL;
 			break;
 		}
 		c = &f->chunks[ci];
 		/* The parser checked these against the image; nothing is read outside it. */
 		if (c->offset > len || c->stored_len > len - c->offset || c->raw_len > f->chunk_bytes) {
-			say(why, cap, "chunk %llu lies outside the image", (unsigned long long)ci);
+			ckpt__errf(why, cap, "chunk %llu lies outside the image", (unsigned long long)ci);
 			err = -CKPT_ECORRUPT;
 			break;
 		}
@@ -111,7 +100,7 @@ static int done_one(const ckpt_shard *s, rslot *sl, ckpt_chunk_scratch *cs, ckpt
 	const ckpt_fmt_chunk *c = &f->chunks[sl->chunk];
 	const uint8_t *raw;
 	if (sl->io.result < 0) {
-		say(why, cap, "chunk %llu: read error: %s", (unsigned long long)sl->chunk, strerror(-sl->io.result));
+		ckpt__errf(why, cap, "chunk %llu: read error: %s", (unsigned long long)sl->chunk, strerror(-sl->io.result));
 		return sl->io.result;
 	}
 	CKPT_TRY(ckpt__chunk_verify(f, sl->chunk, sl->buf, cs, &raw, why, cap));
@@ -150,13 +139,13 @@ int ckpt__chunks_read_file(const char *path, const ckpt_shard *s, const ckpt_chu
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		err = -errno;
-		say(why, cap, "cannot open %s: %s", path, strerror(errno));
+		ckpt__errf(why, cap, "cannot open %s: %s", path, strerror(errno));
 		goto out;
 	}
 	ckpt_backend_params bp = { sizeof(bp), nb + 2 };
 	int fell_back, uerr;
 	if ((err = ckpt_backend_open(o ? o->backend : NULL, &bp, &be, &fell_back, &uerr)) < 0) {
-		say(why, cap, "no storage backend: %s", strerror(-err));
+		ckpt__errf(why, cap, "no storage backend: %s", strerror(-err));
 		goto out;
 	}
 	size_t next = 0, nfree = nb;
@@ -165,7 +154,7 @@ int ckpt__chunks_read_file(const char *path, const ckpt_shard *s, const ckpt_chu
 		while (!err && nfree && next < n) {
 			uint64_t ci = chunks[next];
 			if (ci >= f->chunk_count) {
-				say(why, cap, "chunk %llu is not in the shard", (unsigned long long)ci);
+				ckpt__errf(why, cap, "chunk %llu is not in the shard", (unsigned long long)ci);
 				err = -EINVAL;
 				break;
 			}
@@ -180,7 +169,7 @@ int ckpt__chunks_read_file(const char *path, const ckpt_shard *s, const ckpt_chu
 			sl->io.off = c->offset;
 			sl->io.user = sl;
 			if ((err = be->ops->submit(be, &sl->io)) < 0) {
-				say(why, cap, "read of chunk %llu: %s", (unsigned long long)ci, strerror(-err));
+				ckpt__errf(why, cap, "read of chunk %llu: %s", (unsigned long long)ci, strerror(-err));
 				nfree++;
 				break;
 			}

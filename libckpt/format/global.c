@@ -146,17 +146,6 @@ out:
 	return r;
 }
 
-static void say(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *why, size_t cap, const char *fmt, ...)
-{
-	if (!why || !cap)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, cap, fmt, ap);
-	va_end(ap);
-}
-
 static int shape_str(char *out, size_t cap, uint8_t nd, const uint64_t *v)
 {
 	size_t k = 0;
@@ -181,7 +170,7 @@ static int build_tensor(ckpt_gview *v, ckpt_gtensor *t, const gentry *e, uint32_
 	t->pieces = out;
 	size_t es = ckpt__dtype_size(r0->dtype);
 	if (!es) {
-		say(why, cap, "region '%s' (rank %u): dtype %u is not valid", r0->name, e[0].rank, r0->dtype);
+		ckpt__errf(why, cap, "region '%s' (rank %u): dtype %u is not valid", r0->name, e[0].rank, r0->dtype);
 		return -CKPT_ECORRUPT;
 	}
 	for (uint32_t i = 0; i < n; i++) {
@@ -190,7 +179,7 @@ static int build_tensor(ckpt_gview *v, ckpt_gtensor *t, const gentry *e, uint32_
 		    memcmp(r->global_shape, r0->global_shape, r0->ndim * sizeof(uint64_t))) {
 			shape_str(a, sizeof(a), r0->ndim, r0->global_shape);
 			shape_str(b, sizeof(b), r->ndim, r->global_shape);
-			say(why, cap, "region '%s': rank %u holds %s %s, rank %u holds %s %s: shapes disagree", r0->name,
+			ckpt__errf(why, cap, "region '%s': rank %u holds %s %s, rank %u holds %s %s: shapes disagree", r0->name,
 			    e[0].rank, ckpt_dtype_name(r0->dtype), a, e[i].rank, ckpt_dtype_name(r->dtype), b);
 			return -CKPT_ECORRUPT;
 		}
@@ -215,7 +204,7 @@ static int build_tensor(ckpt_gview *v, ckpt_gtensor *t, const gentry *e, uint32_
 			pe *= out[i].ext[d]; /* <= elems: extents within the shape (decoder) */
 		if (__builtin_mul_overflow(pe, (uint64_t)es, &pb) || pb != e[i].r->bytes) {
 			shape_str(a, sizeof(a), t->ndim, out[i].ext);
-			say(why, cap, "region '%s' rank %u: %llu bytes for extents %s of %s", t->name, out[i].rank,
+			ckpt__errf(why, cap, "region '%s' rank %u: %llu bytes for extents %s of %s", t->name, out[i].rank,
 			    (unsigned long long)e[i].r->bytes, a, ckpt_dtype_name(t->dtype));
 			return -CKPT_ECORRUPT;
 		}
@@ -227,7 +216,7 @@ static int build_tensor(ckpt_gview *v, ckpt_gtensor *t, const gentry *e, uint32_
 		if (k && same_box(&out[k - 1], &out[i], t->ndim)) {
 			if (!same_bytes(v, &out[k - 1], &out[i])) {
 				shape_str(a, sizeof(a), t->ndim, out[i].off);
-				say(why, cap, "region '%s': ranks %u and %u both hold the piece at %s with different bytes",
+				ckpt__errf(why, cap, "region '%s': ranks %u and %u both hold the piece at %s with different bytes",
 				    t->name, out[k - 1].rank, out[i].rank, a);
 				return -CKPT_ECORRUPT;
 			}
@@ -259,14 +248,14 @@ static int build_tensor(ckpt_gview *v, ckpt_gtensor *t, const gentry *e, uint32_
 	if (r > 0) {
 		shape_str(a, sizeof(a), t->ndim, out[sc.a].off);
 		shape_str(b, sizeof(b), t->ndim, out[sc.b].off);
-		say(why, cap, "region '%s': the pieces of rank %u (at %s) and rank %u (at %s) overlap", t->name,
+		ckpt__errf(why, cap, "region '%s': the pieces of rank %u (at %s) and rank %u (at %s) overlap", t->name,
 		    out[sc.a].rank, a, out[sc.b].rank, b);
 		return -CKPT_ECORRUPT;
 	}
 	t->missing = elems - sum; /* disjoint now, so sum <= elems */
 	return 0;
 too_big:
-	say(why, cap, "region '%s': global shape too large", r0->name);
+	ckpt__errf(why, cap, "region '%s': global shape too large", r0->name);
 	return -CKPT_ECORRUPT;
 }
 

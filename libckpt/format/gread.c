@@ -10,17 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static void say(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *why, size_t cap, const char *fmt, ...)
-{
-	if (!why || !cap)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, cap, fmt, ap);
-	va_end(ap);
-}
-
 /* One piece's part of a box read. A run is the longest stretch contiguous
  * both in the piece and in the box: dimensions m.. of the intersection;
  * runs are enumerated by their index in dimensions 0..m-1, in increasing
@@ -132,7 +121,7 @@ static int read_piece(const ckpt_gview *v, const ckpt_gtensor *t, const ckpt_gpi
 	}
 	int err = src->read(src->self, p->rank, list, n, box_chunk, &b, why, cap);
 	if (err == 0 && b.got != n) {
-		say(why, cap, "region '%s' rank %u: %llu of %zu chunks delivered", t->name, p->rank,
+		ckpt__errf(why, cap, "region '%s' rank %u: %llu of %zu chunks delivered", t->name, p->rank,
 		    (unsigned long long)b.got, n);
 		err = -CKPT_ECORRUPT;
 	}
@@ -149,7 +138,7 @@ int ckpt__gread_box(const ckpt_gview *v, const ckpt_gtensor *t, const uint64_t *
 		return -EINVAL;
 	for (uint8_t d = 0; d < nd; d++) {
 		if (lo[d] > t->shape[d] || cnt[d] > t->shape[d] - lo[d]) {
-			say(why, cap, "region '%s': the box is outside the shape in dimension %u", t->name, d);
+			ckpt__errf(why, cap, "region '%s': the box is outside the shape in dimension %u", t->name, d);
 			return -EINVAL;
 		}
 		want *= cnt[d];
@@ -179,7 +168,7 @@ int ckpt__gread_box(const ckpt_gview *v, const ckpt_gtensor *t, const uint64_t *
 		for (uint8_t d = 0; d < nd && k < sizeof(b); d++)
 			k += (size_t)snprintf(b + k, sizeof(b) - k, "%s%llu..%llu", d ? "," : "", (unsigned long long)lo[d],
 			                      (unsigned long long)(lo[d] + cnt[d]));
-		say(why, cap, "region '%s': %llu of the %llu elements of [%s] are in no saved shard", t->name,
+		ckpt__errf(why, cap, "region '%s': %llu of the %llu elements of [%s] are in no saved shard", t->name,
 		    (unsigned long long)(want - have), (unsigned long long)want, b);
 		return -CKPT_EMISMATCH;
 	}
@@ -192,7 +181,7 @@ int ckpt__gread_blob(const ckpt_gview *v, const ckpt_gtensor *t, const ckpt_gpie
 	const ckpt_fmt_footer *f = v->footers[p->rank];
 	const ckpt_fmt_region *r = &f->regions[p->region];
 	if (off > r->bytes || len > r->bytes - off) {
-		say(why, cap, "region '%s' rank %u: bytes %llu..%llu are beyond its %llu", t->name, p->rank,
+		ckpt__errf(why, cap, "region '%s' rank %u: bytes %llu..%llu are beyond its %llu", t->name, p->rank,
 		    (unsigned long long)off, (unsigned long long)(off + len), (unsigned long long)r->bytes);
 		return -EINVAL;
 	}
@@ -209,7 +198,7 @@ int ckpt__gread_blob(const ckpt_gview *v, const ckpt_gtensor *t, const ckpt_gpie
 		list[n++] = r->chunk_first + k;
 	int err = src->read(src->self, p->rank, list, n, box_chunk, &b, why, cap);
 	if (err == 0 && b.got != n) {
-		say(why, cap, "region '%s' rank %u: %llu of %zu chunks delivered", t->name, p->rank,
+		ckpt__errf(why, cap, "region '%s' rank %u: %llu of %zu chunks delivered", t->name, p->rank,
 		    (unsigned long long)b.got, n);
 		err = -CKPT_ECORRUPT;
 	}
@@ -306,7 +295,7 @@ int ckpt__gread_range(const ckpt_gview *v, const ckpt_gtensor *t, uint64_t off, 
 		return ckpt__gread_blob(v, t, p ? p : &t->pieces[0], off, len, src, put, arg, why, cap);
 	}
 	if (off > t->bytes || len > t->bytes - off) {
-		say(why, cap, "region '%s': bytes %llu..%llu are beyond its %llu", t->name, (unsigned long long)off,
+		ckpt__errf(why, cap, "region '%s': bytes %llu..%llu are beyond its %llu", t->name, (unsigned long long)off,
 		    (unsigned long long)(off + len), (unsigned long long)t->bytes);
 		return -EINVAL;
 	}

@@ -28,17 +28,6 @@ struct ckpt_view {
 	char why[512];
 };
 
-static void say(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *why, size_t cap, const char *fmt, ...)
-{
-	if (!why || !cap)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, cap, fmt, ap);
-	va_end(ap);
-}
-
 void ckpt_view_close(ckpt_view *v)
 {
 	if (!v)
@@ -64,7 +53,7 @@ static int pick_version(ckpt_index *ix, const char *job, uint64_t version, ckpt_
 		CKPT_TRY(ckpt__index_select(ix, job, CKPT_STATE_COMMITTED, 0, &vs, &n));
 		if (!n) {
 			free(vs);
-			say(why, cap, "job %s has no committed version", job);
+			ckpt__errf(why, cap, "job %s has no committed version", job);
 			return -CKPT_ENOVERSION;
 		}
 		version = vs[n - 1];
@@ -72,12 +61,12 @@ static int pick_version(ckpt_index *ix, const char *job, uint64_t version, ckpt_
 	}
 	int err = ckpt__index_get(ix, job, version, rec);
 	if (err == -ENOENT || (err == 0 && rec->state != CKPT_STATE_COMMITTED)) {
-		say(why, cap, "job %s version %llu is %s", job, (unsigned long long)version,
+		ckpt__errf(why, cap, "job %s version %llu is %s", job, (unsigned long long)version,
 		    err ? "not in the index" : ckpt_state_name(rec->state));
 		return -CKPT_ENOVERSION;
 	}
 	if (err < 0) {
-		say(why, cap, "index: %s", ckpt_strerror(err));
+		ckpt__errf(why, cap, "index: %s", ckpt_strerror(err));
 		return err;
 	}
 	*out = version;
@@ -90,19 +79,19 @@ static int open_rank(ckpt_view *v, ckpt_index *ix, const char *root, uint32_t r,
 	ckpt_idx_shard rec;
 	int err = ckpt__index_get_shard(ix, v->job, v->version, r, &rec);
 	if (err < 0) {
-		say(why, cap, "rank %u: no shard record in the index", r);
+		ckpt__errf(why, cap, "rank %u: no shard record in the index", r);
 		return -CKPT_ECORRUPT;
 	}
 	CKPT_TRY(ckpt__shard_path(v->paths[r], sizeof(v->paths[r]), root, v->job, v->version, r));
 	if ((err = ckpt__shard_open(v->paths[r], &v->shards[r], w, sizeof(w))) < 0) {
-		say(why, cap, "rank %u: %s", r, w);
+		ckpt__errf(why, cap, "rank %u: %s", r, w);
 		v->shards[r].fd = -1;
 		return err == -ENOENT ? -CKPT_ECORRUPT : err;
 	}
 	const ckpt_fmt_header *h = &v->shards[r].header;
 	if (h->version != v->version || h->rank != r || h->world_size != v->world || strcmp(h->job, v->job) ||
 	    v->shards[r].tail.footer_checksum != rec.footer_checksum) {
-		say(why, cap, "%s is not the shard the index recorded", v->paths[r]);
+		ckpt__errf(why, cap, "%s is not the shard the index recorded", v->paths[r]);
 		return -CKPT_ECORRUPT;
 	}
 	v->footers[r] = &v->shards[r].footer;
@@ -123,7 +112,7 @@ int ckpt_view_open(const char *root, const char *job, uint64_t version, ckpt_vie
 	if (!root || !job)
 		return -EINVAL;
 	if (ckpt__job_valid(job) < 0) {
-		say(why, whycap, "'%s' is not a valid job id", job);
+		ckpt__errf(why, whycap, "'%s' is not a valid job id", job);
 		return -CKPT_ENAME;
 	}
 	/* Open, never create: a mistyped root is an error, not a new index. */
@@ -131,7 +120,7 @@ int ckpt_view_open(const char *root, const char *job, uint64_t version, ckpt_vie
 		return -ENAMETOOLONG;
 	if (stat(ixdir, &st) < 0) {
 		err = -errno;
-		say(why, whycap, "%s: %s", ixdir, strerror(errno));
+		ckpt__errf(why, whycap, "%s: %s", ixdir, strerror(errno));
 		return err;
 	}
 	ckpt_view *v = calloc(1, sizeof(*v));
@@ -141,7 +130,7 @@ int ckpt_view_open(const char *root, const char *job, uint64_t version, ckpt_vie
 	v->direct = 1;
 	ckpt__logger_init(&lg, job, -1);
 	if ((err = ckpt__index_open(root, &lg, &ix)) < 0) {
-		say(why, whycap, "index of %s: %s", root, ckpt_strerror(err));
+		ckpt__errf(why, whycap, "index of %s: %s", root, ckpt_strerror(err));
 		goto fail;
 	}
 	if ((err = pick_version(ix, job, version, &rec, &v->version, why, whycap)) < 0)
@@ -295,7 +284,7 @@ int ckpt_view_read_box(ckpt_view *v, size_t i, const uint64_t *lo, const uint64_
 	const ckpt_gtensor *t = &v->g.tensors[i];
 	v->why[0] = 0;
 	if (!t->ndim) {
-		say(v->why, sizeof(v->why), "region '%s' is a blob (no shape): read it with ckpt_view_read", t->name);
+		ckpt__errf(v->why, sizeof(v->why), "region '%s' is a blob (no shape): read it with ckpt_view_read", t->name);
 		return -EINVAL;
 	}
 	uint64_t need = ckpt__dtype_size(t->dtype);
@@ -303,7 +292,7 @@ int ckpt_view_read_box(ckpt_view *v, size_t i, const uint64_t *lo, const uint64_
 		if (__builtin_mul_overflow(need, cnt[d], &need))
 			return -EOVERFLOW;
 	if (need > cap) {
-		say(v->why, sizeof(v->why), "the box needs %llu bytes, the buffer holds %zu", (unsigned long long)need,
+		ckpt__errf(v->why, sizeof(v->why), "the box needs %llu bytes, the buffer holds %zu", (unsigned long long)need,
 		    cap);
 		return -EOVERFLOW;
 	}

@@ -50,17 +50,6 @@ static const char LABEL_C2S[] = "ckptd v1 key client to server";
 static const char LABEL_S2C[] = "ckptd v1 key server to client";
 static const char LABEL_JOB[] = "ckptd v1 job key";
 
-static void errf(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t cap, const char *fmt, ...)
-{
-	if (!err || !cap)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, cap, fmt, ap);
-	va_end(ap);
-}
-
 static int sodium_ready(void)
 {
 	return sodium_init() < 0 ? -EIO : 0;
@@ -103,16 +92,16 @@ int ckptd_secret_parse(const uint8_t *bytes, size_t len, ckptd_secret **out, cha
 	while (len && (bytes[len - 1] == '\n' || bytes[len - 1] == '\r'))
 		len--;
 	if (len < CKPTD_SECRET_MIN) {
-		errf(err, errcap, "secret too short: %zu bytes, at least %d needed", len, CKPTD_SECRET_MIN);
+		ckpt__errf(err, errcap, "secret too short: %zu bytes, at least %d needed", len, CKPTD_SECRET_MIN);
 		return -EINVAL;
 	}
 	if (len > CKPTD_SECRET_MAX) {
-		errf(err, errcap, "secret too long: more than %d bytes", CKPTD_SECRET_MAX);
+		ckpt__errf(err, errcap, "secret too long: more than %d bytes", CKPTD_SECRET_MAX);
 		return -EINVAL;
 	}
 	r = secret_new(bytes, len, out);
 	if (r < 0)
-		errf(err, errcap, "out of memory");
+		ckpt__errf(err, errcap, "out of memory");
 	return r;
 }
 
@@ -120,7 +109,7 @@ int ckptd_secret_load_file(const char *path, ckptd_secret **out, char *err, size
 {
 	*out = NULL;
 	if (!path || !*path) {
-		errf(err, errcap, "no token file given");
+		ckpt__errf(err, errcap, "no token file given");
 		return -EINVAL;
 	}
 	/* Checks are made on the open descriptor, so the file cannot be
@@ -129,7 +118,7 @@ int ckptd_secret_load_file(const char *path, ckptd_secret **out, char *err, size
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
 		int e = errno;
-		errf(err, errcap, "cannot open token file %s: %s", path, strerror(e));
+		ckpt__errf(err, errcap, "cannot open token file %s: %s", path, strerror(e));
 		return -e;
 	}
 	uint8_t *buf = NULL;
@@ -138,29 +127,29 @@ int ckptd_secret_load_file(const char *path, ckptd_secret **out, char *err, size
 	struct stat st;
 	if (fstat(fd, &st) < 0) {
 		r = -errno;
-		errf(err, errcap, "cannot stat token file %s: %s", path, strerror(-r));
+		ckpt__errf(err, errcap, "cannot stat token file %s: %s", path, strerror(-r));
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		errf(err, errcap, "token file %s is not a regular file", path);
+		ckpt__errf(err, errcap, "token file %s is not a regular file", path);
 		r = -EINVAL;
 		goto out;
 	}
 	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-		errf(err, errcap, "token file %s is accessible by group or others (mode %04o): "
+		ckpt__errf(err, errcap, "token file %s is accessible by group or others (mode %04o): "
 		     "refusing it; make it mode 0600 (chmod 600 %s)", path, (unsigned)(st.st_mode & 07777), path);
 		r = -EPERM;
 		goto out;
 	}
 	if (st.st_uid != geteuid() && st.st_uid != 0) {
-		errf(err, errcap, "token file %s is owned by uid %u, neither this user (uid %u) nor root: refusing it",
+		ckpt__errf(err, errcap, "token file %s is owned by uid %u, neither this user (uid %u) nor root: refusing it",
 		     path, (unsigned)st.st_uid, (unsigned)geteuid());
 		r = -EPERM;
 		goto out;
 	}
 	buf = malloc(cap);
 	if (!buf) {
-		errf(err, errcap, "out of memory");
+		ckpt__errf(err, errcap, "out of memory");
 		r = -ENOMEM;
 		goto out;
 	}
@@ -171,7 +160,7 @@ int ckptd_secret_load_file(const char *path, ckptd_secret **out, char *err, size
 			continue;
 		if (k < 0) {
 			r = -errno;
-			errf(err, errcap, "cannot read token file %s: %s", path, strerror(-r));
+			ckpt__errf(err, errcap, "cannot read token file %s: %s", path, strerror(-r));
 			goto out;
 		}
 		if (k == 0)
@@ -183,7 +172,7 @@ int ckptd_secret_load_file(const char *path, ckptd_secret **out, char *err, size
 		/* Say which file; the parser's text names no content. */
 		char why[160];
 		snprintf(why, sizeof(why), "%s", err);
-		errf(err, errcap, "token file %s: %s", path, why);
+		ckpt__errf(err, errcap, "token file %s: %s", path, why);
 	}
 out:
 	if (buf) {
@@ -202,14 +191,14 @@ int ckptd_secret_load_env(const char *name, ckptd_secret **out, char *err, size_
 		name = CKPTD_TOKEN_ENV;
 	const char *v = getenv(name);
 	if (!v || !*v) {
-		errf(err, errcap, "%s is not set: no secret to authenticate with", name);
+		ckpt__errf(err, errcap, "%s is not set: no secret to authenticate with", name);
 		return -ENOKEY;
 	}
 	int r = ckptd_secret_parse((const uint8_t *)v, strlen(v), out, err, errcap);
 	if (r < 0 && err && errcap) {
 		char why[160];
 		snprintf(why, sizeof(why), "%s", err);
-		errf(err, errcap, "%s: %s", name, why);
+		ckpt__errf(err, errcap, "%s: %s", name, why);
 	}
 	return r;
 }

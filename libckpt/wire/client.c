@@ -155,20 +155,9 @@ static int recv_msg(ckptd_client *c, ckptd_msg *m, int sealed, uint64_t deadline
 	}
 }
 
-static void errf(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t cap, const char *fmt, ...)
-{
-	if (!err || !cap)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, cap, fmt, ap);
-	va_end(ap);
-}
-
 static int refusal(const ckptd_msg *m, char *err, size_t errcap)
 {
-	errf(err, errcap, "refused by the daemon: error %u%s%s", m->u.error.code, m->u.error.text[0] ? ": " : "",
+	ckpt__errf(err, errcap, "refused by the daemon: error %u%s%s", m->u.error.code, m->u.error.text[0] ? ": " : "",
 	     m->u.error.text);
 	switch (m->u.error.code) {
 	case CKPTD_ERR_AUTH: return -EACCES;
@@ -188,11 +177,11 @@ int ckptd_client_connect(const char *addr, const char *job, uint32_t role, const
 	int r;
 	*out = NULL;
 	if (!secret) {
-		errf(err, errcap, "no secret: set --token-file or CKPT_TOKEN");
+		ckpt__errf(err, errcap, "no secret: set --token-file or CKPT_TOKEN");
 		return -ENOKEY;
 	}
 	if (ckptd_addr_parse(addr, CKPTD_ADDR_UNIX | CKPTD_ADDR_TCP, &a, &why) < 0) {
-		errf(err, errcap, "daemon address '%s': %s", addr ? addr : "", why);
+		ckpt__errf(err, errcap, "daemon address '%s': %s", addr ? addr : "", why);
 		return -EINVAL;
 	}
 	if (timeout_ms <= 0)
@@ -211,12 +200,12 @@ int ckptd_client_connect(const char *addr, const char *job, uint32_t role, const
 	m.u.hello.role = role;
 	snprintf(m.u.hello.job, sizeof(m.u.hello.job), "%s", job ? job : "");
 	if ((r = ckptd_auth_client_start(c->auth, secret, role, job, m.u.hello.nonce)) < 0) {
-		errf(err, errcap, "role and job do not go together, or the job id is invalid");
+		ckpt__errf(err, errcap, "role and job do not go together, or the job id is invalid");
 		goto fail;
 	}
 	if ((c->fd = ckptd_addr_connect(&a, left_ms(deadline))) < 0) {
 		r = c->fd;
-		errf(err, errcap, "cannot connect to %s: %s", addr, strerror(-r));
+		ckpt__errf(err, errcap, "cannot connect to %s: %s", addr, strerror(-r));
 		goto fail;
 	}
 	if ((r = send_msg(c, &m, 0, deadline)) < 0)
@@ -251,14 +240,14 @@ int ckptd_client_connect(const char *addr, const char *job, uint32_t role, const
 		goto io;
 	}
 	if ((r = ckptd_auth_client_verify_server(c->auth, m.u.auth_ok.mac)) < 0) {
-		errf(err, errcap, "the daemon at %s could not prove it knows the secret", addr);
+		ckpt__errf(err, errcap, "the daemon at %s could not prove it knows the secret", addr);
 		goto fail;
 	}
 	ckptd_msg_free(&m);
 	*out = c;
 	return 0;
 io:
-	errf(err, errcap, "handshake with %s failed: %s", addr,
+	ckpt__errf(err, errcap, "handshake with %s failed: %s", addr,
 	     r == -EPROTO ? "protocol error" : r == -CKPT_EFORMAT ? "protocol version mismatch" : strerror(-r));
 fail:
 	ckptd_msg_free(&m);
