@@ -78,14 +78,16 @@ done
 bytes=$(to_bytes "$size")
 [ "$bytes" -ge $((1 << 20)) ] || die "--size: at least 1M"
 mib=$(( (bytes + (1 << 20) - 1) >> 20 ))
-# Node pools and peer pools: two images each (the regular checkpoint and
-# the emergency one). A peer pool of one image cannot take the emergency
-# copy: the job's restore point there (the regular checkpoint, newest
-# committed at PEER_MEM) is never evicted, so every lease is refused and
-# the notice is never safe. Four nodes' pools at 1 GiB a rank need about
-# 22 GiB; --size 512M fits a machine with 16 GiB free.
+# Node pools: two images (the regular checkpoint and the emergency one).
+# Peer pools: three. The job's restore point in a peer pool (the regular
+# checkpoint, newest committed at PEER_MEM) is never evicted, and once n2
+# leaves placement three nodes take four ranks' emergency copies, so one of
+# them holds its restore-point copy and two emergency copies. With two
+# images that node refuses the second lease everywhere and the notice is
+# not safe (seen in about one run in three at 16 MiB). Four nodes' pools at
+# 1 GiB a rank need about 26 GiB; --size 512M fits a machine with 16 GiB free.
 [ -n "$pool" ] || pool=$(( mib * 2200 / 1024 ))M
-[ -n "$peer_pool" ] || peer_pool=$(( mib * 2200 / 1024 ))M
+[ -n "$peer_pool" ] || peer_pool=$(( mib * 3300 / 1024 ))M
 for v in "$pool" "$peer_pool"; do
 	[[ $v =~ ^[0-9]+[KkMmGg]?$ ]] || die "pool size '$v' is not a number with an optional K/M/G suffix"
 done
