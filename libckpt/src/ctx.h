@@ -218,7 +218,7 @@ uint64_t ckpt__lineage(uint64_t incarnation, uint64_t restored_plus_one);
 int ckpt__dev_regions(struct ckpt_ctx *ctx, void **ptrs, uint64_t *bytes, const char **names,
                       ckpt_dev_region **regs);
 
-/* save.c */
+/* pipeline.c */
 int ckpt__pipeline_start(struct ckpt_ctx *ctx);
 void ckpt__pipeline_stop(struct ckpt_ctx *ctx);
 /* Drops a reference (op->mu); the last one frees. */

@@ -61,6 +61,14 @@ int cli_daemon_ls(cli *c);
 /* 1 if cmd should ask the daemon (--daemon, or CKPT_DAEMON without --root),
  * 0 if not, or -EXIT_USAGE after a usage message. */
 int cli_use_daemon(cli *c, const char *cmd);
+/* Connects to c->daemon as the CLI (the job's secret when job is named); on
+ * failure says why on stderr, never with the token, and returns EXIT_ERROR. */
+struct ckptd_client;
+int cli_daemon_connect(cli *c, const char *cmd, const char *job, struct ckptd_client **out);
+/* Sends req; returns EXIT_OK with a reply of type want, else says why. */
+struct ckptd_msg;
+int cli_daemon_call(cli *c, const char *cmd, struct ckptd_client *cl, const struct ckptd_msg *req, uint16_t want,
+                    struct ckptd_msg *reply);
 int cli_daemon_show(cli *c);
 /* Every copy of a version, read by the agents that hold them. */
 int cli_daemon_verify(cli *c);

@@ -1,6 +1,6 @@
 /* Commands that ask a ckptd daemon instead of a local root: the --daemon
- * options; ls, show, rm, gc, verify and restore with --daemon; status,
- * stragglers, goodput and preempt. The CLI authenticates as CKPTD_ROLE_CLI, with the job's secret
+ * options; ls, show, rm, gc, verify and restore with --daemon; status.
+ * (stragglers, goodput and preempt: cmd_ops.c.) The CLI authenticates as CKPTD_ROLE_CLI, with the job's secret
  * (derived from the cluster token) when a job is named, else the cluster's. */
 #include "cli.h"
 #include "wire/client.h"
@@ -46,7 +46,7 @@ int cli_daemon_opt(cli *c, int argc, char **argv, int *i)
 
 /* Connects to c->daemon; on failure says why on stderr, never with the
  * token, and returns EXIT_ERROR. */
-static int daemon_connect(cli *c, const char *cmd, const char *job, ckptd_client **out)
+int cli_daemon_connect(cli *c, const char *cmd, const char *job, ckptd_client **out)
 {
 	ckptd_secret *cluster = NULL, *sec = NULL;
 	char why[256] = "";
@@ -89,8 +89,8 @@ static int daemon_connect(cli *c, const char *cmd, const char *job, ckptd_client
 }
 
 /* Sends req; returns EXIT_OK with reply of type `want`, else says why. */
-static int daemon_call(cli *c, const char *cmd, ckptd_client *cl, const ckptd_msg *req, uint16_t want,
-                       ckptd_msg *reply)
+int cli_daemon_call(cli *c, const char *cmd, ckptd_client *cl, const ckptd_msg *req, uint16_t want,
+                    ckptd_msg *reply)
 {
 	int err = ckptd_client_call(cl, req, reply);
 	if (err < 0) {
@@ -154,7 +154,7 @@ static int each_version(cli *c, const char *cmd, ckptd_client *cl,
 		ckptd_msg req = { .type = CKPTD_MSG_LIST_VERSIONS }, rep;
 		snprintf(req.u.list_versions.job, sizeof(req.u.list_versions.job), "%s", c->job);
 		req.u.list_versions.start = start;
-		int rc = daemon_call(c, cmd, cl, &req, CKPTD_MSG_VERSIONS, &rep);
+		int rc = cli_daemon_call(c, cmd, cl, &req, CKPTD_MSG_VERSIONS, &rep);
 		if (rc)
 			return rc;
 		const ckptd_versions *vs = &rep.u.versions;
@@ -207,7 +207,7 @@ int cli_daemon_ls(cli *c)
 		return cli_usage("ls", c->job ? "invalid job id '%s'" : "--job is required with --daemon%s",
 		                 c->job ? c->job : "");
 	ckptd_client *cl = NULL;
-	int rc = daemon_connect(c, "ls", c->job, &cl);
+	int rc = cli_daemon_connect(c, "ls", c->job, &cl);
 	if (rc)
 		return rc;
 	if (c->json)
@@ -241,13 +241,13 @@ int cmd_status(cli *c, int argc, char **argv)
 	if (c->job && ckpt__job_valid(c->job) < 0)
 		return cli_usage("status", "invalid job id '%s'", c->job);
 	ckptd_client *cl = NULL;
-	int rc = daemon_connect(c, "status", c->job, &cl);
+	int rc = cli_daemon_connect(c, "status", c->job, &cl);
 	if (rc)
 		return rc;
 	ckptd_msg req = { .type = CKPTD_MSG_STATUS }, rep;
 	if (c->job)
 		snprintf(req.u.status.job, sizeof(req.u.status.job), "%s", c->job);
-	if ((rc = daemon_call(c, "status", cl, &req, CKPTD_MSG_STATUS_REPLY, &rep))) {
+	if ((rc = cli_daemon_call(c, "status", cl, &req, CKPTD_MSG_STATUS_REPLY, &rep))) {
 		ckptd_client_close(cl);
 		return rc;
 	}
@@ -379,7 +379,7 @@ int cli_daemon_show(cli *c)
 	if (ckpt__job_valid(c->job) < 0)
 		return cli_usage("show", "a valid --job is required");
 	ckptd_client *cl = NULL;
-	int rc = daemon_connect(c, "show", c->job, &cl);
+	int rc = cli_daemon_connect(c, "show", c->job, &cl);
 	if (rc)
 		return rc;
 	uint64_t v = c->version;
@@ -394,7 +394,7 @@ int cli_daemon_show(cli *c)
 		snprintf(req.u.show_version.job, sizeof(req.u.show_version.job), "%s", c->job);
 		req.u.show_version.version = v;
 		req.u.show_version.start = start;
-		if ((rc = daemon_call(c, "show", cl, &req, CKPTD_MSG_VERSION_DETAIL, &rep)))
+		if ((rc = cli_daemon_call(c, "show", cl, &req, CKPTD_MSG_VERSION_DETAIL, &rep)))
 			break;
 		const ckptd_version_detail *d = &rep.u.version_detail;
 		char tb[64], hb[32];
@@ -476,14 +476,14 @@ int cli_daemon_rm(cli *c, uint32_t tiers)
 	if (ckpt__job_valid(c->job) < 0)
 		return cli_usage("rm", "a valid --job is required");
 	ckptd_client *cl = NULL;
-	int rc = daemon_connect(c, "rm", c->job, &cl);
+	int rc = cli_daemon_connect(c, "rm", c->job, &cl);
 	if (rc)
 		return rc;
 	ckptd_msg req = { .type = CKPTD_MSG_DELETE_VERSION }, rep;
 	snprintf(req.u.delete_version.job, sizeof(req.u.delete_version.job), "%s", c->job);
 	req.u.delete_version.version = c->version;
 	req.u.delete_version.tiers = tiers;
-	if ((rc = daemon_call(c, "rm", cl, &req, CKPTD_MSG_OK, &rep)) == EXIT_OK) {
+	if ((rc = cli_daemon_call(c, "rm", cl, &req, CKPTD_MSG_OK, &rep)) == EXIT_OK) {
 		if (c->json)
 			printf("{\"version\": %llu, \"copies\": %u}\n", (unsigned long long)c->version, rep.u.ok.count);
 		else
@@ -504,7 +504,7 @@ int cli_daemon_gc(cli *c, long keep, long kdram, long kdisk, long long kevery)
 	if (ckpt__job_valid(c->job) < 0)
 		return cli_usage("gc", "a valid --job is required");
 	ckptd_client *cl = NULL;
-	int rc = daemon_connect(c, "gc", c->job, &cl);
+	int rc = cli_daemon_connect(c, "gc", c->job, &cl);
 	if (rc)
 		return rc;
 	ckptd_msg req = { .type = CKPTD_MSG_GC }, rep;
@@ -515,7 +515,7 @@ int cli_daemon_gc(cli *c, long keep, long kdram, long kdisk, long long kevery)
 		req.u.gc.keep_disk = keep_disk;
 		req.u.gc.keep_every = keep_every;
 	}
-	if ((rc = daemon_call(c, "gc", cl, &req, CKPTD_MSG_OK, &rep)) == EXIT_OK) {
+	if ((rc = cli_daemon_call(c, "gc", cl, &req, CKPTD_MSG_OK, &rep)) == EXIT_OK) {
 		if (c->json)
 			printf("{\"copies\": %u}\n", rep.u.ok.count);
 		else
@@ -550,7 +550,7 @@ static int collect_copies(cli *c, const char *cmd, ckptd_client *cl, uint64_t v,
 		snprintf(req.u.show_version.job, sizeof(req.u.show_version.job), "%s", c->job);
 		req.u.show_version.version = v;
 		req.u.show_version.start = start;
-		int rc = daemon_call(c, cmd, cl, &req, CKPTD_MSG_VERSION_DETAIL, &rep);
+		int rc = cli_daemon_call(c, cmd, cl, &req, CKPTD_MSG_VERSION_DETAIL, &rep);
 		if (rc)
 			return rc;
 		const ckptd_version_detail *d = &rep.u.version_detail;
@@ -588,7 +588,7 @@ static int verify_at(cli *c, const char *node, const char *addr, uint64_t v, vco
 	cli sub = *c;
 	sub.daemon = addr;
 	ckptd_client *cl = NULL;
-	int rc = daemon_connect(&sub, "verify", c->job, &cl);
+	int rc = cli_daemon_connect(&sub, "verify", c->job, &cl);
 	if (rc)
 		return rc;
 	/* Reading a node's copies takes as long as its disks and memory take. */
@@ -596,7 +596,7 @@ static int verify_at(cli *c, const char *node, const char *addr, uint64_t v, vco
 	ckptd_msg req = { .type = CKPTD_MSG_VERIFY }, rep;
 	snprintf(req.u.verify.job, sizeof(req.u.verify.job), "%s", c->job);
 	req.u.verify.version = v;
-	if ((rc = daemon_call(&sub, "verify", cl, &req, CKPTD_MSG_VERIFY_REPLY, &rep)) == EXIT_OK) {
+	if ((rc = cli_daemon_call(&sub, "verify", cl, &req, CKPTD_MSG_VERIFY_REPLY, &rep)) == EXIT_OK) {
 		for (;;) {
 			const ckptd_verify_reply *r = &rep.u.verify_reply;
 			for (uint32_t i = 0; i < r->count; i++)
@@ -642,7 +642,7 @@ int cli_daemon_verify(cli *c)
 	if (c->version == VERSION_ALL)
 		return cli_usage("verify", "with --daemon, give a version or 'latest'");
 	ckptd_client *cl = NULL;
-	int rc = daemon_connect(c, "verify", c->job, &cl);
+	int rc = cli_daemon_connect(c, "verify", c->job, &cl);
 	if (rc)
 		return rc;
 	uint64_t v = c->version;
@@ -656,7 +656,7 @@ int cli_daemon_verify(cli *c)
 	if ((rc = collect_copies(c, "verify", cl, v, &cp, &n, &world)))
 		goto out;
 	snprintf(st.u.status.job, sizeof(st.u.status.job), "%s", c->job);
-	if ((rc = daemon_call(c, "verify", cl, &st, CKPTD_MSG_STATUS_REPLY, &srep)))
+	if ((rc = cli_daemon_call(c, "verify", cl, &st, CKPTD_MSG_STATUS_REPLY, &srep)))
 		goto out;
 	have_status = 1;
 	/* Each node's agent reads its own copies; agents work one after the other. */
@@ -747,7 +747,7 @@ static int locate(cli *c, ckptd_client *cl, uint64_t v, uint32_t rank, ckptd_loc
 	req.u.segment_request.version = v;
 	req.u.segment_request.rank = rank;
 	req.u.segment_request.mode = CKPTD_SEG_LOCATE;
-	int rc = daemon_call(c, "restore", cl, &req, CKPTD_MSG_LOCATION, &rep);
+	int rc = cli_daemon_call(c, "restore", cl, &req, CKPTD_MSG_LOCATION, &rep);
 	if (rc == EXIT_OK) {
 		*out = rep.u.location;
 		ckptd_msg_free(&rep);
@@ -846,7 +846,7 @@ int cli_restore_daemon(cli *c, const char *out, const char *shared_dir)
 		return cli_usage("restore", "--daemon: restore reads this node's copies; give its agent's Unix socket "
 		                            "(unix:/path), not %s", c->daemon);
 	ckptd_client *cl = NULL;
-	int rc = daemon_connect(c, "restore", c->job, &cl);
+	int rc = cli_daemon_connect(c, "restore", c->job, &cl);
 	if (rc)
 		return rc;
 	uint64_t v = c->version;
@@ -870,7 +870,7 @@ int cli_restore_daemon(cli *c, const char *out, const char *shared_dir)
 		world = mk.world_size;
 		rc = EXIT_OK;
 	}
-	if ((rc = daemon_call(c, "restore", cl, &st, CKPTD_MSG_STATUS_REPLY, &srep)))
+	if ((rc = cli_daemon_call(c, "restore", cl, &st, CKPTD_MSG_STATUS_REPLY, &srep)))
 		goto out;
 	snprintf(node, sizeof(node), "%s", srep.u.status_reply.node);
 	ckptd_msg_free(&srep);
@@ -1005,293 +1005,4 @@ out:
 	free(cp);
 	ckptd_client_close(cl);
 	return rc;
-}
-
-/* ------------------------------------------------------------- stragglers */
-
-static int by_step_desc(const void *x, const void *y)
-{
-	const ckptd_rank_step *a = x, *b = y;
-	return a->step_ns < b->step_ns ? 1 : a->step_ns > b->step_ns ? -1 : (a->rank > b->rank) - (a->rank < b->rank);
-}
-
-int cmd_stragglers(cli *c, int argc, char **argv)
-{
-	int prc = cli_parse_opts(c, "stragglers", argc, argv);
-	if (prc)
-		return prc;
-	if (!c->daemon || !*c->daemon)
-		return cli_usage("stragglers", "--daemon ADDR (or CKPT_DAEMON) is required");
-	if (ckpt__job_valid(c->job) < 0)
-		return cli_usage("stragglers", "a valid --job is required");
-	ckptd_client *cl = NULL;
-	int rc = daemon_connect(c, "stragglers", c->job, &cl);
-	if (rc)
-		return rc;
-	ckptd_rank_step *all = NULL;
-	size_t n = 0, cap = 0;
-	uint64_t start = 0;
-	for (;;) {
-		ckptd_msg req = { .type = CKPTD_MSG_STEP_STATS }, rep;
-		snprintf(req.u.step_stats.job, sizeof(req.u.step_stats.job), "%s", c->job);
-		req.u.step_stats.start = start;
-		if ((rc = daemon_call(c, "stragglers", cl, &req, CKPTD_MSG_STEP_STATS_REPLY, &rep)))
-			break;
-		const ckptd_step_stats_reply *d = &rep.u.step_stats_reply;
-		if (n + d->count > cap) {
-			cap = (n + d->count) * 2;
-			void *p = realloc(all, cap * sizeof(*all));
-			if (!p) {
-				ckptd_msg_free(&rep);
-				rc = EXIT_ERROR;
-				break;
-			}
-			all = p;
-		}
-		memcpy(all + n, d->entries, d->count * sizeof(*all));
-		n += d->count;
-		int more = d->more && d->count;
-		if (more)
-			start = (uint64_t)d->entries[d->count - 1].rank + 1;
-		ckptd_msg_free(&rep);
-		if (!more)
-			break;
-	}
-	ckptd_client_close(cl);
-	if (rc) {
-		free(all);
-		return rc;
-	}
-	uint64_t fastest = 0;
-	uint32_t flagged = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (!fastest || all[i].step_ns < fastest)
-			fastest = all[i].step_ns;
-		flagged += all[i].state == CKPTD_RANK_STRAGGLER;
-	}
-	qsort(all, n, sizeof(*all), by_step_desc);
-	if (c->json) {
-		printf("{\"job\": ");
-		cli_json_str(stdout, c->job);
-		printf(", \"stragglers\": %u, \"ranks\": [", flagged);
-		for (size_t i = 0; i < n; i++) {
-			printf("%s\n  {\"rank\": %u, \"node\": ", i ? "," : "", all[i].rank);
-			cli_json_str(stdout, all[i].node);
-			printf(", \"step\": %llu, \"step_seconds\": %.6f, \"vs_fastest\": %.3f, \"straggler\": %s}",
-			       (unsigned long long)all[i].step, all[i].step_ns / 1e9,
-			       fastest ? (double)all[i].step_ns / (double)fastest : 0.0,
-			       all[i].state == CKPTD_RANK_STRAGGLER ? "true" : "false");
-		}
-		printf("%s]}\n", n ? "\n" : "");
-	} else if (!n) {
-		printf("job %s: no step times reported (ranks call ckpt_step through an agent)\n", c->job);
-	} else {
-		printf("job %s: %zu ranks reporting, %u straggler%s\n", c->job, n, flagged, flagged == 1 ? "" : "s");
-		printf("%8s  %-24s %12s %12s %10s  %s\n", "RANK", "NODE", "STEP", "STEP TIME", "VS FASTEST", "");
-		for (size_t i = 0; i < n; i++)
-			printf("%8u  %-24s %12llu %9.1f ms %9.2fx  %s\n", all[i].rank, all[i].node[0] ? all[i].node : "-",
-			       (unsigned long long)all[i].step, all[i].step_ns / 1e6,
-			       fastest ? (double)all[i].step_ns / (double)fastest : 0.0,
-			       all[i].state == CKPTD_RANK_STRAGGLER ? "STRAGGLER" : "");
-	}
-	free(all);
-	return EXIT_OK;
-}
-
-void help_stragglers(FILE *o)
-{
-	fprintf(o, "usage: ckpt stragglers --daemon ADDR [--token-file FILE] --job J [--json]\n\n"
-	           "The coordinator's view of the job's step times: every rank that reports them\n"
-	           "(ranks call ckpt_step once per training step; libckpt sends the mean about once a\n"
-	           "second through its agent), slowest first, with its node, last step, smoothed step\n"
-	           "time and its ratio to the fastest rank. A rank is a straggler when the slowest\n"
-	           "rank takes more than --straggler-slowest percent (150) of the fastest's step and it\n"
-	           "takes more than --straggler-rank percent (120); the coordinator logs each change.\n");
-}
-
-/* ------------------------------------------------------------- goodput */
-
-int cmd_goodput(cli *c, int argc, char **argv)
-{
-	const char *png = NULL;
-	for (int i = 1; i < argc; i++) {
-		int r = cli_daemon_opt(c, argc, argv, &i);
-		if (r == 0)
-			r = cli_common_opt(c, argc, argv, &i);
-		if (r < 0)
-			return cli_usage("goodput", "bad value for %s", argv[i]);
-		if (r)
-			continue;
-		if (!strcmp(argv[i], "--plot") && i + 1 < argc)
-			png = argv[++i];
-		else
-			return cli_usage("goodput", "unknown option '%s'", argv[i]);
-	}
-	if (!c->daemon || !*c->daemon)
-		return cli_usage("goodput", "--daemon ADDR (or CKPT_DAEMON) is required");
-	if (ckpt__job_valid(c->job) < 0)
-		return cli_usage("goodput", "a valid --job is required");
-	ckptd_client *cl = NULL;
-	int rc = daemon_connect(c, "goodput", c->job, &cl);
-	if (rc)
-		return rc;
-	ckptd_msg req = { .type = CKPTD_MSG_GOODPUT }, rep;
-	snprintf(req.u.goodput.job, sizeof(req.u.goodput.job), "%s", c->job);
-	rc = daemon_call(c, "goodput", cl, &req, CKPTD_MSG_GOODPUT_REPLY, &rep);
-	ckptd_client_close(cl);
-	if (rc)
-		return rc;
-	const ckptd_goodput_reply *g = &rep.u.goodput_reply;
-	double wall = g->wall_ns / 1e9, ratio = g->wall_ns ? (double)g->useful_ns / (double)g->wall_ns : 0;
-	uint64_t other = g->wall_ns;
-	const uint64_t parts[] = { g->useful_ns, g->stall_ns, g->restore_ns, g->recompute_ns, g->down_ns };
-	for (size_t i = 0; i < 5; i++)
-		other = other > parts[i] ? other - parts[i] : 0;
-	/* The JSON the plot script reads, too. */
-	size_t cap = 512 + (size_t)g->count * 200, n = 0;
-	char *js = malloc(cap);
-	if (!js) {
-		ckptd_msg_free(&rep);
-		return EXIT_ERROR;
-	}
-	n += (size_t)snprintf(js + n, cap - n,
-	                      "{\"job\": \"%s\", \"wall_s\": %.3f, \"goodput\": %.6f, \"useful_s\": %.3f, \"stall_s\": %.3f, "
-	                      "\"restore_s\": %.3f, \"recompute_s\": %.3f, \"down_s\": %.3f, \"other_s\": %.3f, "
-	                      "\"failures\": %u, \"step\": %llu, \"interval_steps\": %llu, \"interval_s\": %.3f, "
-	                      "\"checkpoint_cost_s\": %.6f, \"mtbf_s\": %.0f, \"slice_seconds\": %.0f, \"timeline\": [",
-	                      c->job, wall, ratio, g->useful_ns / 1e9, g->stall_ns / 1e9, g->restore_ns / 1e9,
-	                      g->recompute_ns / 1e9, g->down_ns / 1e9, other / 1e9, g->failures,
-	                      (unsigned long long)g->step, (unsigned long long)g->interval_steps, g->interval_ns / 1e9,
-	                      g->cost_ns / 1e9, g->mtbf_ns / 1e9, g->bucket_ns / 1e9);
-	for (uint32_t i = 0; i < g->count; i++) {
-		const ckptd_goodput_slice *sl = &g->entries[i];
-		n += (size_t)snprintf(js + n, cap - n,
-		                      "%s{\"start_s\": %.0f, \"useful_s\": %.3f, \"stall_s\": %.3f, \"restore_s\": %.3f, "
-		                      "\"recompute_s\": %.3f, \"down_s\": %.3f}",
-		                      i ? ", " : "", sl->start / 1e9, sl->useful_ns / 1e9, sl->stall_ns / 1e9,
-		                      sl->restore_ns / 1e9, sl->recompute_ns / 1e9, sl->down_ns / 1e9);
-	}
-	snprintf(js + n, cap - n, "]}\n");
-	if (c->json) {
-		fputs(js, stdout);
-	} else if (!g->wall_ns) {
-		printf("job %s: no step times reported yet (ranks call ckpt_step through an agent)\n", c->job);
-	} else {
-		printf("job %s: goodput %.2f%% over %.1f s (furthest step %llu, %u restart%s)\n", c->job, 100 * ratio, wall,
-		       (unsigned long long)g->step, g->failures, g->failures == 1 ? "" : "s");
-		const char *names[] = { "useful training", "checkpoint stalls", "restores", "steps recomputed", "downtime" };
-		for (size_t i = 0; i < 5; i++)
-			printf("  %-20s %12.1f s  %6.2f%%\n", names[i], parts[i] / 1e9, 100.0 * (double)parts[i] / (double)g->wall_ns);
-		printf("  %-20s %12.1f s  %6.2f%%\n", "unaccounted", other / 1e9, 100.0 * (double)other / (double)g->wall_ns);
-		if (g->interval_steps)
-			printf("advised checkpoint interval: every %llu steps (%.1f s), from a checkpoint cost of %.3f s and "
-			       "an MTBF of %.0f s (Young/Daly)\n", (unsigned long long)g->interval_steps, g->interval_ns / 1e9,
-			       g->cost_ns / 1e9, g->mtbf_ns / 1e9);
-	}
-	ckptd_msg_free(&rep);
-	if (png && tool_plot("ckpt goodput", "CKPT_GOODPUT_PLOTTER", "plot_timeline.py", png, js) < 0)
-		rc = EXIT_ERROR;
-	free(js);
-	return rc;
-}
-
-void help_goodput(FILE *o)
-{
-	fprintf(o, "usage: ckpt goodput --daemon ADDR [--token-file FILE] --job J [--json] [--plot FILE.png]\n\n"
-	           "Where the job's time went, as the coordinator judges it from the step times its\n"
-	           "ranks report (ranks call ckpt_step once per step): useful training (steps that\n"
-	           "advanced the job), checkpoint stalls within steps, restores, steps done again after\n"
-	           "a restart, and downtime (no step for more than 3 s: restarts, rescheduling).\n"
-	           "Goodput is useful time over wall time (first report to the last). --plot draws\n"
-	           "the timeline, a minute a bar, and the goodput so far (python3 with matplotlib).\n");
-}
-
-/* ------------------------------------------------------------- preempt */
-
-/* "30s", "2m", "1500ms", or plain seconds; -1 when not a duration. */
-static int64_t parse_secs_ms(const char *s)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || end == s || v < 0 || v > 86400 * 7)
-		return -1;
-	if (!*end || !strcmp(end, "s"))
-		return (int64_t)(v * 1000);
-	if (!strcmp(end, "ms"))
-		return (int64_t)v;
-	if (!strcmp(end, "m"))
-		return (int64_t)(v * 60000);
-	return -1;
-}
-
-int cmd_preempt(cli *c, int argc, char **argv)
-{
-	const char *node = "";
-	int64_t deadline_ms = 0;
-	for (int i = 1; i < argc; i++) {
-		int r = cli_daemon_opt(c, argc, argv, &i);
-		if (r == 0)
-			r = cli_common_opt(c, argc, argv, &i);
-		if (r < 0)
-			return cli_usage("preempt", "bad value for %s", argv[i]);
-		if (r)
-			continue;
-		if (!strcmp(argv[i], "--node") && i + 1 < argc) {
-			node = argv[++i];
-			if (ckpt__job_valid(node) < 0)
-				return cli_usage("preempt", "--node: a node name of letters, digits, '.', '_', '-'");
-		} else if (!strcmp(argv[i], "--deadline") && i + 1 < argc) {
-			if ((deadline_ms = parse_secs_ms(argv[++i])) <= 0)
-				return cli_usage("preempt", "--deadline: a duration such as 30s, 90s, 2m or 1500ms");
-		} else {
-			return cli_usage("preempt", "unknown option '%s'", argv[i]);
-		}
-	}
-	if (!c->daemon || !*c->daemon)
-		return cli_usage("preempt", "--daemon ADDR (or CKPT_DAEMON) is required");
-	if (ckpt__job_valid(c->job) < 0)
-		return cli_usage("preempt", "a valid --job is required");
-	ckptd_client *cl = NULL;
-	int rc = daemon_connect(c, "preempt", c->job, &cl);
-	if (rc)
-		return rc;
-	ckptd_msg req = { .type = CKPTD_MSG_PREEMPT }, rep;
-	ckptd_preempt *p = &req.u.preempt;
-	snprintf(p->job, sizeof(p->job), "%s", c->job);
-	snprintf(p->node, sizeof(p->node), "%s", node);
-	p->source = CKPTD_NOTICE_SRC_CLI;
-	if (deadline_ms)
-		p->deadline_ns = ckpt__wall_ns() + (uint64_t)deadline_ms * 1000000ull;
-	snprintf(p->text, sizeof(p->text), "ckpt preempt");
-	rc = daemon_call(c, "preempt", cl, &req, CKPTD_MSG_OK, &rep);
-	ckptd_client_close(cl);
-	if (rc)
-		return rc;
-	uint32_t told = rep.u.ok.count; /* jobs whose ranks the coordinator told */
-	ckptd_msg_free(&rep);
-	if (c->json)
-		printf("{\"job\": \"%s\", \"node\": \"%s\", \"emergency\": %s, \"jobs_told\": %u}\n", c->job, node,
-		       told ? "true" : "false", told);
-	else if (told)
-		printf("job %s: emergency checkpoint requested%s%s; its ranks save one step and leave\n", c->job,
-		       node[0] ? " for node " : "", node);
-	if (!told)
-		fprintf(stderr, "ckpt preempt: job %s: no rank was told: the coordinator knows no rank of the job that "
-		        "reports its steps (ranks call ckpt_step, through an agent); nothing will be saved%s%s%s\n", c->job,
-		        node[0] ? "; node " : "", node, node[0] ? " stays out of partner placement until the deadline" : "");
-	return told ? EXIT_OK : EXIT_NOTFOUND;
-}
-
-void help_preempt(FILE *o)
-{
-	fprintf(o, "usage: ckpt preempt --daemon ADDR [--token-file FILE] --job J [--node N] [--deadline 30s] [--json]\n\n"
-	           "Raises a preemption notice, as a cloud's metadata service or a signal would: the\n"
-	           "coordinator picks one step every rank of the job can still reach, every rank saves\n"
-	           "it to a tier off node N (partner DRAM, else shared storage) and leaves once it is\n"
-	           "committed there, or when the deadline is close. Without --node no node is left\n"
-	           "out (through an agent: that agent's node). --deadline: how long the node has\n"
-	           "(default: the coordinator's --preempt-deadline, 30 s).\n"
-	           "Exit: 0 when the ranks were told; 4 when no rank was (an unknown job, or ranks\n"
-	           "that do not call ckpt_step through an agent); 1 when the daemon cannot be asked.\n");
 }
