@@ -9,6 +9,11 @@ ckpt_install_deps clang libclang-rt-14-dev fio python3-xxhash python3-zstandard
 jobs=$(nproc)
 export TMPDIR=${TMPDIR:-/tmp}
 
+# The Python environment first: the C suites' safetensors and torch
+# baseline checks use it too.
+echo "== python environment (tools/deps.sh: .venv)"
+ckpt_python_env
+
 echo "== layers (libckpt/README.md)"
 python3 tools/layers/check-layers.py
 
@@ -39,7 +44,6 @@ echo "== tests"
 (cd build && ctest -j"$jobs" --output-on-failure)
 
 echo "== python (pip install . into the test environment, then pytest)"
-ckpt_python_env
 # A persistent build folder (pyproject.toml): only what changed is rebuilt.
 "$CKPT_PY" -m pip install -q --disable-pip-version-check --no-build-isolation .
 set +e
