@@ -76,11 +76,11 @@ def descendants(pid):
                 kids.setdefault(ppid, []).append(int(d))
             except (OSError, IndexError, ValueError):
                 pass
-    out, todo = [], [pid]
-    while todo:
-        q = todo.pop()
+    out, pending = [], [pid]
+    while pending:
+        q = pending.pop()
         out.append(q)
-        todo.extend(kids.get(q, []))
+        pending.extend(kids.get(q, []))
     return out
 
 
