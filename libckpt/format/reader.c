@@ -75,7 +75,7 @@ typedef struct rd_file {
 	int fd;
 	ckpt_backend *be;
 	ckpt_chunk_scratch cs;
-	uint64_t wait_ns, check_ns, direct_chunks, chunks;
+	uint64_t wait_ns, check_ns, direct_chunks, copied_chunks, chunks;
 } rd_file;
 
 static int rd_open(rd_file *rd, const char *path)
@@ -161,6 +161,17 @@ static uint8_t *rd_place(rd_file *rd, const ckpt_fmt_chunk *c, uint64_t k)
 	return p && (uintptr_t)p % CKPT_ALIGN == 0 ? p : NULL;
 }
 
+/* Where an uncompressed chunk read into a buffer may be copied to (any
+ * alignment); NULL: through the sink. */
+static uint8_t *rd_copy_place(rd_file *rd, const ckpt_fmt_chunk *c)
+{
+	const ckpt_read_opts *o = rd->o;
+	if (!o->place || (c->flags & CKPT_CHUNK_ZSTD))
+		return NULL;
+	uint64_t k = (uint64_t)(c - rd->s->footer.chunks) - rd->s->footer.regions[c->region].chunk_first;
+	return o->place(o->place_arg, c->region, k * rd->s->footer.chunk_bytes, c->raw_len);
+}
+
 /* Submits reads of the chunks from *next on while a slot (and, for a
  * chunk that cannot be read in place, a buffer) is free; chunks of
  * unwanted regions are skipped (and counted done) here. */
@@ -209,15 +220,25 @@ static int rd_complete(rd_file *rd, const rd_slot *sl, int err, ckpt_sink_fn sin
 	const ckpt_fmt_chunk *c = &f->chunks[sl->chunk];
 	const ckpt_fmt_region *r = &f->regions[c->region];
 	uint64_t t0 = ckpt__now_ns();
+	uint8_t *place;
 	if (err) {
 	} else if (sl->io.result < 0) {
 		chunk_why(rd->o, rd->s, r->name, sl->chunk - r->chunk_first, "read error: %s", strerror(-sl->io.result));
 		err = sl->io.result;
-	} else if (sl->buf_ix < 0) {
-		/* Read in place: checked where it landed (on a mismatch the bytes
-		 * stay there; the caller's read has failed). */
-		uint64_t sum = ckpt_kern_checksum(sl->dst, c->raw_len);
-		rd->direct_chunks++;
+	} else if (sl->buf_ix < 0 || (place = rd_copy_place(rd, c))) {
+		/* Read in place: checked where it landed. Read into a buffer
+		 * because its place is not block-aligned (a tensor allocator's
+		 * 64-byte alignment): copied there with the checksum taken on the
+		 * way, one pass instead of a checksum pass and a copy. On a
+		 * mismatch the bytes stay there; the caller's read has failed. */
+		uint64_t sum;
+		if (sl->buf_ix < 0) {
+			sum = ckpt_kern_checksum(sl->dst, c->raw_len);
+			rd->direct_chunks++;
+		} else {
+			sum = ckpt_kern_checksum_copy(place, sl->dst, c->raw_len);
+			rd->copied_chunks++;
+		}
 		if (sum != c->checksum) {
 			chunk_why(rd->o, rd->s, r->name, sl->chunk - r->chunk_first,
 			          "checksum mismatch (stored %016llx, computed %016llx)", (unsigned long long)c->checksum,
@@ -270,10 +291,10 @@ int ckpt__shard_read(const char *path, const ckpt_shard *s, const ckpt_read_opts
 		}
 	}
 	rd_close(&rd);
-	LOG_T(o->lg, s->header.version, "read %s: %llu chunks (%llu in place) in %.3f ms: waiting for the disk %.3f ms, "
-	      "checking and copying %.3f ms, depth %u, %u buffers", path, (unsigned long long)rd.chunks,
-	      (unsigned long long)rd.direct_chunks, (ckpt__now_ns() - t_start) / 1e6, rd.wait_ns / 1e6,
-	      rd.check_ns / 1e6, rd.depth, rd.nbufs);
+	LOG_T(o->lg, s->header.version, "read %s: %llu chunks (%llu in place, %llu copied to their place) in %.3f ms: "
+	      "waiting for the disk %.3f ms, checking and copying %.3f ms, depth %u, %u buffers", path,
+	      (unsigned long long)rd.chunks, (unsigned long long)rd.direct_chunks, (unsigned long long)rd.copied_chunks,
+	      (ckpt__now_ns() - t_start) / 1e6, rd.wait_ns / 1e6, rd.check_ns / 1e6, rd.depth, rd.nbufs);
 	return err;
 }
 

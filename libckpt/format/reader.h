@@ -21,9 +21,10 @@ typedef struct ckpt_read_opts {
 	const uint8_t *want;     /* per region: 1 = read it; NULL = all */
 	/* Optional: where the raw bytes [off, off+len) of region ri belong in
 	 * host memory, so that an uncompressed chunk is read there directly and
-	 * checked in place instead of going through a buffer to the sink; NULL
-	 * (from the function) to take the sink. Used only for 4096-aligned
-	 * places and whole-block lengths. */
+	 * checked in place (4096-aligned places, whole-block lengths), or else
+	 * read into a buffer and copied there with its checksum taken in the
+	 * same pass, instead of going through the sink; NULL (from the
+	 * function) to take the sink. */
 	uint8_t *(*place)(void *place_arg, uint32_t ri, uint64_t off, size_t len);
 	void *place_arg;
 	const ckpt_logger *lg;

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import pickle
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -23,6 +24,10 @@ HEADER = "ckpt.header"       # fixed size: magic, manifest and objects lengths
 MANIFEST = "ckpt.manifest"   # JSON
 OBJECTS = "ckpt.objects"     # one pickle of every object leaf
 HEADER_BYTES = 64
+# Arrays load() builds start on a page when they are this large: the
+# library reads chunks straight into block-aligned memory (O_DIRECT).
+ALIGN = 4096
+ALIGN_MIN = 64 << 10
 MAGIC = b"CKPTPY01"
 _EINVAL = -22
 
@@ -122,7 +127,13 @@ def _numpy_make(entry: dict):
     np = _np()
     if np is None:
         raise UnsupportedTypeError(_EINVAL, "loading numpy arrays needs numpy")
-    return np.empty(tuple(entry["shape"]), dtype=np.dtype(entry["np_dtype"]))
+    dt, shape = np.dtype(entry["np_dtype"]), tuple(entry["shape"])
+    nbytes = math.prod(shape) * dt.itemsize
+    if nbytes < ALIGN_MIN:
+        return np.empty(shape, dtype=dt)
+    raw = np.empty(nbytes + ALIGN, dtype=np.uint8)  # page-aligned: see torch._make
+    off = -raw.ctypes.data % ALIGN
+    return raw[off:off + nbytes].view(dt).reshape(shape)
 
 
 # ------------------------------------------------------------------ names

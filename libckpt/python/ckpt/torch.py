@@ -12,6 +12,7 @@ offsets (so ckpt's own resharding can use them).
 from __future__ import annotations
 
 import ctypes
+import math
 from typing import Any
 
 import torch
@@ -100,7 +101,16 @@ def _make(entry: dict) -> torch.Tensor:
     if not isinstance(dt, torch.dtype):
         inv = {v: k for k, v in DTYPES.items()}
         dt = inv[entry["dtype"]]
-    return torch.empty(tuple(entry["shape"]), dtype=dt)
+    shape = tuple(entry["shape"])
+    nbytes = math.prod(shape) * torch.empty((), dtype=dt).element_size()
+    if nbytes < _state.ALIGN_MIN:
+        return torch.empty(shape, dtype=dt)
+    # Page-aligned, so that the library reads the chunks straight into the
+    # tensor (O_DIRECT needs block-aligned memory; torch's allocator gives
+    # 64 bytes) instead of through a buffer and a copy.
+    raw = torch.empty(nbytes + _state.ALIGN, dtype=torch.uint8)
+    off = -raw.data_ptr() % _state.ALIGN
+    return raw[off:off + nbytes].view(dt).view(shape)
 
 
 def _match(x: Any) -> bool:

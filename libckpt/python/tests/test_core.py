@@ -88,6 +88,7 @@ def test_round_trip_every_dtype(root):
         assert state["strided"].base is strided_base  # in place, through the view
         got = c.load()
         assert_same(want, got)
+        assert got["big"].ctypes.data % 4096 == 0  # read straight into it
         assert [v.version for v in c.versions()] == [5]
         assert c.latest() == 5
 

@@ -137,3 +137,29 @@ def test_dtensor_records_global_shape(root, monkeypatch):
             assert entry["global_shape"] == [4, 3] and entry["offsets"] == [0, 0] and entry["dtensor"]
     finally:
         dist.destroy_process_group()
+
+
+def test_large_tensors_aligned_and_misaligned(root):
+    # load() builds page-aligned tensors (the library reads chunks straight
+    # into them); restore in place into tensors at odd addresses (torch's
+    # 64-byte alignment, here a slice 4 bytes in) takes the copy path.
+    n = 96 << 10
+    want = {"f32": rand(torch.float32, (n // 4,), 1), "bf16": rand(torch.bfloat16, (3, n // 6), 2),
+            "bool": rand(torch.bool, (n,), 3), "u8": rand(torch.uint8, (n + 5,), 4)}
+    backing = {k: torch.zeros(v.numel() * v.element_size() + 4, dtype=torch.uint8) for k, v in want.items()}
+    state = {k: backing[k][4:].view(v.dtype).view(v.shape) for k, v in want.items()}
+    for k, v in state.items():
+        v.copy_(want[k])
+        assert v.data_ptr() % 4096 != 0
+    with ckpt.Checkpointer("al", root, **SMALL) as c:
+        c.save(1, state).wait()
+        for v in state.values():
+            v.view(torch.uint8).fill_(0xA5)
+        assert c.restore(state) == 1
+        for k, v in state.items():
+            assert bits(v) == bits(want[k]), k
+        got = c.load()
+        for k, v in got.items():
+            assert v.data_ptr() % 4096 == 0, k
+            assert v.dtype == want[k].dtype and v.shape == want[k].shape, k
+            assert bits(v) == bits(want[k]), k
