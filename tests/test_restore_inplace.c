@@ -114,7 +114,7 @@ int main(void)
 	char *root = t_tmpdir("inplace");
 	for (int i = 0; i < NREG; i++) {
 		T_ASSERT(posix_memalign((void **)&mem[i], 4096, sizes[i] + 4096) == 0);
-		reg[i] = mem[i] + (i == 2 ? 8 : 0);
+		reg[i] = mem[i] + (i == 2 ? 1 : 0);
 	}
 	ckpt_ctx *ctx;
 	T_OK(open_ctx(root, &ctx));

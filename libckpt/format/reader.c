@@ -76,7 +76,25 @@ typedef struct rd_file {
 	ckpt_backend *be;
 	ckpt_chunk_scratch cs;
 	uint64_t wait_ns, check_ns, direct_chunks, copied_chunks, chunks;
+	size_t mem_align; /* what a place's address must be a multiple of */
 } rd_file;
+
+/* The memory alignment O_DIRECT reads of fd need: the file system's
+ * answer (NVMe: often 4 bytes, so a tensor allocator's 64-byte alignment
+ * reads in place), else a block. */
+static size_t dio_mem_align(int fd)
+{
+#ifdef STATX_DIOALIGN
+	struct statx sx;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN) &&
+	    sx.stx_dio_mem_align && sx.stx_dio_mem_align <= CKPT_ALIGN &&
+	    !(sx.stx_dio_mem_align & (sx.stx_dio_mem_align - 1)))
+		return sx.stx_dio_mem_align;
+#else
+	(void)fd;
+#endif
+	return CKPT_ALIGN;
+}
 
 static int rd_open(rd_file *rd, const char *path)
 {
@@ -108,10 +126,11 @@ static int rd_open(rd_file *rd, const char *path)
 	/* As ckpt__shard_open: a regular file, not through a symlink, and an
 	 * open that cannot block (a FIFO put at the name meanwhile). */
 	int fl = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
-	if (o->direct)
-		rd->fd = open(path, fl | O_DIRECT);
-	if (rd->fd < 0)
-		rd->fd = open(path, fl);
+	rd->mem_align = CKPT_ALIGN;
+	if (o->direct && (rd->fd = open(path, fl | O_DIRECT)) >= 0)
+		rd->mem_align = dio_mem_align(rd->fd);
+	if (rd->fd < 0 && (rd->fd = open(path, fl)) >= 0)
+		rd->mem_align = 1; /* through the page cache: any address */
 	if (rd->fd < 0) {
 		int err = -errno;
 		snprintf(o->why, o->whycap, "cannot open %s: %s", path, strerror(errno));
@@ -151,14 +170,15 @@ static void rd_close(rd_file *rd)
 }
 
 /* Where chunk c may be read straight to: an uncompressed chunk whose raw
- * length is whole blocks, at a block-aligned place the caller offers. */
+ * length is whole blocks, at a place the caller offers that O_DIRECT can
+ * read into (rd->mem_align). */
 static uint8_t *rd_place(rd_file *rd, const ckpt_fmt_chunk *c, uint64_t k)
 {
 	const ckpt_read_opts *o = rd->o;
 	if (!o->place || (c->flags & CKPT_CHUNK_ZSTD) || c->raw_len % CKPT_ALIGN)
 		return NULL;
 	uint8_t *p = o->place(o->place_arg, c->region, k * rd->s->footer.chunk_bytes, c->raw_len);
-	return p && (uintptr_t)p % CKPT_ALIGN == 0 ? p : NULL;
+	return p && (uintptr_t)p % rd->mem_align == 0 ? p : NULL;
 }
 
 /* Where an uncompressed chunk read into a buffer may be copied to (any
