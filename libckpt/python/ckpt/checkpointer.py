@@ -106,6 +106,8 @@ class Checkpointer:
         cfg = _settings.resolve(job, root, rank, world_size, settings)
         self.job = job
         self.rank = int(cfg.get("rank", "0")) if "rank" in cfg else None
+        # What another process needs to open its own (DCP's process executor).
+        self.open_args = (job, root, dict(settings))
         self._lock = threading.RLock()
         self._registered: Dict[str, _state.Leaf] = {}
         self._ctx = _ckpt.Context(cfg)

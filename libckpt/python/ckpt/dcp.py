@@ -20,6 +20,7 @@ reshards, so a version saved by 4 ranks loads on 2 or 3.
 """
 from __future__ import annotations
 
+import atexit
 import io
 import os
 import pickle
@@ -70,6 +71,28 @@ def _rank() -> int:
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
+_process_cks: Dict[Tuple[Any, ...], Checkpointer] = {}
+
+
+def _process_checkpointer(job, root, settings) -> Checkpointer:
+    """The Checkpointer of a process that receives pickled writers (DCP's
+    checkpoint process): one per job, root and settings, kept open across
+    saves (opening one allocates its staging pool) and closed at exit."""
+    key = (job, root, tuple(sorted((k, str(v)) for k, v in settings.items())))
+    ck = _process_cks.get(key)
+    if ck is None or ck.closed:
+        if not _process_cks:
+            atexit.register(_close_process_checkpointers)
+        ck = _process_cks[key] = Checkpointer(job, root, **settings)
+    return ck
+
+
+def _close_process_checkpointers() -> None:
+    for ck in _process_cks.values():
+        ck.close()
+    _process_cks.clear()
+
+
 class StorageWriter(_Writer):
     """Writes DCP checkpoints as ckpt versions.
 
@@ -94,16 +117,24 @@ class StorageWriter(_Writer):
         self.rank = 0
 
     def __getstate__(self):
-        # DCP's process executor pickles the writer: the context stays here.
+        # DCP's process executor pickles the writer to its checkpoint
+        # process at each save: the context stays here, the other process
+        # opens its own from the same job, root and settings (rank and
+        # world size from its process group, which mirrors this one).
         d = dict(self.__dict__)
+        if self._ck is not None and self.job is None:
+            d["job"], d["root"], d["settings"] = self._ck.open_args
         d["_ck"], d["_pending"] = None, None
-        d["_own"] = True
+        d["_own"], d["_shared"] = False, True
         return d
 
     def checkpointer(self) -> Checkpointer:
         if self._ck is None or self._ck.closed:
-            self._ck = Checkpointer(self.job, self.root, **self.settings)
-            self._own = True
+            if getattr(self, "_shared", False):
+                self._ck = _process_checkpointer(self.job, self.root, self.settings)
+            else:
+                self._ck = Checkpointer(self.job, self.root, **self.settings)
+                self._own = True
         return self._ck
 
     def close(self) -> None:

@@ -8,6 +8,10 @@ torn:  the same as version V, with the coordinator killed (-9, a ckpt fault
        shard with DCP's metadata is.
 load:  into DTensors sharded over this run's ranks, the newest committed
        version (or --version), checked element for element.
+process: versions V and V+1 with dcp.async_save's process executor, both
+       COMMITTED with every rank's shard; V+2 with the coordinator's
+       checkpoint process killed before its shard is durable: PENDING, and
+       the newest committed, V+1, loads.
 """
 import argparse
 import os
@@ -42,7 +46,7 @@ def state(mesh, version, zero):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--root", required=True)
-    p.add_argument("--mode", choices=["save", "torn", "load"], required=True)
+    p.add_argument("--mode", choices=["save", "torn", "load", "process"], required=True)
     p.add_argument("--version", type=int)
     p.add_argument("--expect", type=int)
     a = p.parse_args()
@@ -50,7 +54,48 @@ def main():
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     mesh = init_device_mesh("cpu", (world,))
-    if a.mode in ("save", "torn"):
+    if a.mode == "process":
+        # dcp.async_save with the process executor: the writer is pickled to
+        # a checkpoint process per rank (kept for later saves), which opens
+        # its own context on the root. Two versions, the second through
+        # the same processes.
+        # The second writer wraps a Checkpointer of this process: the
+        # checkpoint process opens one like it.
+        from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
+        from ckpt import Checkpointer
+        settings = {"staging_bytes": "4M", "chunk_bytes": "64K"}
+        ck = Checkpointer("dcp", a.root, **settings)
+        for v, w in ((a.version, StorageWriter("dcp", a.root, **settings)),
+                     (a.version + 1, StorageWriter(checkpointer=ck))):
+            fut = dcp.async_save(state(mesh, v, zero=False), storage_writer=w, checkpoint_id=v,
+                                 async_checkpointer_type=AsyncCheckpointerType.PROCESS)
+            fut.result()
+            w.close()
+            print(f"rank {rank}: saved version {v} (process executor)", flush=True)
+        assert [(i.version, i.state, i.shards_done) for i in ck.versions()] == \
+            [(a.version, "COMMITTED", world), (a.version + 1, "COMMITTED", world)], ck.versions()
+        # Then the coordinator's checkpoint process killed (-9) before its
+        # shard with DCP's metadata is durable: every rank's save fails,
+        # and the version is left PENDING without it.
+        torn = dict(settings, faults="save.before_fsync=kill") if rank == 0 else settings
+        try:
+            dcp.async_save(state(mesh, a.version + 2, zero=False), storage_writer=StorageWriter("dcp", a.root, **torn),
+                           checkpoint_id=a.version + 2, async_checkpointer_type=AsyncCheckpointerType.PROCESS).result()
+            print(f"rank {rank}: the torn save returned", flush=True)
+            return 1
+        except RuntimeError as e:
+            print(f"rank {rank}: the torn save failed: {str(e)[:200]}", flush=True)
+        dist.barrier()
+        got = [(i.version, i.state, i.shards_done) for i in ck.versions()]
+        assert got[-1] == (a.version + 2, "PENDING", world - 1), got
+        ck.close()
+        sd = state(mesh, 0, zero=True)
+        dcp.load(sd, storage_reader=StorageReader("dcp", a.root))
+        for k in ("w", "b"):
+            assert torch.equal(sd[k].full_tensor(), full(a.version + 1)[k]), k
+        assert sd["extra"]["step"] == a.version + 1
+        print(f"rank {rank}: loaded version {a.version + 1}", flush=True)
+    elif a.mode in ("save", "torn"):
         settings = {"staging_bytes": "4M", "chunk_bytes": "64K"}
         if a.mode == "torn" and rank == 0:
             settings["faults"] = "save.before_fsync=kill"

@@ -1,8 +1,9 @@
 """torch.distributed.checkpoint through ckpt.torch.StorageWriter and
-StorageReader: saved by 4 ranks with dcp.async_save, loaded by 2 and by 3 (DCP's planner
-reshards); a save whose coordinator is killed -9 before its shard (with
-DCP's metadata) is durable leaves a version that is not COMMITTED, and the
-previous one loads."""
+StorageReader: saved by 4 ranks with dcp.async_save (thread executor,
+DCP's DefaultStager), loaded by 2 and by 3 (DCP's planner reshards); a save
+whose coordinator is killed -9 before its shard (with DCP's metadata) is
+durable leaves a version that is not COMMITTED, and the previous one loads;
+the same with dcp.async_save's process executor."""
 import os
 import subprocess
 import sys
@@ -59,3 +60,17 @@ def test_torn_version_is_refused(saved):
     rc, out = run(2, "--root", saved, "--mode", "load", "--version", "2", "--expect", "2")
     assert rc != 0
     assert "NoVersionError" in out or "no such version" in out.lower(), out[-3000:]
+
+
+def test_async_save_process_executor(tmp_path):
+    # dcp.async_save(async_checkpointer_type=PROCESS): the writer goes to a
+    # checkpoint process per rank, which opens its own context; a version is
+    # COMMITTED with every rank's shard; the coordinator's checkpoint process
+    # killed -9 before its shard (with DCP's metadata) is durable fails the
+    # save on every rank and leaves that version PENDING; the previous loads.
+    rc, out = run(2, "--root", str(tmp_path / "root"), "--mode", "process", "--version", "5")
+    assert rc == 0, out[-4000:]
+    assert out.count("saved version 5 (process executor)") == 2
+    assert out.count("saved version 6 (process executor)") == 2
+    assert out.count("the torn save failed") == 2
+    assert out.count("loaded version 6") == 2
