@@ -55,6 +55,7 @@ struct ckpt_daemon {
 	uint32_t readers;
 	ckptd_secret *secret;  /* the job's: partner agents are dialled with it */
 	char agent_listen[CKPTD_ADDR_MAX + 1]; /* the agent's --listen (1.3); "" unknown */
+	uint32_t seg_wait_ms;  /* the agent's --segment-wait, as it said (or its default) */
 	uint64_t heard_ns;     /* with mu: the agent's last frame */
 	/* with ctx->lock */
 	struct { uint64_t version; uint32_t tiers; } notices[NOTICE_RING];
@@ -245,6 +246,9 @@ int ckpt__daemon_open(ckpt_ctx *ctx)
 		goto out;
 	}
 	snprintf(d->agent_listen, sizeof(d->agent_listen), "%s", rep.u.ok.address);
+	d->seg_wait_ms = rep.u.ok.wait_ms ? rep.u.ok.wait_ms : CKPTD_SEGMENT_WAIT_DEFAULT_MS;
+	if (d->seg_wait_ms > CKPTD_SEGMENT_WAIT_MAX_MS) /* no agent says more: believe no more */
+		d->seg_wait_ms = CKPTD_SEGMENT_WAIT_MAX_MS;
 	ckptd_msg_free(&rep);
 	d->joined = 1;
 	LOG_I(&ctx->log, CKPT_NO_VERSION, "joined ckptd agent %s", ctx->daemon_addr);
@@ -522,7 +526,13 @@ int ckpt__daemon_segment_write(ckpt_ctx *ctx, uint64_t version, uint64_t bytes, 
 	m.u.segment_request.mode = CKPTD_SEG_WRITE;
 	m.u.segment_request.bytes = bytes;
 	pthread_mutex_lock(&d->mu);
+	/* The agent may hold a WRITE up to its --segment-wait while the job's
+	 * pool is prepared, then answers BUSY: this call outlasts that by a
+	 * whole call's time, or a loaded rank would give up (and lose its
+	 * agent) just as the answer comes. */
+	ckptd_client_set_timeout(d->client, (int)(d->seg_wait_ms + CKPTD_CLIENT_DEFAULT_TIMEOUT_MS));
 	int err = call_expect(ctx, &m, CKPTD_MSG_SEGMENT_GRANT, &rep, &code);
+	ckptd_client_set_timeout(d->client, CKPTD_CLIENT_DEFAULT_TIMEOUT_MS);
 	if (err < 0) {
 		if (d->broken)
 			err = -ENOTCONN;

@@ -537,14 +537,21 @@ typedef struct vcopy {
 	char text[CKPTD_TEXT_MAX + 1];
 } vcopy;
 
-/* Every copy of version v the coordinator knows, by rank. */
+/* Every copy of version v the coordinator knows, in rank order. Its answer
+ * is checked, not trusted: one world size on every page, every rank below
+ * it and in order (a page resumes after the last rank of the one before,
+ * so pages always progress). *listed: how many ranks it names a copy of.
+ * What the caller does follows what the answer carries, never the world
+ * size it claims (2^32-1 ranks would be a loop of hours). */
 static int collect_copies(cli *c, const char *cmd, ckptd_client *cl, uint64_t v, vcopy **out, size_t *n,
-                          uint32_t *world)
+                          uint32_t *world, uint32_t *listed)
 {
 	size_t cap = 0;
 	uint64_t start = 0;
 	*out = NULL;
 	*n = 0;
+	*world = 0;
+	*listed = 0;
 	for (;;) {
 		ckptd_msg req = { .type = CKPTD_MSG_SHOW_VERSION }, rep;
 		snprintf(req.u.show_version.job, sizeof(req.u.show_version.job), "%s", c->job);
@@ -554,8 +561,17 @@ static int collect_copies(cli *c, const char *cmd, ckptd_client *cl, uint64_t v,
 		if (rc)
 			return rc;
 		const ckptd_version_detail *d = &rep.u.version_detail;
+		const char *bad = !d->world_size ? "no world size"
+		                : *world && d->world_size != *world ? "a world size that changes between pages" : NULL;
 		*world = d->world_size;
-		for (uint32_t i = 0; i < d->count; i++) {
+		for (uint32_t i = 0; i < d->count && !bad; i++) {
+			uint32_t rk = d->entries[i].rank;
+			if (rk >= *world)
+				bad = "a copy of a rank not below the world size";
+			else if (rk < start || (*n && rk < (*out)[*n - 1].rank))
+				bad = "copies out of rank order";
+			if (bad)
+				break;
 			if (*n == cap) {
 				cap = cap ? 2 * cap : 64;
 				vcopy *p = realloc(*out, cap * sizeof(*p));
@@ -565,6 +581,7 @@ static int collect_copies(cli *c, const char *cmd, ckptd_client *cl, uint64_t v,
 				}
 				*out = p;
 			}
+			*listed += !*n || (*out)[*n - 1].rank != rk;
 			vcopy *e = &(*out)[(*n)++];
 			memset(e, 0, sizeof(*e));
 			e->rank = d->entries[i].rank;
@@ -572,6 +589,12 @@ static int collect_copies(cli *c, const char *cmd, ckptd_client *cl, uint64_t v,
 			e->live = d->entries[i].state == 1;
 			e->code = -1;
 			snprintf(e->node, sizeof(e->node), "%s", d->entries[i].node);
+		}
+		if (bad) {
+			fprintf(stderr, "ckpt %s: the coordinator's answer about version %llu is not valid: %s\n", cmd,
+			        (unsigned long long)v, bad);
+			ckptd_msg_free(&rep);
+			return EXIT_ERROR;
 		}
 		int more = d->more && d->count > 0;
 		if (more)
@@ -648,12 +671,12 @@ int cli_daemon_verify(cli *c)
 	uint64_t v = c->version;
 	vcopy *cp = NULL;
 	size_t n = 0;
-	uint32_t world = 0;
+	uint32_t world = 0, listed = 0;
 	ckptd_msg st = { .type = CKPTD_MSG_STATUS }, srep;
 	int have_status = 0;
 	if ((v == VERSION_UNSET || v == VERSION_LATEST) && (rc = daemon_latest(c, "verify", cl, &v)))
 		goto out;
-	if ((rc = collect_copies(c, "verify", cl, v, &cp, &n, &world)))
+	if ((rc = collect_copies(c, "verify", cl, v, &cp, &n, &world, &listed)))
 		goto out;
 	snprintf(st.u.status.job, sizeof(st.u.status.job), "%s", c->job);
 	if ((rc = cli_daemon_call(c, "verify", cl, &st, CKPTD_MSG_STATUS_REPLY, &srep)))
@@ -706,11 +729,14 @@ int cli_daemon_verify(cli *c)
 		}
 		first = 0;
 	}
-	for (uint32_t r = 0; r < world; r++) {
-		int ok = 0;
-		for (size_t i = 0; i < n; i++)
-			ok |= cp[i].rank == r && cp[i].live && cp[i].code == CKPTD_VERIFY_OK;
-		intact_ranks += (uint32_t)ok;
+	/* One pass over the copies (in rank order): a rank is intact when one
+	 * of its copies is; the ranks never listed are not. */
+	for (size_t i = 0, ok = 0; i < n; i++) {
+		ok |= cp[i].live && cp[i].code == CKPTD_VERIFY_OK;
+		if (i + 1 == n || cp[i + 1].rank != cp[i].rank) {
+			intact_ranks += (uint32_t)ok;
+			ok = 0;
+		}
 	}
 	if (c->json)
 		printf("%s], \"intact_ranks\": %u, \"restorable\": %s}\n", n ? "\n" : "", intact_ranks,
@@ -852,12 +878,12 @@ int cli_restore_daemon(cli *c, const char *out, const char *shared_dir)
 	uint64_t v = c->version;
 	vcopy *cp = NULL;
 	size_t n = 0;
-	uint32_t world = 0;
+	uint32_t world = 0, listed = 0;
 	char stage[4200] = "", why[700] = "", node[CKPTD_NAME_MAX + 1] = "";
 	ckptd_msg st = { .type = CKPTD_MSG_STATUS }, srep;
 	if ((v == VERSION_UNSET || v == VERSION_LATEST || v == VERSION_ALL) && (rc = daemon_latest(c, "restore", cl, &v)))
 		goto out;
-	if ((rc = collect_copies(c, "restore", cl, v, &cp, &n, &world))) {
+	if ((rc = collect_copies(c, "restore", cl, v, &cp, &n, &world, &listed))) {
 		/* A coordinator that lost track of the version (every node
 		 * replaced) while the SHARED tree marks it committed: the tree is
 		 * enough, as it is for the library. */
@@ -867,8 +893,15 @@ int cli_restore_daemon(cli *c, const char *out, const char *shared_dir)
 			goto out;
 		fprintf(stderr, "ckpt restore: the SHARED tree marks version %llu committed (%u ranks): reading it there\n",
 		        (unsigned long long)v, mk.world_size);
-		world = mk.world_size;
+		world = listed = mk.world_size;
 		rc = EXIT_OK;
+	}
+	if (c->rank < 0 && listed < world) {
+		/* Work per rank follows what the coordinator listed, not its world size. */
+		fprintf(stderr, "ckpt restore: the coordinator lists copies of %u of version %llu's %u ranks; the others "
+		        "have no copy to restore (give --rank for one that has)\n", listed, (unsigned long long)v, world);
+		rc = EXIT_NOTFOUND;
+		goto out;
 	}
 	if ((rc = cli_daemon_call(c, "restore", cl, &st, CKPTD_MSG_STATUS_REPLY, &srep)))
 		goto out;
@@ -888,9 +921,16 @@ int cli_restore_daemon(cli *c, const char *out, const char *shared_dir)
 		goto out;
 	}
 	uint32_t missing = 0, corrupt = 0, from_mem = 0, from_disk = 0, from_peer = 0, from_shared = 0;
-	for (uint32_t r = 0; r < world; r++) {
-		if (c->rank >= 0 && (uint32_t)c->rank != r)
-			continue;
+	uint32_t r0 = c->rank >= 0 ? (uint32_t)c->rank : 0;
+	uint64_t rend = c->rank >= 0 ? r0 + 1ull : world;
+	size_t lo = 0;
+	for (uint32_t r = r0; r < rend; r++) {
+		/* This rank's copies: cp[lo, hi) (cp is in rank order). */
+		while (lo < n && cp[lo].rank < r)
+			lo++;
+		size_t hi = lo;
+		while (hi < n && cp[hi].rank == r)
+			hi++;
 		char dir[4300];
 		snprintf(dir, sizeof(dir), world > 1 && c->rank < 0 ? "%s/rank-%u" : "%s", stage, r);
 		ckptd_location loc;
@@ -950,7 +990,7 @@ int cli_restore_daemon(cli *c, const char *out, const char *shared_dir)
 		if (err < 0 && shared_dir) {
 			restage(dir, &dfd);
 			why[0] = 0;
-			err = dfd < 0 ? -errno : restore_shared(c, shared_dir, v, r, cp, n, dfd, why, sizeof(why));
+			err = dfd < 0 ? -errno : restore_shared(c, shared_dir, v, r, cp + lo, hi - lo, dfd, why, sizeof(why));
 			shared_tried = err != -ENOENT;
 			if (err == 0)
 				from_shared++;
@@ -964,8 +1004,8 @@ int cli_restore_daemon(cli *c, const char *out, const char *shared_dir)
 			missing++;
 			char nodes[256] = "";
 			size_t k = 0;
-			for (size_t i = 0; i < n; i++)
-				if (cp[i].rank == r && cp[i].live && !strstr(nodes, cp[i].node))
+			for (size_t i = lo; i < hi; i++)
+				if (cp[i].live && !strstr(nodes, cp[i].node))
 					k += (size_t)snprintf(nodes + k, k < sizeof(nodes) ? sizeof(nodes) - k : 0, "%s%s",
 					                      k ? ", " : "", cp[i].node);
 			fprintf(stderr, "ckpt restore: rank %u has no copy on this node (%s); it is held on: %s\n", r, node,
