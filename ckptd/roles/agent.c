@@ -544,6 +544,9 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 	 * node at: the network the peer tier runs on (docs/operations.md). */
 	if (a->cfg->listen && strlen(a->cfg->listen) <= CKPTD_ADDR_MAX)
 		snprintf(ok.u.ok.address, sizeof(ok.u.ok.address), "%s", a->cfg->listen);
+	/* The rank's call waits this long plus its own timeout: never gives
+	 * up while this agent may still answer (the config caps it). */
+	ok.u.ok.wait_ms = (uint32_t)a->cfg->segment_wait_ms;
 	int r = ckptd_session_send(s, &ok, -1);
 	/* A rank that joins (or comes back) saves at the steps the others do. */
 	for (size_t i = 0; r == 0 && i < a->nadvice; i++)
@@ -881,7 +884,7 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 		snprintf(err, errcap, "CKPT_FAULT: cannot parse the fault points");
 		goto fail;
 	}
-	if ((r = ckptd_jpools_new(srv, cfg, log, on_evict, a, on_pool_ready, a, &a->pools)) < 0 ||
+	if ((r = ckptd_jpools_new(srv, cfg, log, &a->faults, on_evict, a, on_pool_ready, a, &a->pools)) < 0 ||
 	    (r = ckptd_server_every(srv, LINK_TICK_MS, wait_tick, a)) < 0 ||
 	    (r = ckptd_server_every(srv, METRICS_TICK_MS, metrics_tick, a)) < 0) {
 		snprintf(err, errcap, "cannot set up the DRAM pools: %s", strerror(-r));

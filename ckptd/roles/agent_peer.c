@@ -16,11 +16,14 @@
  * Room is made as the node-DRAM pool does it (ckptd/mem/pool.c): a job's
  * restore point here (the copies of its newest version committed at
  * PEER_MEM, and of its newest committed at any tier when that is newer) is
- * never evicted, so that a node's loss cannot be followed by the loss of
- * the copies that restore it. The leasing job's own other copies go first,
- * oldest first; another job's only while it holds more than its share of
- * the pool (the pool over the jobs in it), so that one job's saves cannot
- * push another's copies out; then leases past their deadline. A lease that
+ * never evicted while the job is heard from (a commit notice, a lease, a
+ * read: --peer-protect-idle), so that a node's loss cannot be followed by
+ * the loss of the copies that restore it. The leasing job's own other
+ * copies go first, oldest first; then those of jobs silent past
+ * --peer-protect-idle (finished or gone: nothing else ever frees their
+ * DRAM); another job's only while it holds more than its share of the pool
+ * (the pool over the live jobs in it), so that one job's saves cannot push
+ * another's copies out; then leases past their deadline. A lease that
  * finds no room is refused with the reason in the log and in
  * ckpt_peer_refused_total; a fresh inventory tells the coordinator of
  * what was evicted. Slot ids
@@ -57,6 +60,7 @@ typedef struct pslot {
 	uint64_t stored_ns;
 	uint32_t pins;
 	int keep;             /* scratch of mark_keep(): part of its job's restore point */
+	int idle;             /* scratch of mark_keep(): its job is silent past --peer-protect-idle */
 	int gone;             /* scratch of slot_new(): planned for eviction */
 } pslot;
 
@@ -72,11 +76,13 @@ typedef struct pcheck {
 } pcheck;
 
 /* A job's newest versions announced COMMITTED (at PEER_MEM, at any tier):
- * its restore point, wherever this pool holds copies of them. */
+ * its restore point, wherever this pool holds copies of them, protected
+ * while the job was heard from within --peer-protect-idle. */
 typedef struct pjob {
 	char job[CKPTD_JOB_MAX + 1];
 	uint64_t peer_v, any_v;
 	int has_peer, has_any;  /* announced at all */
+	uint64_t heard_ns;      /* its last commit notice, lease or read here */
 } pjob;
 #define PJOBS_MAX 256 /* beyond: the entries of jobs with no copy here go */
 
@@ -86,6 +92,7 @@ struct ckptd_peerpool {
 	ckpt_fab_remote rem;
 	uint8_t *mem;
 	uint64_t size, used;
+	uint64_t idle_ns;     /* --peer-protect-idle; 0: a restore point stays until deleted */
 	pslot *slots; /* sorted by offset */
 	size_t n, cap;
 	ppin *pins;
@@ -142,15 +149,31 @@ static pjob *pjob_find(ckptd_peerpool *pp, const char *job)
 	return NULL;
 }
 
+/* The job was heard from here: its restore point is protected again. */
+static void pjob_heard(ckptd_peerpool *pp, const char *job)
+{
+	pjob *j = pjob_find(pp, job);
+	if (j)
+		j->heard_ns = ckpt__now_ns();
+}
+
+/* 1 if the job has been silent past --peer-protect-idle. A job never
+ * announced here has no restore point to lose and is not idle. */
+static int pjob_idle(const ckptd_peerpool *pp, const pjob *j, uint64_t now)
+{
+	return j && pp->idle_ns && now - j->heard_ns >= pp->idle_ns;
+}
+
 /* Marks the stored slots that make up their job's restore point (keep):
  * copies of its newest version committed at PEER_MEM, and of its newest
- * committed at any tier. */
-static void mark_keep(ckptd_peerpool *pp)
+ * committed at any tier, unless the job is idle (then idle is set). */
+static void mark_keep(ckptd_peerpool *pp, uint64_t now)
 {
 	for (size_t i = 0; i < pp->n; i++) {
 		pslot *s = &pp->slots[i];
 		const pjob *j = pjob_find(pp, s->job);
-		s->keep = j && s->state == SLOT_STORED &&
+		s->idle = pjob_idle(pp, j, now);
+		s->keep = j && !s->idle && s->state == SLOT_STORED &&
 		          ((j->has_peer && s->version == j->peer_v) || (j->has_any && s->version == j->any_v));
 	}
 }
@@ -165,19 +188,21 @@ static uint64_t job_used(const ckptd_peerpool *pp, const char *job)
 	return used;
 }
 
-/* How many jobs hold slots, job counted too. */
+/* How many live jobs hold slots, job counted too (an idle job's copies
+ * have no share: they go before anyone's over-share copies). After
+ * mark_keep(). */
 static uint32_t count_jobs(const ckptd_peerpool *pp, const char *job)
 {
-	uint32_t n = 0;
-	int mine = 0;
+	uint32_t n = 1; /* job */
 	for (size_t i = 0; i < pp->n; i++) {
+		if (!strcmp(pp->slots[i].job, job) || pp->slots[i].idle)
+			continue;
 		size_t k = 0;
 		while (k < i && strcmp(pp->slots[k].job, pp->slots[i].job))
 			k++;
 		n += k == i; /* the first slot of its job */
-		mine |= !strcmp(pp->slots[i].job, job);
 	}
-	return n + !mine;
+	return n;
 }
 
 /* What may go to make room for a lease of job's version: never a slot of
@@ -185,15 +210,16 @@ static uint32_t count_jobs(const ckptd_peerpool *pp, const char *job)
  * version being leased (another rank's shard of it is as new as this one,
  * and evicting it would keep the version from ever being whole in partner
  * DRAM; the writer goes to its next partner). The job's own stored copies
- * first, oldest first; then the oldest of another job while that job holds
- * more than its share (the pool over the jobs in it: nobody is pushed
- * below it by others); then a lease past its deadline. *why: the reason
- * when there is none. */
+ * first, oldest first; then the oldest of an idle job's (silent past
+ * --peer-protect-idle); then the oldest of another job while that job
+ * holds more than its share (the pool over the live jobs in it: nobody is
+ * pushed below it by others); then a lease past its deadline. *why: the
+ * reason when there is none. */
 static pslot *victim(ckptd_peerpool *pp, uint64_t now, const char *job, uint64_t version, const char **why)
 {
-	pslot *own = NULL, *other = NULL;
+	pslot *own = NULL, *idle = NULL, *other = NULL;
 	int kept = 0, shared_out = 0;
-	mark_keep(pp);
+	mark_keep(pp, now);
 	uint64_t share = pp->size / count_jobs(pp, job);
 	for (size_t i = 0; i < pp->n; i++) {
 		pslot *s = &pp->slots[i];
@@ -206,14 +232,17 @@ static pslot *victim(ckptd_peerpool *pp, uint64_t now, const char *job, uint64_t
 		if (!strcmp(s->job, job)) {
 			if (!own || s->stored_ns < own->stored_ns)
 				own = s;
+		} else if (s->idle) {
+			if (!idle || s->stored_ns < idle->stored_ns)
+				idle = s;
 		} else if (job_used(pp, s->job) <= share) {
 			shared_out = 1; /* theirs within their share */
 		} else if (!other || s->stored_ns < other->stored_ns) {
 			other = s;
 		}
 	}
-	if (own || other)
-		return own ? own : other;
+	if (own || idle || other)
+		return own ? own : idle ? idle : other;
 	for (size_t i = 0; i < pp->n; i++)
 		if (!pp->slots[i].gone && pp->slots[i].state == SLOT_WRITING && pp->slots[i].deadline_ns < now)
 			return &pp->slots[i];
@@ -322,6 +351,7 @@ static int on_lease(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd
 		return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "that shard's partner copy is in use");
 	if (old)
 		slot_free(a, old, "written again");
+	pjob_heard(pp, m->job); /* before the room is made: a job leasing is not idle */
 	const char *why = NULL;
 	pslot *sl = slot_new(a, m->job, m->version, m->bytes, &why);
 	if (!sl) {
@@ -456,6 +486,7 @@ static int on_read(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_
 		pp->cappins = nc;
 	}
 	pp->pins[pp->npins++] = (ppin){ sl->id, rs->serial };
+	pjob_heard(pp, m->job);
 	sl->pins++;
 	ckptd_msg rep = { .type = CKPTD_MSG_PEER_GRANT };
 	grant_of(pp, sl, &rep.u.peer_grant);
@@ -597,6 +628,7 @@ void ckptd__peer_committed(ckptd_agent *a, const char *job, uint64_t version, ui
 	}
 	if (!j)
 		return; /* 256 jobs with copies here: this one's are evicted as any */
+	j->heard_ns = ckpt__now_ns();
 	if (tier == CKPT_TIER_PEER_MEM && (!j->has_peer || version > j->peer_v)) {
 		j->peer_v = version;
 		j->has_peer = 1;
@@ -614,7 +646,7 @@ void ckptd__peer_gauges(ckptd_agent *a)
 	ckptd_metrics_zero(a->mx, CKPTD_M_PEER_PROTECTED);
 	if (!pp)
 		return;
-	mark_keep(pp);
+	mark_keep(pp, ckpt__now_ns());
 	for (size_t i = 0; i < pp->n; i++) {
 		const pslot *s = &pp->slots[i];
 		size_t k = 0;
@@ -667,6 +699,7 @@ int ckptd__peer_open(ckptd_agent *a, char *err, size_t errcap)
 	listen_host(cfg->listen, host, sizeof(host));
 	int r;
 	pp->size = cfg->peer_pool_size / SLOT_ALIGN * SLOT_ALIGN;
+	pp->idle_ns = cfg->peer_protect_idle_ms * 1000000ull;
 	if (!(pp->jobs = calloc(PJOBS_MAX, sizeof(*pp->jobs)))) {
 		free(pp);
 		return -ENOMEM;

@@ -39,6 +39,7 @@ struct ckptd_jpools {
 	ckptd_server *srv;
 	const ckptd_config *cfg;
 	const ckptd_log *log;
+	ckpt_faults *faults;
 	ckptd_pool_evict_fn on_evict;
 	void *evict_arg;
 	ckptd_jpools_ready_fn on_ready;
@@ -79,7 +80,10 @@ static void *prepare_main(void *arg)
 	snprintf(name, sizeof(name), "ckptd-job-%s", j->job);
 	ckptd_pool_opts po = { .size = sizeof(po), .bytes = j->bytes, .huge = CKPTD_POOL_HUGE_AUTO, .name = name,
 	                       .on_evict = j->owner->on_evict, .evict_arg = j->owner->evict_arg };
-	j->err = ckptd_pool_open(&j->pool, &po);
+	/* Tests: a slow preparation (delay:MS), requests waiting on it. */
+	j->err = ckpt__fault(j->owner->faults, "agent.pool_prepare");
+	if (j->err == 0)
+		j->err = ckptd_pool_open(&j->pool, &po);
 	char one = 1;
 	while (write(j->pipe[1], &one, 1) < 0 && errno == EINTR)
 		;
@@ -248,13 +252,14 @@ void ckptd_jpools_each(ckptd_jpools *p, void (*fn)(void *arg, const char *job, c
 		}
 }
 
-int ckptd_jpools_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_log *log, ckptd_pool_evict_fn on_evict,
-                     void *evict_arg, ckptd_jpools_ready_fn on_ready, void *ready_arg, ckptd_jpools **out)
+int ckptd_jpools_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_log *log, ckpt_faults *faults,
+                     ckptd_pool_evict_fn on_evict, void *evict_arg, ckptd_jpools_ready_fn on_ready, void *ready_arg,
+                     ckptd_jpools **out)
 {
 	ckptd_jpools *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	*p = (ckptd_jpools){ srv, cfg, log, on_evict, evict_arg, on_ready, ready_arg, NULL, 0 };
+	*p = (ckptd_jpools){ srv, cfg, log, faults, on_evict, evict_arg, on_ready, ready_arg, NULL, 0 };
 	*out = p;
 	return 0;
 }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "base/common.h"
+#include "base/faults.h"
 #include "coord/coord.h"
 #include "mem/pool.h"
 #include "roles.h"
@@ -52,8 +53,10 @@ void ckptd_agent_pool_stats(ckptd_agent *a, uint64_t *bytes, uint64_t *used);
 typedef struct ckptd_jpools ckptd_jpools;
 /* A job's pool became ready (err 0) or could not be made (err < 0). */
 typedef void (*ckptd_jpools_ready_fn)(void *arg, const char *job, int err);
-int ckptd_jpools_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_log *log, ckptd_pool_evict_fn on_evict,
-                     void *evict_arg, ckptd_jpools_ready_fn on_ready, void *ready_arg, ckptd_jpools **out);
+/* faults: the agent's (agent.pool_prepare), borrowed for the pools' life. */
+int ckptd_jpools_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_log *log, ckpt_faults *faults,
+                     ckptd_pool_evict_fn on_evict, void *evict_arg, ckptd_jpools_ready_fn on_ready, void *ready_arg,
+                     ckptd_jpools **out);
 /* Waits for pools being prepared, then closes every pool. Accepts NULL. */
 void ckptd_jpools_free(ckptd_jpools *p);
 /* A rank of job registered: its pool is prepared in the background when it

@@ -28,6 +28,10 @@ typedef struct cfg_entry {
 
 #define F(field) offsetof(ckptd_config, field)
 
+/* A default the rank assumes too, from its one definition (wire/proto.h). */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 static const cfg_entry table[] = {
 	{ "config", T_PATH, F(config), NULL, "CKPT_CONFIG", "config file of `name = value` lines (flags and environment override it)" },
 	{ "role", T_ROLE, F(roles), "both", "CKPT_ROLE", "agent, coordinator, or both (a single node in one process)" },
@@ -36,7 +40,7 @@ static const cfg_entry table[] = {
 	{ "socket", T_SOCKET, F(socket), NULL, "CKPT_SOCKET", "Unix socket path for local ranks, created 0600 (unset: none)" },
 	{ "pool-size", T_SIZE, F(pool_size), "1G", "CKPT_POOL_SIZE", "agent: node DRAM for checkpoints, bytes (K, M, G, T suffixes): all jobs' pools together" },
 	{ "job-pool-size", T_SIZE0, F(job_pool_size), "0", "CKPT_JOB_POOL_SIZE", "agent: one job's DRAM pool, its own memory that no other job can map (0: all of --pool-size)" },
-	{ "segment-wait", T_DURATION, F(segment_wait_ms), "10s", "CKPT_SEGMENT_WAIT", "agent: how long a DRAM request waits while its job's pool is prepared (first save of a job on this node); then: disk only" },
+	{ "segment-wait", T_DURATION, F(segment_wait_ms), STR(CKPTD_SEGMENT_WAIT_DEFAULT_MS) "ms", "CKPT_SEGMENT_WAIT", "agent: how long a DRAM request waits while its job's pool is prepared (first save of a job on this node); then: disk only. At most 10m; ranks are told it and wait that long plus their call timeout" },
 	{ "coordinator", T_TCP_ADDR, F(coordinator), NULL, "CKPT_COORDINATOR", "coordinator host:port (for agents)" },
 	{ "token-file", T_PATH, F(token_file), NULL, "CKPT_TOKEN_FILE", "file holding the cluster secret, mode 0600 (unset: the CKPT_TOKEN variable)" },
 	{ "node", T_NAME, F(node), NULL, "CKPT_NODE", "this node's name (unset: the host name)" },
@@ -63,6 +67,7 @@ static const cfg_entry table[] = {
 	{ "peer-pool-size", T_SIZE0, F(peer_pool_size), "0", "CKPT_PEER_POOL_SIZE", "agent: DRAM for partner nodes' copies (PEER_MEM), registered with libfabric at the --listen host; needs --listen (0: this node keeps none). The provider is CKPT_FABRIC_PROVIDER's, else libfabric's choice" },
 	{ "peer-replicas", T_UINT, F(peer_replicas), "1", "CKPT_PEER_REPLICAS", "coordinator: copies of each shard kept in other nodes' DRAM, on nodes of other failure domains first (0: none)" },
 	{ "peer-lease", T_DURATION, F(peer_lease_ms), "60s", "CKPT_PEER_LEASE", "agent: a partner's slot not committed within this is reclaimed (its writer died or hangs)" },
+	{ "peer-protect-idle", T_DURATION, F(peer_protect_idle_ms), "24h", "CKPT_PEER_PROTECT_IDLE", "agent: a job's restore point in the peer pool is never evicted while the job is heard from (a commit, a lease or a read of its copies); silent this long (finished, deleted elsewhere, gone) its copies are evicted before any live job's over-share copies, and it no longer counts in the pool's shares (0: protected until deleted)" },
 	{ "preempt-deadline", T_DURATION, F(preempt_deadline_ms), "30s", "CKPT_PREEMPT_DEADLINE", "coordinator: how long a preempted node has when its notice names no time (signals, trigger files, GCP gives 30 s)" },
 	{ "notice-aws", T_URL, F(notice_aws), NULL, "CKPT_NOTICE_AWS", "agent: poll AWS spot instance-action (IMDSv2) at this base URL, e.g. http://169.254.169.254 (unset: off)" },
 	{ "notice-gcp", T_URL, F(notice_gcp), NULL, "CKPT_NOTICE_GCP", "agent: poll GCP instance/preempted at this base URL, e.g. http://metadata.google.internal (unset: off)" },
@@ -195,6 +200,13 @@ static int apply(ckptd_config *cfg, const cfg_entry *e, const char *v, int src, 
 {
 	const char *expect = "";
 	int r = set_field(cfg, e, v, &expect);
+	/* A rank waits for a SEGMENT_REQUEST's answer the agent's wait plus a
+	 * call's own time, and believes a wait of at most this (wire/proto.h). */
+	if (r == 0 && e->offset == offsetof(ckptd_config, segment_wait_ms) &&
+	    cfg->segment_wait_ms > CKPTD_SEGMENT_WAIT_MAX_MS) {
+		expect = "a duration of at most 10m";
+		r = -EINVAL;
+	}
 	if (r == -ENOMEM) {
 		ckpt__errf(err, errcap, "out of memory");
 		return r;

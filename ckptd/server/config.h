@@ -58,6 +58,7 @@ typedef struct ckptd_config {
 	uint64_t peer_pool_size; /* agent: DRAM for partners' copies (PEER_MEM), bytes; 0: none */
 	uint32_t peer_replicas;  /* coordinator: partner copies of each shard */
 	uint64_t peer_lease_ms;  /* agent: a leased slot not committed within this is reclaimed */
+	uint64_t peer_protect_idle_ms; /* agent: a job silent this long loses its peer pool protection; 0: never */
 	uint64_t preempt_deadline_ms; /* coordinator: a notice's deadline when its source names none */
 	char *notice_aws, *notice_gcp, *notice_azure; /* agent: metadata base URLs polled for notices */
 	char *notice_azure_vm;   /* agent: this VM's name in Azure's scheduled events */

@@ -49,8 +49,13 @@ struct ckpt_daemon {
 	uint64_t *pop;
 	size_t pop_units, pop_left, pop_next;
 	uint32_t pop_gen;
+	/* READ grants not yet released, with pop_mu: while a restore (or a
+	 * reader of the DRAM copy) runs, the idle fill stays off, so that
+	 * the readers' threads have the CPUs to themselves. */
+	uint32_t readers;
 	ckptd_secret *secret;  /* the job's: partner agents are dialled with it */
 	char agent_listen[CKPTD_ADDR_MAX + 1]; /* the agent's --listen (1.3); "" unknown */
+	uint32_t seg_wait_ms;  /* the agent's --segment-wait, as it said (or its default) */
 	uint64_t heard_ns;     /* with mu: the agent's last frame */
 	/* with ctx->lock */
 	struct { uint64_t version; uint32_t tiers; } notices[NOTICE_RING];
@@ -241,6 +246,9 @@ int ckpt__daemon_open(ckpt_ctx *ctx)
 		goto out;
 	}
 	snprintf(d->agent_listen, sizeof(d->agent_listen), "%s", rep.u.ok.address);
+	d->seg_wait_ms = rep.u.ok.wait_ms ? rep.u.ok.wait_ms : CKPTD_SEGMENT_WAIT_DEFAULT_MS;
+	if (d->seg_wait_ms > CKPTD_SEGMENT_WAIT_MAX_MS) /* no agent says more: believe no more */
+		d->seg_wait_ms = CKPTD_SEGMENT_WAIT_MAX_MS;
 	ckptd_msg_free(&rep);
 	d->joined = 1;
 	LOG_I(&ctx->log, CKPT_NO_VERSION, "joined ckptd agent %s", ctx->daemon_addr);
@@ -361,11 +369,24 @@ static int populated(struct ckpt_daemon *d, uint64_t off, uint64_t len)
 	return u == b;
 }
 
+/* One read per FAULT_STRIDE bytes: a read fault on shared memory maps the
+ * pages around it as well (the kernel's fault-around, 64 KiB by default), so
+ * 1 GiB of 4 KiB pages takes 16,384 faults. MADV_POPULATE_READ walks the
+ * range page by page and cost a third more on the same restore
+ * (docs/benchmarks.md); touching every page would pay a TLB miss per page.
+ * Pages a smaller fault-around leaves out fault during the copy instead. */
+#define FAULT_STRIDE (64u << 10)
+
 void ckpt__daemon_fault_in(const void *p, size_t len)
 {
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	uintptr_t a = (uintptr_t)p / page * page, e = ((uintptr_t)p + len + page - 1) / page * page;
-	(void)madvise((void *)a, e - a, MADV_POPULATE_READ);
+	if (!len)
+		return;
+	const volatile uint8_t *b = p;
+	uintptr_t first = ((uintptr_t)p + FAULT_STRIDE - 1) / FAULT_STRIDE * FAULT_STRIDE;
+	uint8_t x = b[0];
+	for (uintptr_t a = first; a < (uintptr_t)p + len; a += FAULT_STRIDE)
+		x ^= b[a - (uintptr_t)p];
+	(void)x;
 }
 
 /* With d->mu held: the grant's bytes in our mapping of the pool. The whole
@@ -423,10 +444,14 @@ static int map_grant(ckpt_ctx *ctx, const ckptd_segment_grant *g, int write, uin
 		d->map_dev = st.st_dev;
 		d->map_ino = st.st_ino;
 	}
-	if (write)
+	if (write) {
 		prefault(d, g->offset, g->bytes);
-	else
+	} else {
 		*cold = !populated(d, g->offset, g->bytes);
+		pthread_mutex_lock(&d->pop_mu);
+		d->readers++;
+		pthread_mutex_unlock(&d->pop_mu);
+	}
 	*out = (uint8_t *)d->map.addr + g->offset;
 out:
 	close(fd);
@@ -442,6 +467,11 @@ int ckpt__daemon_prefault_idle(ckpt_ctx *ctx, uint64_t budget)
 	if (!d->pop || !d->pop_left || !d->map_write) {
 		pthread_mutex_unlock(&d->pop_mu);
 		return 0;
+	}
+	if (d->readers) {
+		/* Later: some remain, and the io thread looks again soon. */
+		pthread_mutex_unlock(&d->pop_mu);
+		return 1;
 	}
 	size_t a = d->pop_next;
 	while (a < d->pop_units && pop_has(d, a))
@@ -496,7 +526,13 @@ int ckpt__daemon_segment_write(ckpt_ctx *ctx, uint64_t version, uint64_t bytes, 
 	m.u.segment_request.mode = CKPTD_SEG_WRITE;
 	m.u.segment_request.bytes = bytes;
 	pthread_mutex_lock(&d->mu);
+	/* The agent may hold a WRITE up to its --segment-wait while the job's
+	 * pool is prepared, then answers BUSY: this call outlasts that by a
+	 * whole call's time, or a loaded rank would give up (and lose its
+	 * agent) just as the answer comes. */
+	ckptd_client_set_timeout(d->client, (int)(d->seg_wait_ms + CKPTD_CLIENT_DEFAULT_TIMEOUT_MS));
 	int err = call_expect(ctx, &m, CKPTD_MSG_SEGMENT_GRANT, &rep, &code);
+	ckptd_client_set_timeout(d->client, CKPTD_CLIENT_DEFAULT_TIMEOUT_MS);
 	if (err < 0) {
 		if (d->broken)
 			err = -ENOTCONN;
@@ -663,6 +699,11 @@ int ckpt__daemon_segment_release(ckpt_ctx *ctx, uint64_t id)
 	if (err == 0)
 		ckptd_msg_free(&rep);
 	pthread_mutex_unlock(&d->mu);
+	/* Done reading whatever the agent said (a lost link unpins it too). */
+	pthread_mutex_lock(&d->pop_mu);
+	if (d->readers)
+		d->readers--;
+	pthread_mutex_unlock(&d->pop_mu);
 	return err;
 }
 

@@ -83,8 +83,9 @@ int ckpt__daemon_segment_read_rank(struct ckpt_ctx *ctx, uint64_t version, uint3
 void ckpt__daemon_steps(struct ckpt_ctx *ctx, int force);
 /* Done reading the segment of a READ grant (SEGMENT_RELEASE). */
 int ckpt__daemon_segment_release(struct ckpt_ctx *ctx, uint64_t id);
-/* Builds the page tables of [p, p+len) of the mapping for reading, in one
- * call rather than a fault per page. Any thread; an optimisation only. */
+/* Builds the page tables of [p, p+len) of the mapping for reading, a
+ * fault-around window per fault rather than a fault per page. Any thread;
+ * an optimisation only. */
 void ckpt__daemon_fault_in(const void *p, size_t len);
 
 

@@ -144,6 +144,8 @@ enum {
 	CKPTD_TAG_KEY, CKPTD_TAG_BASE, CKPTD_TAG_PROVIDER, CKPTD_TAG_PEER_SKIPS,
 	/* 1.2: preemption */
 	CKPTD_TAG_SOURCE, CKPTD_TAG_DEADLINE_NS, CKPTD_TAG_FABRIC_ERRORS,
+	/* 1.3, later: REGISTER_RANK's OK says how long a segment request may wait */
+	CKPTD_TAG_WAIT_MS,
 };
 
 /* GC.keep_dram / keep_disk: no limit. */
@@ -217,7 +219,16 @@ typedef struct ckptd_ok {
 	char address[CKPTD_ADDR_MAX + 1]; /* optional (1.3), answering REGISTER_RANK: the agent's
 	                                   * --listen host:port; its host is where the rank's
 	                                   * fabric endpoint binds (the peer tier) */
+	uint32_t wait_ms; /* optional (1.3, later), answering REGISTER_RANK: the agent's
+	                   * --segment-wait, the longest it holds a SEGMENT_REQUEST
+	                   * before answering; 0: not said (CKPTD_SEGMENT_WAIT_DEFAULT_MS) */
 } ckptd_ok;
+
+/* An agent's --segment-wait: its default (assumed by a rank whose agent
+ * does not say), and its most (a rank waits at most this long plus a call's
+ * own time for a SEGMENT_REQUEST's answer). */
+#define CKPTD_SEGMENT_WAIT_DEFAULT_MS 10000
+#define CKPTD_SEGMENT_WAIT_MAX_MS 600000u
 
 typedef struct ckptd_hello {
 	uint32_t role;                   /* CKPTD_ROLE_* */

@@ -260,6 +260,7 @@ static const ckptd__field f_ok[] = {
 	F_U64(ckptd_ok, version, CKPTD_TAG_VERSION, OPT),
 	F_U32(ckptd_ok, count, CKPTD_TAG_COUNT, OPT),
 	F_STR(ckptd_ok, address, CKPTD_TAG_ADDRESS, OPT, CK_ADDR),
+	F_U32(ckptd_ok, wait_ms, CKPTD_TAG_WAIT_MS, OPT),
 };
 static const ckptd__field f_hello[] = {
 	F_U32(ckptd_hello, role, CKPTD_TAG_ROLE, REQ),

@@ -20,6 +20,14 @@
  *             ckpt_peer_protected_bytes{A} > 0 on its partner, never an
  *             eviction of A's version 2. n1 is lost; A's rank 0, relaunched
  *             on n3, restores version 2 bit-exact from partner DRAM.
+ *  idle       3 nodes, partner pools of 3 MiB, --peer-protect-idle 1s.
+ *             Job "A" (ranks on n1, n2, images of 1.4 MB) commits version 1
+ *             at peer_mem and finishes; silent past 1 s, its copy on its
+ *             partner is no longer protected (ckpt_peer_protected_bytes{A}
+ *             0, the copy still there). Job "B" (same nodes, images of 1 MB)
+ *             commits version 1, then version 2, which fits only in A's
+ *             place: A's copy is evicted for it and B's version 2 commits
+ *             at peer_mem (with A protected forever the lease was refused).
  *  partition  3 nodes, heartbeat timeouts of 3 s. Job "part" (a rank per
  *             node) commits version 1 at peer_mem. n2's port on the bridge
  *             goes down (nothing tells TCP) while the ranks save versions
@@ -216,6 +224,108 @@ static void scenario_eviction(void)
 		fprintf(stderr, "ok: n1 lost; A's rank 0 restored version 2 bit-exact from partner DRAM on n3\n");
 }
 
+/* Polls node k's gauge series until cond(value) holds; the last value. */
+static double scrape_until(int k, const char *series, int (*cond)(double), int timeout_ms)
+{
+	uint64_t end = td_ms() + (uint64_t)timeout_ms;
+	double v;
+	while (!cond(v = scrape(k, series)) && td_ms() < end)
+		usleep(100000);
+	return v;
+}
+
+static int is_zero(double v)
+{
+	return v == 0;
+}
+
+static void scenario_idle(void)
+{
+	static const char *const cargs[] = { "--agent-grace", "300s", "--peer-replicas", "1", NULL };
+	ct_start_coord(&E, cargs);
+	for (int k = 1; k <= 3; k++) {
+		char ml[64];
+		snprintf(ml, sizeof(ml), "%s:9100", E.net.addr[k]);
+		const char *args[] = { "--pool-size", "32M", "--job-pool-size", "16M", "--peer-pool-size", "3M",
+		                       "--peer-protect-idle", "1s", "--metrics-listen", ml, NULL };
+		ct_start_agent(&E, k, args, NULL);
+	}
+	ct_wait_agents(&E, 3);
+
+	/* A commits version 1 at peer_mem and finishes. */
+	ct_plan a[2];
+	ct_proc ar[2];
+	for (int r = 0; r < 2; r++)
+		a[r] = (ct_plan){ .tag = "a", .job = "A", .rank = r, .world = 2, .node = 1 + r, .bytes = 1400000,
+		                  .from = 1, .to = 1, .wait_peer = 1 };
+	int ok = 0;
+	for (int r = 0; r < 2; r++)
+		ct_spawn(&E, &ar[r], &a[r]);
+	for (int r = 0; r < 2; r++)
+		ok += ct_finish(&E, &ar[r]);
+	T_ASSERT(ok == 2);
+	char partner[CKPTD_NAME_MAX + 1];
+	ct_peer_node(&E, "A", 1, 0, partner, sizeof(partner));
+	T_ASSERT(partner[0] == 'n');
+	int pk = atoi(partner + 1);
+	T_ASSERT(pk >= 2 && pk <= 3);
+	const daemon_t *pa = &E.agent[pk];
+
+	/* Silent past --peer-protect-idle: A's copy stays, unprotected. Its
+	 * partner heard A's commit last (then it was protected); 1 s of silence
+	 * and two of the agent's 1 s metrics ticks later the gauge says 0
+	 * (waiting longer only makes A quieter). */
+	td_wait_log(pa, "[job=A]: version 1 committed at tier 2", 20000);
+	usleep(3000 * 1000);
+	double prot = scrape_until(pk, "ckpt_peer_protected_bytes{ckpt_job=\"A\"}", is_zero, 10000);
+	CT_CHECK(&E, prot == 0, "%s: ckpt_peer_protected_bytes{A} = %.0f after A was silent past 1 s, want 0", partner,
+	         prot);
+	double used = scrape(pk, "ckpt_peer_job_used_bytes{ckpt_job=\"A\"}");
+	CT_CHECK(&E, used >= 1400000, "%s: ckpt_peer_job_used_bytes{A} = %.0f, want A's copy still there", partner, used);
+
+	/* B's version 1, known committed on A's partner before version 2 is
+	 * leased (else B's own version 1 would be the victim). */
+	ct_plan b[2], b2[2];
+	ct_proc br[2];
+	for (int r = 0; r < 2; r++) {
+		b[r] = (ct_plan){ .tag = "b", .job = "B", .rank = r, .world = 2, .node = 1 + r, .bytes = 1000000,
+		                  .from = 1, .to = 1, .wait_peer = 1 };
+		b2[r] = b[r];
+		b2[r].tag = "b2";
+		b2[r].incarnation = 1;
+		b2[r].from = b2[r].to = 2;
+	}
+	ok = 0;
+	for (int r = 0; r < 2; r++)
+		ct_spawn(&E, &br[r], &b[r]);
+	for (int r = 0; r < 2; r++)
+		ok += ct_finish(&E, &br[r]);
+	CT_CHECK(&E, ok == 2, "job B: %d of 2 ranks committed version 1 at peer_mem", ok);
+	char node[CKPTD_NAME_MAX + 1];
+	ct_peer_node(&E, "B", 1, 0, node, sizeof(node));
+	CT_CHECK(&E, !strcmp(node, partner), "B's version 1 rank 0 copy is on '%s', not on A's partner %s", node,
+	         partner);
+	td_wait_log(pa, "[job=B]: version 1 committed at tier 2", 20000);
+
+	/* B's version 2 fits only in place of A's copy (A's, then B's version
+	 * 1 from the pool's start; what is left after them is too short). */
+	ok = 0;
+	for (int r = 0; r < 2; r++)
+		ct_spawn(&E, &br[r], &b2[r]);
+	for (int r = 0; r < 2; r++)
+		ok += ct_finish(&E, &br[r]);
+	CT_CHECK(&E, ok == 2, "job B: %d of 2 ranks committed version 2 at peer_mem", ok);
+	CT_CHECK(&E, td_log_has(pa, "[job=A]: partner copy of version 1 rank 0 dropped (evicted for version 2 of job B)"),
+	         "%s did not evict idle A's copy for B's version 2", partner);
+	CT_CHECK(&E, !td_log_has(pa, "[job=B]: partner copy of version 1 rank 0 dropped"),
+	         "%s evicted B's restore point (version 1) instead", partner);
+	ct_peer_node(&E, "B", 2, 0, node, sizeof(node));
+	CT_CHECK(&E, !strcmp(node, partner), "B's version 2 rank 0 copy is on '%s', not on %s", node, partner);
+	if (!E.failures)
+		fprintf(stderr, "ok: A silent past --peer-protect-idle lost its protection on %s; its copy was evicted "
+		        "for B's version 2, which committed at peer_mem\n", partner);
+}
+
 /* The coordinator's STATUS state of node k's agent (CKPTD_AGENT_*), 0 if
  * it is not listed. */
 static uint32_t agent_state(int k)
@@ -361,12 +471,14 @@ static void scenario_partition(void)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		T_FAIL("usage: test_cluster loss|eviction|partition");
+		T_FAIL("usage: test_cluster loss|eviction|idle|partition");
 	ct_init(&E, argv[1], 3);
 	if (!strcmp(argv[1], "loss"))
 		scenario_loss();
 	else if (!strcmp(argv[1], "eviction"))
 		scenario_eviction();
+	else if (!strcmp(argv[1], "idle"))
+		scenario_idle();
 	else if (!strcmp(argv[1], "partition"))
 		scenario_partition();
 	else

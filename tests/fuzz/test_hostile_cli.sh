@@ -6,7 +6,8 @@
 # verify must exit 3, restore must exit non-zero and write nothing outside
 # --out. Also: region names that collide with restore's temporary names, and
 # a region whose size makes the chunk count computation wrap; region names
-# a terminal would act on; save inputs that are FIFOs or shrink.
+# a terminal would act on; save and import inputs that are FIFOs, shrink or
+# are short.
 # Needs CKPT_BIN (ckpt) and CKPT_TESTS_BIN (ckpt_shard_patch).
 set -u
 export LC_ALL=C
@@ -271,6 +272,52 @@ if [ "$rc" -ge 128 ]; then fail "save died by signal $((rc - 128)) when its inpu
 elif [ "$rc" -ne 0 ] && grep -q "shrank" "$tmp/save.out"; then ok "save of a shrinking file refused (exit $rc)"
 else fail "save of a shrinking file: exit $rc: $(cat "$tmp/save.out")"; fi
 "$ckpt" ls --root "$tmp/r9" --job hj 2>/dev/null | grep -q '^ *2 ' && fail "a version was saved from a shrinking file"
+
+# The same for import, which once mapped its input: a safetensors file
+# truncated while the tool holds it (its header checked, its size taken).
+if command -v python3 >/dev/null; then
+	python3 -c '
+import json, struct, sys
+n = 8 << 20
+h = json.dumps({"w": {"dtype": "U8", "shape": [n], "data_offsets": [0, n]}}).encode()
+h += b" " * (-len(h) % 8)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h + bytes(range(256)) * (n // 256))
+' "$tmp/in9/shrinks.safetensors"
+	CKPT_FAULT=cli.import_read=delay:3000 "$ckpt" import --format safetensors "$tmp/in9/shrinks.safetensors" \
+		--root "$tmp/r9" --job hj --version 4 > "$tmp/import.out" 2>&1 &
+	ipid=$!
+	seen=
+	for _ in $(seq 200); do
+		for l in /proc/$ipid/fd/*; do [ "$(readlink "$l" 2>/dev/null)" = "$tmp/in9/shrinks.safetensors" ] && seen=1; done
+		grep -qF "$tmp/in9/shrinks.safetensors" /proc/$ipid/maps 2>/dev/null && seen=1 # mapped, not open
+		[ -n "$seen" ] && break
+		sleep 0.05
+	done
+	[ -n "$seen" ] || fail "import never opened or mapped the input file"
+	truncate -s 4096 "$tmp/in9/shrinks.safetensors"
+	wait "$ipid"
+	rc=$?
+	if [ "$rc" -ge 128 ]; then fail "import died by signal $((rc - 128)) when its input shrank"
+	elif [ "$rc" -ne 0 ] && grep -q "shrank" "$tmp/import.out"; then ok "import of a shrinking file refused (exit $rc)"
+	else fail "import of a shrinking file: exit $rc: $(cat "$tmp/import.out")"; fi
+	"$ckpt" ls --root "$tmp/r9" --job hj 2>/dev/null | grep -q '^ *4 ' && fail "a version was imported from a shrinking file"
+	# Short input: the header promises more bytes than the file holds.
+	head -c 1000 "$tmp/in9/shrinks.safetensors" > "$tmp/in9/short.safetensors" 2>/dev/null
+	python3 -c '
+import json, struct, sys
+h = json.dumps({"w": {"dtype": "U8", "shape": [4096], "data_offsets": [0, 4096]}}).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + b"x" * 100)
+' "$tmp/in9/short.safetensors"
+	"$ckpt" import --format safetensors "$tmp/in9/short.safetensors" --root "$tmp/r9" --job hj --version 5 \
+		> "$tmp/import.out" 2>&1
+	rc=$?
+	if [ "$rc" -eq 3 ]; then ok "import of a short file refused (exit 3): $(head -c 200 "$tmp/import.out")"
+	else fail "import of a short file: exit $rc (want 3): $(cat "$tmp/import.out")"; fi
+else
+	echo "skip: import of a shrinking file (no python3 to write one)"
+fi
 
 if [ "$fails" -ne 0 ]; then
 	echo "$fails checks failed"

@@ -12,9 +12,12 @@
  *
  * Every rank's pieces are read back through the public view API (ckpt.h),
  * whole tensors, and cut into chunks of --chunk-bytes (default 8 MiB).
+ * --bitshuffle transposes bits instead of bytes (bit plane k of every element
+ * together), which keeps runs of equal leading bits that a byte shuffle
+ * splits; it measures whether a bit-level filter would store less.
  *
  * usage: ckpt-delta-bench --root DIR --job J --base V --version W
- *                         [--chunk-bytes B] [--level L] [--json] */
+ *                         [--chunk-bytes B] [--level L] [--bitshuffle] [--json] */
 #include <ckpt.h>
 
 #include <errno.h>
@@ -43,6 +46,21 @@ static void shuffle(uint8_t *d, const uint8_t *s, size_t len, unsigned e)
 	memcpy(d + n * e, s + n * e, len - n * e);
 }
 
+/* Bit planes: bit b of element i goes to bit i of plane b (LSB first).
+ * The tail that does not fill a whole group of eight elements is copied. */
+static void bitshuffle(uint8_t *d, const uint8_t *s, size_t len, unsigned e)
+{
+	size_t n = len / e / 8 * 8, plane = n / 8;
+	memset(d, 0, n * e);
+	for (size_t i = 0; i < n; i++)
+		for (unsigned b = 0; b < 8 * e; b++)
+			if (s[i * e + b / 8] >> (b % 8) & 1)
+				d[b * plane + i / 8] |= (uint8_t)(1u << (i % 8));
+	memcpy(d + n * e, s + n * e, len - n * e);
+}
+
+static int bit_level;
+
 /* What the writer stores for one chunk: shuffle + zstd where that saves at
  * least an eighth (the library's rule), else the raw bytes. */
 static size_t stored(ZSTD_CCtx *cc, int level, uint8_t *z, size_t cap, const uint8_t *src, size_t n, unsigned e,
@@ -50,7 +68,7 @@ static size_t stored(ZSTD_CCtx *cc, int level, uint8_t *z, size_t cap, const uin
 {
 	const uint8_t *in = src;
 	if (e > 1) {
-		shuffle(scratch, src, n, e);
+		(bit_level ? bitshuffle : shuffle)(scratch, src, n, e);
 		in = scratch;
 	}
 	size_t r = ZSTD_compressCCtx(cc, z, cap, in, n, level);
@@ -83,7 +101,8 @@ int main(int argc, char **argv)
 		{ "root", required_argument, NULL, 'r' }, { "job", required_argument, NULL, 'j' },
 		{ "base", required_argument, NULL, 'b' }, { "version", required_argument, NULL, 'v' },
 		{ "chunk-bytes", required_argument, NULL, 'c' }, { "level", required_argument, NULL, 'l' },
-		{ "json", no_argument, NULL, 'J' },       { NULL, 0, NULL, 0 },
+		{ "json", no_argument, NULL, 'J' },       { "bitshuffle", no_argument, NULL, 'B' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -95,12 +114,13 @@ int main(int argc, char **argv)
 		case 'c': chunk = strtoull(optarg, NULL, 10); break;
 		case 'l': level = atoi(optarg); break;
 		case 'J': json = 1; break;
+		case 'B': bit_level = 1; break;
 		default: return 2;
 		}
 	}
 	if (!root || !job || !have_base || !have_ver) {
 		fprintf(stderr, "usage: ckpt-delta-bench --root DIR --job J --base V --version W [--chunk-bytes B] [--level L] "
-		                "[--json]\n");
+		                "[--bitshuffle] [--json]\n");
 		return 2;
 	}
 	char why[512] = "";
@@ -163,9 +183,9 @@ int main(int argc, char **argv)
 	if (json)
 		printf("{\"job\": \"%s\", \"base\": %" PRIu64 ", \"version\": %" PRIu64 ", \"raw\": %" PRIu64
 		       ", \"compressed\": %" PRIu64 ", \"delta\": %" PRIu64 ", \"compressed_ratio\": %.4f, \"delta_ratio\": %.4f"
-		       ", \"compress_gib_s\": %.3f, \"delta_gib_s\": %.3f, \"level\": %d}\n",
+		       ", \"compress_gib_s\": %.3f, \"delta_gib_s\": %.3f, \"level\": %d, \"filter\": \"%s\"}\n",
 		       job, base, ver, all.raw, all.comp, all.delta, (double)all.comp / all.raw, (double)all.delta / all.raw,
-		       gib / all.comp_s, gib / all.delta_s, level);
+		       gib / all.comp_s, gib / all.delta_s, level, bit_level ? "bit" : "byte");
 	else
 		printf("%-16s %12" PRIu64 " %12" PRIu64 " %12" PRIu64 "\nstored/raw: shuffle+zstd %.3f, xor+shuffle+zstd "
 		       "%.3f; one core: %.2f GiB/s, %.2f GiB/s\n",

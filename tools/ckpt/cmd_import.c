@@ -1,14 +1,15 @@
 /* ckpt import: a version of one rank made from safetensors files (a
  * fine-tuning run starting from published weights). Every header is
- * checked (safetensors.c) before anything is saved; the data is mapped
- * read-only and saved through the library like any rank's regions. */
+ * checked (safetensors.c) before anything is saved; the data is read with
+ * pread (as `ckpt save` reads its files) and saved through the library like
+ * any rank's regions. Not mmap: a file truncated under a mapping kills the
+ * process with SIGBUS; here it is a short read and an error naming it. */
 #include "cli.h"
 #include "safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,18 +21,45 @@ void help_import(FILE *o)
 	           "each tensor becomes a region with its dtype and shape (the whole tensor on rank 0), so\n"
 	           "that ckpt_restore with any number of ranks takes its part. A malformed file (header\n"
 	           "length, JSON, dtype, offsets past the end, overlapping tensors, holes) is refused with\n"
-	           "the reason before anything is written. Exits 3 for a malformed file.\n");
+	           "the reason before anything is written. Exits 3 for a malformed file. The tensors'\n"
+	           "bytes are read into memory (as many as the files' data sections hold); a file that\n"
+	           "shrinks or changes while it is read is refused (exit 1) and nothing is saved.\n");
 }
 
 typedef struct in_file {
 	const char *path;
-	uint8_t *map;
-	size_t len;
+	uint8_t *data; /* the data section: data_len bytes from data_start */
 	st_file st;
 } in_file;
 
-/* Reads and checks path's header; maps the file. */
-static int load(in_file *f, char *why, size_t cap)
+/* Reads the data section of f (its header checked, the file as st said):
+ * a short read, or a size or time that moved, is an error and nothing of
+ * it is used. */
+static int read_data(cli *c, in_file *f, int fd, const struct stat *st, char *why, size_t cap)
+{
+	struct stat st2;
+	size_t n = (size_t)f->st.data_len;
+	if (!(f->data = malloc(n ? n : 1))) { /* 0-byte tensors still point somewhere */
+		snprintf(why, cap, "no memory for its %zu bytes of tensors", n);
+		return EXIT_ERROR;
+	}
+	ckpt__fault(&c->faults, "cli.import_read");
+	int err = n ? ckpt__pread_full(fd, f->data, n, (off_t)f->st.data_start) : 0;
+	if (err < 0) {
+		int shrank = fstat(fd, &st2) == 0 && st2.st_size < st->st_size;
+		snprintf(why, cap, "%s", shrank ? "the file shrank while it was read; nothing saved" : ckpt_strerror(err));
+		return EXIT_ERROR;
+	}
+	if (fstat(fd, &st2) == 0 && (st2.st_size != st->st_size || st2.st_mtim.tv_sec != st->st_mtim.tv_sec ||
+	                             st2.st_mtim.tv_nsec != st->st_mtim.tv_nsec)) {
+		snprintf(why, cap, "the file changed while it was read; nothing saved");
+		return EXIT_ERROR;
+	}
+	return EXIT_OK;
+}
+
+/* Reads and checks path's header, then its tensors' bytes. */
+static int load(cli *c, in_file *f, char *why, size_t cap)
 {
 	/* O_NONBLOCK: a FIFO given as a file must not block the open; it is
 	 * refused below as not a regular file. */
@@ -64,16 +92,7 @@ static int load(in_file *f, char *why, size_t cap)
 	}
 	if (st_header_parse(js, hlen, (uint64_t)st.st_size, &f->st, why, cap) < 0)
 		goto out;
-	f->len = (size_t)st.st_size;
-	f->map = mmap(NULL, f->len, PROT_READ, MAP_PRIVATE, fd, 0);
-	if (f->map == MAP_FAILED) {
-		f->map = NULL;
-		rc = EXIT_ERROR;
-		snprintf(why, cap, "mmap: %s", strerror(errno));
-		st_file_free(&f->st);
-		goto out;
-	}
-	rc = EXIT_OK;
+	rc = read_data(c, f, fd, &st, why, cap);
 out:
 	free(js);
 	if (fd >= 0)
@@ -121,7 +140,7 @@ int cmd_import(cli *c, int argc, char **argv)
 	}
 	uint64_t total = 0;
 	for (int i = 0; i < nf; i++) {
-		if ((rc = load(&files[i], why, sizeof(why))) != EXIT_OK) {
+		if ((rc = load(c, &files[i], why, sizeof(why))) != EXIT_OK) {
 			fprintf(stderr, "ckpt import: %s: %s\n", files[i].path, why);
 			goto out;
 		}
@@ -147,7 +166,7 @@ int cmd_import(cli *c, int argc, char **argv)
 		for (size_t k = 0; k < files[i].st.n; k++) {
 			const st_tensor *t = &files[i].st.t[k];
 			ckpt_region_desc d = { .size = sizeof(d), .name = t->name,
-			                       .ptr = files[i].map + files[i].st.data_start + t->begin,
+			                       .ptr = files[i].data + t->begin,
 			                       .bytes = t->end - t->begin, .dtype = t->dtype, .ndim = t->ndim };
 			memcpy(d.global_shape, t->shape, sizeof(t->shape));
 			memcpy(d.extents, t->shape, sizeof(t->shape));
@@ -181,8 +200,7 @@ out:
 	if (ctx && ckpt_ctx_close(ctx) < 0 && rc == EXIT_OK)
 		rc = EXIT_ERROR;
 	for (int i = 0; i < nf; i++) {
-		if (files[i].map)
-			munmap(files[i].map, files[i].len);
+		free(files[i].data);
 		st_file_free(&files[i].st);
 	}
 	free(files);
