@@ -45,6 +45,26 @@ echo "== GPU tests"
 run_test '^test_gpu_kernels$' "kernels vs C reference"
 run_test '^test_gpu_regions$' "CUDA regions, lazy, fence, e2e sums"
 run_test '^trainer_resume_cuda$' "trainer CUDA kill -9 + resume"
+echo "== Python: CUDA tensors (libckpt/python/tests/test_cuda.py)"
+# The package built twice: without CUDA (tensors through pinned host copies),
+# then with (tensors as CUDA regions, lazy saves, fence), which stays installed.
+py=${CKPT_PY:-.venv/bin/python}
+if [ -x "$py" ] && "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+	for cuda in OFF ON; do
+		if ! "$py" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
+			--config-settings=cmake.define.CKPT_WITH_CUDA=$cuda --config-settings=cmake.define.CKPT_CUDA_ARCHITECTURES="$cc" . >build-gpu/pip-gpu.log 2>&1; then
+			tail -20 build-gpu/pip-gpu.log; row "python CUDA tensors (CUDA $cuda)" FAIL "pip install: see build-gpu/pip-gpu.log"; continue
+		fi
+		out=$(cd libckpt/python/tests && timeout 300 "$py" -m pytest -q -p no:cacheprovider -rs test_cuda.py 2>&1)
+		rc=$?
+		echo "$out" | tail -15
+		res=$(echo "$out" | grep -E '[0-9]+ (passed|failed|skipped)' | tail -1)
+		if [ $rc -eq 0 ]; then row "python CUDA tensors (CUDA $cuda)" ok "$res"
+		else row "python CUDA tensors (CUDA $cuda)" FAIL "$res"; fi
+	done
+else
+	row "python CUDA tensors" SKIP "no python with a CUDA torch at ${py} (tools/deps.sh)"
+fi
 echo "== CPU suite on this machine (quick)"
 run_test '^(test_roundtrip|test_corrupt|test_kernels|test_xxh3_port|test_cuda_emu)$' "CPU tests incl. XXH3 port"
 

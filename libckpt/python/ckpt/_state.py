@@ -56,6 +56,7 @@ class Leaf:
     sync_in: Optional[Callable[[], None]] = None
     sync_out: Optional[Callable[[], None]] = None
     owner: Any = None         # keeps the source alive while registered
+    cuda_index: Optional[int] = None  # a CUDA region's device (torch's index)
 
 
 # Adapters for array types beyond numpy (ckpt.torch adds tensors).

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import threading
@@ -51,6 +52,23 @@ class VersionInfo:
     stored_bytes: int
     created_ns: int
     committed_ns: int
+
+
+def cuda_device_of(leaves, bound: Optional[int]) -> Optional[int]:
+    """The one CUDA device whose memory the leaves' CUDA regions are (None:
+    no CUDA region). The library snapshots one device, the one current when
+    its first CUDA region was added (bound, once there was one)."""
+    devs = sorted({leaf.cuda_index for leaf in leaves if leaf.device == _ckpt.DEVICE_CUDA})
+    if not devs:
+        return None
+    if len(devs) > 1:
+        raise InvalidInputError(_EINVAL, f"the state holds CUDA tensors on devices {', '.join(map(str, devs))}: "
+                                         f"a Checkpointer takes one device's (move the others to it or to the CPU)")
+    if bound is not None and devs[0] != bound:
+        raise InvalidInputError(_EINVAL, f"the state's CUDA tensors are on device {devs[0]}, but this "
+                                         f"Checkpointer's are on device {bound} (the library keeps the device "
+                                         f"of its first CUDA region)")
+    return devs[0]
 
 
 def _tier(t: Union[str, int]) -> int:
@@ -110,6 +128,7 @@ class Checkpointer:
         self.open_args = (job, root, dict(settings))
         self._lock = threading.RLock()
         self._registered: Dict[str, _state.Leaf] = {}
+        self._cuda_dev: Optional[int] = None  # the device of the library's CUDA regions
         self._ctx = _ckpt.Context(cfg)
         root_path = cfg.get("root") or os.environ.get("CKPT_ROOT")
         self._root = os.path.realpath(root_path) if root_path else None
@@ -130,7 +149,8 @@ class Checkpointer:
         with self._lock:
             was_open = not self._ctx.closed
             try:
-                self._ctx.close()  # lazy CUDA copies may read the tensors until then
+                with self._scope(self._cuda_dev):
+                    self._ctx.close()  # lazy CUDA copies may read the tensors until then
             finally:
                 self._registered.clear()
                 if was_open and self._root:
@@ -154,6 +174,14 @@ class Checkpointer:
 
     # -------------------------------------------------------------- regions
 
+    @staticmethod
+    def _scope(index: Optional[int]):
+        """CUDA device index current for the block (nothing without one)."""
+        if index is None:
+            return contextlib.nullcontext()
+        from .torch import device_scope
+        return device_scope(index)
+
     def _sync(self, want: Dict[str, _state.Leaf]) -> None:
         """Makes the registered regions exactly want: a leaf whose memory
         moved (storage, pointer, size, dtype) is registered again."""
@@ -168,6 +196,8 @@ class Checkpointer:
             self._ctx.region_add(name, leaf.mem, leaf.nbytes, _ckpt.DTYPES[leaf.dtype][0], leaf.device,
                                  leaf.global_shape, leaf.offsets, leaf.extents)
             self._registered[name] = leaf
+            if leaf.device == _ckpt.DEVICE_CUDA and self._cuda_dev is None:
+                self._cuda_dev = leaf.cuda_index
 
     def _only(self, name: str, buf: bytearray) -> None:
         leaf = _state.Leaf("bytes", "bytes", (), len(buf), _ckpt.DEVICE_HOST, buf, ("meta", id(buf)), owner=buf)
@@ -195,23 +225,24 @@ class Checkpointer:
                                (_state.MANIFEST, bytearray(man)), (_state.OBJECTS, bytearray(objs))):
                 want[name] = _state.Leaf("bytes", "bytes", (), len(data), _ckpt.DEVICE_HOST, data,
                                          ("meta", name, id(data)), owner=data)
-            cuda = False
-            for leaf in flat.leaves.values():
-                if leaf.sync_in:
-                    leaf.sync_in()
-                cuda = cuda or leaf.device == _ckpt.DEVICE_CUDA
-            if cuda:  # the snapshot follows the work queued on torch's current stream
-                from .torch import current_stream_handle
-                self._ctx.cuda_stream_set(current_stream_handle())
-            self._sync(want)
-            return SaveHandle(self._ctx.save(step, lazy), step)
+            cuda = cuda_device_of(flat.leaves.values(), self._cuda_dev)
+            with self._scope(cuda if cuda is not None else self._cuda_dev):
+                for leaf in flat.leaves.values():
+                    if leaf.sync_in:
+                        leaf.sync_in()
+                if cuda is not None:  # the snapshot follows the work queued on torch's current stream
+                    from .torch import current_stream_handle
+                    self._ctx.cuda_stream_set(current_stream_handle(cuda))
+                self._sync(want)
+                return SaveHandle(self._ctx.save(step, lazy), step)
 
     def fence(self) -> None:
         """Waits until lazy saves' device copies are done: CUDA tensors may
         be modified after it (call it before optimizer.step())."""
         with self._lock:
             self._check_open("fence")
-            self._ctx.fence()
+            with self._scope(self._cuda_dev):
+                self._ctx.fence()
 
     # -------------------------------------------------------------- restore
 
@@ -286,7 +317,12 @@ class Checkpointer:
         with self._lock:
             self._check_open("restore")
             live = _state.flatten(state)
-            return self._attempts(version, lambda v: self._restore_one(state, live, v))
+            cuda = cuda_device_of(live.leaves.values(), self._cuda_dev)
+            with self._scope(cuda if cuda is not None else self._cuda_dev):
+                if cuda is not None:  # work queued on the tensors first: the copies do not wait for it
+                    from .torch import synchronize
+                    synchronize(cuda)
+                return self._attempts(version, lambda v: self._restore_one(state, live, v))
 
     def _restore_one(self, state, live, version: int) -> int:
         v, m, olen = self._guard(version, lambda: self._read_meta(version))
@@ -340,7 +376,8 @@ class Checkpointer:
         there is no version."""
         with self._lock:
             self._check_open("load")
-            return self._attempts(version, self._load_one)
+            with self._scope(self._cuda_dev):  # CUDA regions are removed on the way
+                return self._attempts(version, self._load_one)
 
     def _load_one(self, version: int):
         v, m, olen = self._guard(version, lambda: self._read_meta(version))

@@ -75,25 +75,29 @@ def _describe(x: torch.Tensor, path: str) -> _state.Leaf:
     if gshape:
         extra["dtensor"] = True
     exts = shape if gshape else ()
-    cuda = t.is_cuda and _ckpt.cuda_available()
+    # An empty CUDA tensor has no device address (data_ptr 0), which the
+    # library refuses as a CUDA region: it takes the (empty) host path.
+    cuda = t.is_cuda and _ckpt.cuda_available() and nbytes > 0
     if t.is_cuda and not cuda:
         # The library has no CUDA: through host memory.
         stage = torch.empty(shape, dtype=t.dtype, device="cpu", pin_memory=torch.cuda.is_available())
         return _state.Leaf("torch", dt, shape, nbytes, _ckpt.DEVICE_HOST, _host_buffer(stage),
                            ("torch-staged", id(stage), nbytes, dt, shape), gshape, offs, exts, extra,
                            sync_in=lambda: stage.copy_(t), sync_out=lambda: t.copy_(stage), owner=(t, stage))
+    index = t.device.index if cuda else None
     if t.is_contiguous():
         key = ("torch", str(t.device), t.data_ptr(), nbytes, dt, shape)
         if cuda:
             return _state.Leaf("torch", dt, shape, nbytes, _ckpt.DEVICE_CUDA, t.data_ptr(), key, gshape, offs,
-                               exts, extra, owner=t)
+                               exts, extra, owner=t, cuda_index=index)
         return _state.Leaf("torch", dt, shape, nbytes, _ckpt.DEVICE_HOST, _host_buffer(t), key, gshape, offs,
                            exts, extra, owner=t)
     stage = torch.empty(shape, dtype=t.dtype, device=t.device)
     mem = stage.data_ptr() if cuda else _host_buffer(stage)
     return _state.Leaf("torch", dt, shape, nbytes, _ckpt.DEVICE_CUDA if cuda else _ckpt.DEVICE_HOST, mem,
                        ("torch-staged", id(stage), nbytes, dt, shape), gshape, offs, exts, extra,
-                       sync_in=lambda: stage.copy_(t), sync_out=lambda: t.copy_(stage), owner=(t, stage))
+                       sync_in=lambda: stage.copy_(t), sync_out=lambda: t.copy_(stage), owner=(t, stage),
+                       cuda_index=index)
 
 
 def _make(entry: dict) -> torch.Tensor:
@@ -120,11 +124,25 @@ def _match(x: Any) -> bool:
 _state.register_adapter("torch", _match, _describe, _make)
 
 
-def current_stream_handle():
-    """The current CUDA stream as the library takes it (cudaStream_t), or None."""
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        return torch.cuda.current_stream().cuda_stream
-    return None
+def current_stream_handle(index: int):
+    """Torch's current stream on CUDA device index, as the library takes it
+    (a cudaStream_t)."""
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+def device_scope(index: int):
+    """Makes CUDA device index current (cudaSetDevice) for the calls in the
+    block: the library uses the device current when its first CUDA region
+    is added, and launches its checksum kernels on the trainer's stream,
+    which must belong to the current device."""
+    return torch.cuda.device(index)
+
+
+def synchronize(index: int) -> None:
+    """Waits for the work queued on torch's current stream of device index:
+    a restore's copies (on the library's own stream) must not overtake
+    work still reading or writing the tensors."""
+    torch.cuda.current_stream(index).synchronize()
 
 
 def __getattr__(name):

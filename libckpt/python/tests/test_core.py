@@ -327,3 +327,23 @@ def test_import_without_torch():
     code = "import sys, ckpt; import numpy; assert 'torch' not in sys.modules, 'torch imported'; print('ok')"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+def test_cuda_regions_of_one_device():
+    # The device logic of CUDA tensors, without a device: the library takes
+    # one device's CUDA regions, the one of its first; staged leaves (host
+    # copies) and host leaves do not count.
+    from ckpt import _ckpt, _state
+    from ckpt.checkpointer import cuda_device_of
+
+    def leaf(device, index=None):
+        return _state.Leaf("torch", "f32", (1,), 4, device, 0, ("k", id(object())), cuda_index=index)
+    host, cuda0, cuda1 = leaf(_ckpt.DEVICE_HOST), leaf(_ckpt.DEVICE_CUDA, 0), leaf(_ckpt.DEVICE_CUDA, 1)
+    assert cuda_device_of([host], None) is None
+    assert cuda_device_of([host], 1) is None
+    assert cuda_device_of([host, cuda1, cuda1], None) == 1
+    assert cuda_device_of([cuda1], 1) == 1
+    with pytest.raises(ckpt.InvalidInputError, match="devices 0, 1"):
+        cuda_device_of([cuda0, host, cuda1], None)
+    with pytest.raises(ckpt.InvalidInputError, match="on device 0, but this Checkpointer's are on device 1"):
+        cuda_device_of([cuda0], 1)
