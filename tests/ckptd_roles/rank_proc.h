@@ -86,6 +86,16 @@ static inline ckpt_ctx *rp_open(const char *const *names, uint8_t *const *bufs, 
 	return ctx;
 }
 
+/* A context from the environment with one host region, "weights", over
+ * buf (n bytes). */
+static inline ckpt_ctx *rp_open_weights(uint8_t *buf, size_t n)
+{
+	static const char *const names[] = { "weights" };
+	uint8_t *bufs[] = { buf };
+	size_t sizes[] = { n };
+	return rp_open(names, bufs, sizes, 1);
+}
+
 /* Restores CKPT_LATEST into b after delay_ms (a trainer building its model
  * meanwhile): it must be version `expect`, and the regions what fill()
  * writes for (rank, version) into want, byte for byte. */

@@ -1,18 +1,15 @@
 /* Commands that ask a ckptd daemon instead of a local root: the --daemon
- * options; ls, show, rm, gc, verify and restore with --daemon; status.
- * (stragglers, goodput and preempt: cmd_ops.c.) The CLI authenticates as CKPTD_ROLE_CLI, with the job's secret
+ * options; ls, show, rm, gc and verify with --daemon; status. (restore
+ * --daemon: cmd_restore_daemon.c; stragglers, goodput and preempt: cmd_ops.c.) The CLI authenticates as CKPTD_ROLE_CLI, with the job's secret
  * (derived from the cluster token) when a job is named, else the cluster's. */
 #include "cli.h"
+#include "copies.h"
 #include "wire/client.h"
-#include "wire/fdpass.h"
-#include "format/shared.h"
 #include "plot.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define DAEMON_TIMEOUT_MS 5000
 
@@ -359,7 +356,7 @@ static void latest_one(void *arg, const ckptd_version_info *v)
 	}
 }
 
-static int daemon_latest(cli *c, const char *cmd, ckptd_client *cl, uint64_t *out)
+int cli_daemon_latest(cli *c, const char *cmd, ckptd_client *cl, uint64_t *out)
 {
 	latest_acc acc = { 0, 0 };
 	int rc = each_version(c, cmd, cl, latest_one, &acc);
@@ -383,7 +380,7 @@ int cli_daemon_show(cli *c)
 	if (rc)
 		return rc;
 	uint64_t v = c->version;
-	if ((v == VERSION_UNSET || v == VERSION_ALL || v == VERSION_LATEST) && (rc = daemon_latest(c, "show", cl, &v))) {
+	if ((v == VERSION_UNSET || v == VERSION_ALL || v == VERSION_LATEST) && (rc = cli_daemon_latest(c, "show", cl, &v))) {
 		ckptd_client_close(cl);
 		return rc;
 	}
@@ -529,22 +526,14 @@ int cli_daemon_gc(cli *c, long keep, long kdram, long kdisk, long long kevery)
 
 /* ------------------------------------------------------------- verify */
 
-typedef struct vcopy {
-	uint32_t rank, tier;
-	char node[CKPTD_NAME_MAX + 1];
-	int live;
-	int code; /* -1: not verified yet; else CKPTD_VERIFY_* */
-	char text[CKPTD_TEXT_MAX + 1];
-} vcopy;
-
 /* Every copy of version v the coordinator knows, in rank order. Its answer
  * is checked, not trusted: one world size on every page, every rank below
  * it and in order (a page resumes after the last rank of the one before,
  * so pages always progress). *listed: how many ranks it names a copy of.
  * What the caller does follows what the answer carries, never the world
  * size it claims (2^32-1 ranks would be a loop of hours). */
-static int collect_copies(cli *c, const char *cmd, ckptd_client *cl, uint64_t v, vcopy **out, size_t *n,
-                          uint32_t *world, uint32_t *listed)
+int cli_collect_copies(cli *c, const char *cmd, ckptd_client *cl, uint64_t v, cli_copy **out, size_t *n,
+                       uint32_t *world, uint32_t *listed)
 {
 	size_t cap = 0;
 	uint64_t start = 0;
@@ -574,7 +563,7 @@ static int collect_copies(cli *c, const char *cmd, ckptd_client *cl, uint64_t v,
 				break;
 			if (*n == cap) {
 				cap = cap ? 2 * cap : 64;
-				vcopy *p = realloc(*out, cap * sizeof(*p));
+				cli_copy *p = realloc(*out, cap * sizeof(*p));
 				if (!p) {
 					ckptd_msg_free(&rep);
 					return EXIT_ERROR;
@@ -582,7 +571,7 @@ static int collect_copies(cli *c, const char *cmd, ckptd_client *cl, uint64_t v,
 				*out = p;
 			}
 			*listed += !*n || (*out)[*n - 1].rank != rk;
-			vcopy *e = &(*out)[(*n)++];
+			cli_copy *e = &(*out)[(*n)++];
 			memset(e, 0, sizeof(*e));
 			e->rank = d->entries[i].rank;
 			e->tier = d->entries[i].tier;
@@ -606,7 +595,7 @@ static int collect_copies(cli *c, const char *cmd, ckptd_client *cl, uint64_t v,
 }
 
 /* Asks the agent at addr to verify what it holds of v; fills the matching copies. */
-static int verify_at(cli *c, const char *node, const char *addr, uint64_t v, vcopy *cp, size_t n)
+static int verify_at(cli *c, const char *node, const char *addr, uint64_t v, cli_copy *cp, size_t n)
 {
 	cli sub = *c;
 	sub.daemon = addr;
@@ -669,14 +658,14 @@ int cli_daemon_verify(cli *c)
 	if (rc)
 		return rc;
 	uint64_t v = c->version;
-	vcopy *cp = NULL;
+	cli_copy *cp = NULL;
 	size_t n = 0;
 	uint32_t world = 0, listed = 0;
 	ckptd_msg st = { .type = CKPTD_MSG_STATUS }, srep;
 	int have_status = 0;
-	if ((v == VERSION_UNSET || v == VERSION_LATEST) && (rc = daemon_latest(c, "verify", cl, &v)))
+	if ((v == VERSION_UNSET || v == VERSION_LATEST) && (rc = cli_daemon_latest(c, "verify", cl, &v)))
 		goto out;
-	if ((rc = collect_copies(c, "verify", cl, v, &cp, &n, &world, &listed)))
+	if ((rc = cli_collect_copies(c, "verify", cl, v, &cp, &n, &world, &listed)))
 		goto out;
 	snprintf(st.u.status.job, sizeof(st.u.status.job), "%s", c->job);
 	if ((rc = cli_daemon_call(c, "verify", cl, &st, CKPTD_MSG_STATUS_REPLY, &srep)))
@@ -758,290 +747,6 @@ int cli_daemon_verify(cli *c)
 out:
 	if (have_status)
 		ckptd_msg_free(&srep);
-	free(cp);
-	ckptd_client_close(cl);
-	return rc;
-}
-
-/* ------------------------------------------------------------- restore */
-
-/* LOCATE on the agent: tiers this node holds (job, v, rank) in, its file's root. */
-static int locate(cli *c, ckptd_client *cl, uint64_t v, uint32_t rank, ckptd_location *out)
-{
-	ckptd_msg req = { .type = CKPTD_MSG_SEGMENT_REQUEST }, rep;
-	snprintf(req.u.segment_request.job, sizeof(req.u.segment_request.job), "%s", c->job);
-	req.u.segment_request.version = v;
-	req.u.segment_request.rank = rank;
-	req.u.segment_request.mode = CKPTD_SEG_LOCATE;
-	int rc = cli_daemon_call(c, "restore", cl, &req, CKPTD_MSG_LOCATION, &rep);
-	if (rc == EXIT_OK) {
-		*out = rep.u.location;
-		ckptd_msg_free(&rep);
-	}
-	return rc;
-}
-
-/* This rank's DRAM copy on this node, restored into outfd: its node-DRAM
- * copy (mode CKPTD_SEG_READ), or the partner copy this node holds of it
- * (CKPTD_SEG_PARTNER_COPY: a sealed copy of that shard alone, nothing to
- * release). */
-static int restore_dram(cli *c, ckptd_client *cl, uint64_t v, uint32_t rank, uint32_t mode, int outfd, char *why,
-                        size_t cap)
-{
-	ckptd_msg req = { .type = CKPTD_MSG_SEGMENT_REQUEST }, rep;
-	snprintf(req.u.segment_request.job, sizeof(req.u.segment_request.job), "%s", c->job);
-	req.u.segment_request.version = v;
-	req.u.segment_request.rank = rank;
-	req.u.segment_request.mode = mode;
-	int err = ckptd_client_call(cl, &req, &rep);
-	int fd = ckptd_client_take_fd(cl);
-	if (err == 0 && rep.type != CKPTD_MSG_SEGMENT_GRANT) {
-		snprintf(why, cap, "no DRAM grant: %.600s", rep.type == CKPTD_MSG_ERROR ? rep.u.error.text : "unexpected answer");
-		err = -ENOENT;
-	}
-	if (err < 0) {
-		if (fd >= 0)
-			close(fd);
-		ckptd_msg_free(&rep);
-		return err;
-	}
-	ckptd_mapping map;
-	uint64_t id = rep.u.segment_grant.segment_id;
-	err = fd < 0 ? -EPROTO : ckptd_seg_map(fd, rep.u.segment_grant.offset, rep.u.segment_grant.bytes, 0, &map);
-	ckptd_msg_free(&rep);
-	if (fd >= 0)
-		close(fd);
-	if (err == 0) {
-		cli_shard_src src = { .img = map.addr, .len = map.len };
-		err = cli_restore_shard(c, &src, v, rank, outfd, why, cap);
-		ckptd_seg_unmap(&map);
-	}
-	if (!id)
-		return err;
-	ckptd_msg rel = { .type = CKPTD_MSG_SEGMENT_RELEASE }, ok;
-	rel.u.segment_release.segment_id = id;
-	if (ckptd_client_call(cl, &rel, &ok) == 0)
-		ckptd_msg_free(&ok);
-	return err;
-}
-
-/* Empties a rank's staging directory after a copy that failed half way
- * (it may have left files), and opens it again; *dfd -1 on failure. */
-static void restage(const char *dir, int *dfd)
-{
-	if (*dfd >= 0)
-		close(*dfd);
-	cli_remove_stage(dir);
-	*dfd = -1;
-	if (ckpt__mkdir_p(dir, 0700) == 0)
-		*dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-}
-
-/* This rank's file in the SHARED tree: the version must be committed there
- * (the tree's marker, or a SHARED copy the coordinator records); its header
- * must be this rank's of the marker's run. -ENOENT: not there. */
-static int restore_shared(cli *c, const char *shared_dir, uint64_t v, uint32_t r, const vcopy *cp, size_t n, int dfd,
-                          char *why, size_t cap)
-{
-	ckpt_shared_mark mk = { 0 };
-	int listed = 0;
-	for (size_t i = 0; i < n; i++)
-		listed |= cp[i].rank == r && cp[i].tier == CKPT_TIER_SHARED && cp[i].live;
-	int err = ckpt__shared_marker_read(shared_dir, c->job, v, &mk);
-	if (err < 0 && !listed) {
-		snprintf(why, cap, "version %llu is not committed in %.300s (no marker, no SHARED copy recorded)",
-		         (unsigned long long)v, shared_dir);
-		return -ENOENT;
-	}
-	char path[4096];
-	if ((err = ckpt__shard_path(path, sizeof(path), shared_dir, c->job, v, r)) < 0)
-		return err;
-	if (access(path, F_OK) != 0) {
-		snprintf(why, cap, "%.300s: %s", path, strerror(errno));
-		return -ENOENT;
-	}
-	cli_shard_src src = { .path = path, .lineage = mk.lineage };
-	return cli_restore_shard(c, &src, v, r, dfd, why, cap);
-}
-
-int cli_restore_daemon(cli *c, const char *out, const char *shared_dir)
-{
-	if (ckpt__job_valid(c->job) < 0)
-		return cli_usage("restore", "a valid --job is required");
-	if (strncmp(c->daemon, "unix:", 5) != 0)
-		return cli_usage("restore", "--daemon: restore reads this node's copies; give its agent's Unix socket "
-		                            "(unix:/path), not %s", c->daemon);
-	ckptd_client *cl = NULL;
-	int rc = cli_daemon_connect(c, "restore", c->job, &cl);
-	if (rc)
-		return rc;
-	uint64_t v = c->version;
-	vcopy *cp = NULL;
-	size_t n = 0;
-	uint32_t world = 0, listed = 0;
-	char stage[4200] = "", why[700] = "", node[CKPTD_NAME_MAX + 1] = "";
-	ckptd_msg st = { .type = CKPTD_MSG_STATUS }, srep;
-	if ((v == VERSION_UNSET || v == VERSION_LATEST || v == VERSION_ALL) && (rc = daemon_latest(c, "restore", cl, &v)))
-		goto out;
-	if ((rc = collect_copies(c, "restore", cl, v, &cp, &n, &world, &listed))) {
-		/* A coordinator that lost track of the version (every node
-		 * replaced) while the SHARED tree marks it committed: the tree is
-		 * enough, as it is for the library. */
-		ckpt_shared_mark mk;
-		if (rc != EXIT_NOTFOUND || !shared_dir || ckpt__shared_marker_read(shared_dir, c->job, v, &mk) < 0 ||
-		    !mk.world_size || mk.world_size > (1u << 20))
-			goto out;
-		fprintf(stderr, "ckpt restore: the SHARED tree marks version %llu committed (%u ranks): reading it there\n",
-		        (unsigned long long)v, mk.world_size);
-		world = listed = mk.world_size;
-		rc = EXIT_OK;
-	}
-	if (c->rank < 0 && listed < world) {
-		/* Work per rank follows what the coordinator listed, not its world size. */
-		fprintf(stderr, "ckpt restore: the coordinator lists copies of %u of version %llu's %u ranks; the others "
-		        "have no copy to restore (give --rank for one that has)\n", listed, (unsigned long long)v, world);
-		rc = EXIT_NOTFOUND;
-		goto out;
-	}
-	if ((rc = cli_daemon_call(c, "restore", cl, &st, CKPTD_MSG_STATUS_REPLY, &srep)))
-		goto out;
-	snprintf(node, sizeof(node), "%s", srep.u.status_reply.node);
-	ckptd_msg_free(&srep);
-	if (c->rank >= 0 && (uint64_t)c->rank >= world) {
-		rc = cli_usage("restore", "rank %lld not below world size %u", (long long)c->rank, world);
-		goto out;
-	}
-	int err = ckpt__mkdir_p(out, 0755);
-	snprintf(stage, sizeof(stage), "%s/.ckpt-restore-XXXXXX", out);
-	if (err < 0 || !mkdtemp(stage)) {
-		fprintf(stderr, "ckpt restore: cannot create a directory in %s: %s\n", out,
-		        err < 0 ? ckpt_strerror(err) : strerror(errno));
-		stage[0] = 0;
-		rc = EXIT_ERROR;
-		goto out;
-	}
-	uint32_t missing = 0, corrupt = 0, from_mem = 0, from_disk = 0, from_peer = 0, from_shared = 0;
-	uint32_t r0 = c->rank >= 0 ? (uint32_t)c->rank : 0;
-	uint64_t rend = c->rank >= 0 ? r0 + 1ull : world;
-	size_t lo = 0;
-	for (uint32_t r = r0; r < rend; r++) {
-		/* This rank's copies: cp[lo, hi) (cp is in rank order). */
-		while (lo < n && cp[lo].rank < r)
-			lo++;
-		size_t hi = lo;
-		while (hi < n && cp[hi].rank == r)
-			hi++;
-		char dir[4300];
-		snprintf(dir, sizeof(dir), world > 1 && c->rank < 0 ? "%s/rank-%u" : "%s", stage, r);
-		ckptd_location loc;
-		int dfd = -1;
-		if ((err = ckpt__mkdir_p(dir, 0700)) < 0 || (dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
-		    (rc = locate(c, cl, v, r, &loc))) {
-			if (dfd >= 0)
-				close(dfd);
-			rc = rc ? rc : EXIT_ERROR;
-			goto out;
-		}
-		err = -ENOENT;
-		why[0] = 0;
-		if (loc.tiers & CKPT_TIER_LOCAL_MEM) {
-			err = restore_dram(c, cl, v, r, CKPTD_SEG_READ, dfd, why, sizeof(why));
-			if (err == 0)
-				from_mem++;
-			else
-				fprintf(stderr, "ckpt restore: rank %u: DRAM copy: %s%s\n", r,
-				        cli_text(why[0] ? why : ckpt_strerror(err), (char[2100]){ 0 }, 2100),
-				        loc.tiers & CKPT_TIER_LOCAL_DISK ? "; reading the disk copy" : "");
-		}
-		if (err < 0 && (loc.tiers & CKPT_TIER_LOCAL_DISK)) {
-			/* A copy that failed half way left files: start the rank afresh. */
-			char path[4096];
-			ckpt__shard_path(path, sizeof(path), loc.root, c->job, v, r);
-			close(dfd);
-			cli_remove_stage(dir);
-			dfd = -1;
-			if (ckpt__mkdir_p(dir, 0700) == 0)
-				dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-			/* The recorded checksum is the shard's DRAM image's, which a
-			 * compressed file does not repeat: header and chunks are checked. */
-			cli_shard_src src = { .path = path };
-			why[0] = 0;
-			err = dfd < 0 ? -errno : cli_restore_shard(c, &src, v, r, dfd, why, sizeof(why));
-			if (err == 0)
-				from_disk++;
-			else
-				fprintf(stderr, "ckpt restore: rank %u: disk copy %s: %s\n", r, path,
-				        cli_text(why[0] ? why : ckpt_strerror(err), (char[2100]){ 0 }, 2100));
-		}
-		/* Then what the library reads after the node's own copies: a
-		 * partner's copy held here (this node was the lost node's
-		 * partner), then the SHARED tree. */
-		if (err < 0 && (loc.tiers & CKPT_TIER_PEER_MEM)) {
-			restage(dir, &dfd);
-			why[0] = 0;
-			err = dfd < 0 ? -errno : restore_dram(c, cl, v, r, CKPTD_SEG_PARTNER_COPY, dfd, why, sizeof(why));
-			if (err == 0)
-				from_peer++;
-			else
-				fprintf(stderr, "ckpt restore: rank %u: partner copy: %s\n", r,
-				        cli_text(why[0] ? why : ckpt_strerror(err), (char[2100]){ 0 }, 2100));
-		}
-		int shared_tried = 0;
-		if (err < 0 && shared_dir) {
-			restage(dir, &dfd);
-			why[0] = 0;
-			err = dfd < 0 ? -errno : restore_shared(c, shared_dir, v, r, cp + lo, hi - lo, dfd, why, sizeof(why));
-			shared_tried = err != -ENOENT;
-			if (err == 0)
-				from_shared++;
-			else
-				fprintf(stderr, "ckpt restore: rank %u: SHARED copy: %s\n", r,
-				        cli_text(why[0] ? why : ckpt_strerror(err), (char[2100]){ 0 }, 2100));
-		}
-		if (dfd >= 0)
-			close(dfd);
-		if (err < 0 && !loc.tiers && !shared_tried) {
-			missing++;
-			char nodes[256] = "";
-			size_t k = 0;
-			for (size_t i = lo; i < hi; i++)
-				if (cp[i].live && !strstr(nodes, cp[i].node))
-					k += (size_t)snprintf(nodes + k, k < sizeof(nodes) ? sizeof(nodes) - k : 0, "%s%s",
-					                      k ? ", " : "", cp[i].node);
-			fprintf(stderr, "ckpt restore: rank %u has no copy on this node (%s); it is held on: %s\n", r, node,
-			        nodes[0] ? nodes : "no node");
-		} else if (err < 0) {
-			corrupt++;
-		}
-	}
-	if (missing || corrupt) {
-		fprintf(stderr, "ckpt restore: version %llu not restored: %u ranks not on this node, %u without an intact copy "
-		                "here (restore those ranks on the nodes that hold them, with --rank, or from SHARED with "
-		                "--shared-dir)\n",
-		        (unsigned long long)v, missing, corrupt);
-		rc = corrupt ? EXIT_CORRUPT : EXIT_NOTFOUND;
-		goto out;
-	}
-	if ((err = cli_publish_dir(stage, out, why, sizeof(why))) < 0) {
-		fprintf(stderr, "ckpt restore: %s\n", cli_text(why[0] ? why : ckpt_strerror(err), (char[2100]){ 0 }, 2100));
-		rc = EXIT_ERROR;
-		goto out;
-	}
-	if (c->json) {
-		printf("{\"job\": \"%s\", \"version\": %llu, \"from_local_mem\": %u, \"from_local_disk\": %u, "
-		       "\"from_peer_mem\": %u, \"from_shared\": %u, \"out\": ", c->job, (unsigned long long)v, from_mem,
-		       from_disk, from_peer, from_shared);
-		cli_json_str(stdout, out);
-		printf("}\n");
-	} else {
-		printf("restored job %s version %llu into %s (%u ranks from this node's DRAM, %u from its disk, %u from "
-		       "partner copies held here, %u from SHARED)\n", c->job, (unsigned long long)v, out, from_mem, from_disk,
-		       from_peer, from_shared);
-	}
-	rc = EXIT_OK;
-out:
-	if (stage[0])
-		cli_remove_stage(stage);
 	free(cp);
 	ckptd_client_close(cl);
 	return rc;
