@@ -115,6 +115,21 @@ static inline void rp_restore_check(ckpt_ctx *ctx, int rank, uint64_t expect, in
 	fprintf(stderr, "rank %d: version %llu restored bit-exact\n", rank, (unsigned long long)got);
 }
 
+/* fork() with a pipe from the child to the test: in the child returns 0
+ * and *rep is the end it reports on (rp_put); in the test returns the
+ * child's pid and *rep is the end it reads (rp_get). */
+static inline pid_t rp_fork(int *rep)
+{
+	int fds[2];
+	T_ASSERT(pipe2(fds, O_CLOEXEC) == 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	T_ASSERT(pid >= 0);
+	close(fds[pid == 0 ? 0 : 1]);
+	*rep = fds[pid == 0 ? 1 : 0];
+	return pid;
+}
+
 static inline void rp_put(int fd, char c)
 {
 	T_ASSERT(write(fd, &c, 1) == 1);
