@@ -86,6 +86,16 @@ static inline ckpt_ctx *rp_open(const char *const *names, uint8_t *const *bufs, 
 	return ctx;
 }
 
+/* A context from the environment with one host region, "weights", over
+ * buf (n bytes). */
+static inline ckpt_ctx *rp_open_weights(uint8_t *buf, size_t n)
+{
+	static const char *const names[] = { "weights" };
+	uint8_t *bufs[] = { buf };
+	size_t sizes[] = { n };
+	return rp_open(names, bufs, sizes, 1);
+}
+
 /* Restores CKPT_LATEST into b after delay_ms (a trainer building its model
  * meanwhile): it must be version `expect`, and the regions what fill()
  * writes for (rank, version) into want, byte for byte. */
@@ -103,6 +113,21 @@ static inline void rp_restore_check(ckpt_ctx *ctx, int rank, uint64_t expect, in
 		if (memcmp(b[i], want[i], sizes[i]) != 0)
 			T_FAIL("rank %d: region '%s' differs from version %llu", rank, names[i], (unsigned long long)got);
 	fprintf(stderr, "rank %d: version %llu restored bit-exact\n", rank, (unsigned long long)got);
+}
+
+/* fork() with a pipe from the child to the test: in the child returns 0
+ * and *rep is the end it reports on (rp_put); in the test returns the
+ * child's pid and *rep is the end it reads (rp_get). */
+static inline pid_t rp_fork(int *rep)
+{
+	int fds[2];
+	T_ASSERT(pipe2(fds, O_CLOEXEC) == 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	T_ASSERT(pid >= 0);
+	close(fds[pid == 0 ? 0 : 1]);
+	*rep = fds[pid == 0 ? 1 : 0];
+	return pid;
 }
 
 static inline void rp_put(int fd, char c)

@@ -145,7 +145,10 @@ static double scrape(int k, const char *series)
 	return v;
 }
 
-static void scenario_eviction(void)
+/* The coordinator and 3 agents with partner pools of 3 MiB, their metrics
+ * on each node's :9100; protect_idle: their --peer-protect-idle (NULL: the
+ * default). */
+static void start_small_pools(const char *protect_idle)
 {
 	static const char *const cargs[] = { "--agent-grace", "300s", "--peer-replicas", "1", NULL };
 	ct_start_coord(&E, cargs);
@@ -153,28 +156,51 @@ static void scenario_eviction(void)
 		char ml[64];
 		snprintf(ml, sizeof(ml), "%s:9100", E.net.addr[k]);
 		const char *args[] = { "--pool-size", "32M", "--job-pool-size", "16M", "--peer-pool-size", "3M",
-		                       "--metrics-listen", ml, NULL };
+		                       "--metrics-listen", ml, protect_idle ? "--peer-protect-idle" : NULL, protect_idle,
+		                       NULL };
 		ct_start_agent(&E, k, args, NULL);
 	}
 	ct_wait_agents(&E, 3);
+}
 
-	/* A commits version 2 at peer_mem. */
-	ct_plan a[2];
-	ct_proc ar[2];
-	for (int r = 0; r < 2; r++)
-		a[r] = (ct_plan){ .tag = "a", .job = "A", .rank = r, .world = 2, .node = 1 + r, .bytes = 600000,
-		                  .from = 1, .to = 2, .wait_peer = 1 };
+/* Ranks 0 and 1 of tmpl's job, on n1 and n2, run to their end; p: their
+ * plans (the caller's: a rank's process refers to its plan). Returns how
+ * many finished. */
+static int run_pair(const ct_plan *tmpl, ct_plan p[2])
+{
+	ct_proc pr[2];
 	int ok = 0;
+	for (int r = 0; r < 2; r++) {
+		p[r] = *tmpl;
+		p[r].rank = r;
+		p[r].node = 1 + r;
+		ct_spawn(&E, &pr[r], &p[r]);
+	}
 	for (int r = 0; r < 2; r++)
-		ct_spawn(&E, &ar[r], &a[r]);
-	for (int r = 0; r < 2; r++)
-		ok += ct_finish(&E, &ar[r]);
-	T_ASSERT(ok == 2);
-	char partner[CKPTD_NAME_MAX + 1];
-	ct_peer_node(&E, "A", 2, 0, partner, sizeof(partner));
+		ok += ct_finish(&E, &pr[r]);
+	return ok;
+}
+
+/* The node (2 or 3) holding the partner copy of job's version v rank 0. */
+static int partner_of(const char *job, uint64_t v, char *partner, size_t cap)
+{
+	ct_peer_node(&E, job, v, 0, partner, cap);
 	T_ASSERT(partner[0] == 'n');
 	int pk = atoi(partner + 1);
 	T_ASSERT(pk >= 2 && pk <= 3);
+	return pk;
+}
+
+static void scenario_eviction(void)
+{
+	start_small_pools(NULL);
+
+	/* A commits version 2 at peer_mem. */
+	ct_plan a[2];
+	T_ASSERT(run_pair(&(ct_plan){ .tag = "a", .job = "A", .world = 2, .bytes = 600000, .from = 1, .to = 2,
+	                              .wait_peer = 1 }, a) == 2);
+	char partner[CKPTD_NAME_MAX + 1];
+	int pk = partner_of("A", 2, partner, sizeof(partner));
 
 	/* A's rank 1 is gone; rank 0 saves versions that never commit. */
 	ct_plan a2 = { .tag = "a2", .job = "A", .rank = 0, .world = 2, .node = 1, .bytes = 600000, .incarnation = 1,
@@ -184,15 +210,8 @@ static void scenario_eviction(void)
 	CT_CHECK(&E, ct_finish(&E, &a2r), "A's rank 0 did not save versions 3-8");
 	/* B on the same nodes. */
 	ct_plan b[2];
-	ct_proc br[2];
-	for (int r = 0; r < 2; r++)
-		b[r] = (ct_plan){ .tag = "b", .job = "B", .rank = r, .world = 2, .node = 1 + r, .bytes = 600000,
-		                  .from = 1, .to = 6, .gap_ms = 400 };
-	for (int r = 0; r < 2; r++)
-		ct_spawn(&E, &br[r], &b[r]);
-	ok = 0;
-	for (int r = 0; r < 2; r++)
-		ok += ct_finish(&E, &br[r]);
+	int ok = run_pair(&(ct_plan){ .tag = "b", .job = "B", .world = 2, .bytes = 600000, .from = 1, .to = 6,
+	                              .gap_ms = 400 }, b);
 	CT_CHECK(&E, ok == 2, "job B: %d of 2 ranks saved versions 1-6", ok);
 
 	const daemon_t *pa = &E.agent[pk];
@@ -241,34 +260,14 @@ static int is_zero(double v)
 
 static void scenario_idle(void)
 {
-	static const char *const cargs[] = { "--agent-grace", "300s", "--peer-replicas", "1", NULL };
-	ct_start_coord(&E, cargs);
-	for (int k = 1; k <= 3; k++) {
-		char ml[64];
-		snprintf(ml, sizeof(ml), "%s:9100", E.net.addr[k]);
-		const char *args[] = { "--pool-size", "32M", "--job-pool-size", "16M", "--peer-pool-size", "3M",
-		                       "--peer-protect-idle", "1s", "--metrics-listen", ml, NULL };
-		ct_start_agent(&E, k, args, NULL);
-	}
-	ct_wait_agents(&E, 3);
+	start_small_pools("1s");
 
 	/* A commits version 1 at peer_mem and finishes. */
 	ct_plan a[2];
-	ct_proc ar[2];
-	for (int r = 0; r < 2; r++)
-		a[r] = (ct_plan){ .tag = "a", .job = "A", .rank = r, .world = 2, .node = 1 + r, .bytes = 1400000,
-		                  .from = 1, .to = 1, .wait_peer = 1 };
-	int ok = 0;
-	for (int r = 0; r < 2; r++)
-		ct_spawn(&E, &ar[r], &a[r]);
-	for (int r = 0; r < 2; r++)
-		ok += ct_finish(&E, &ar[r]);
-	T_ASSERT(ok == 2);
+	T_ASSERT(run_pair(&(ct_plan){ .tag = "a", .job = "A", .world = 2, .bytes = 1400000, .from = 1, .to = 1,
+	                              .wait_peer = 1 }, a) == 2);
 	char partner[CKPTD_NAME_MAX + 1];
-	ct_peer_node(&E, "A", 1, 0, partner, sizeof(partner));
-	T_ASSERT(partner[0] == 'n');
-	int pk = atoi(partner + 1);
-	T_ASSERT(pk >= 2 && pk <= 3);
+	int pk = partner_of("A", 1, partner, sizeof(partner));
 	const daemon_t *pa = &E.agent[pk];
 
 	/* Silent past --peer-protect-idle: A's copy stays, unprotected. Its
@@ -286,20 +285,8 @@ static void scenario_idle(void)
 	/* B's version 1, known committed on A's partner before version 2 is
 	 * leased (else B's own version 1 would be the victim). */
 	ct_plan b[2], b2[2];
-	ct_proc br[2];
-	for (int r = 0; r < 2; r++) {
-		b[r] = (ct_plan){ .tag = "b", .job = "B", .rank = r, .world = 2, .node = 1 + r, .bytes = 1000000,
-		                  .from = 1, .to = 1, .wait_peer = 1 };
-		b2[r] = b[r];
-		b2[r].tag = "b2";
-		b2[r].incarnation = 1;
-		b2[r].from = b2[r].to = 2;
-	}
-	ok = 0;
-	for (int r = 0; r < 2; r++)
-		ct_spawn(&E, &br[r], &b[r]);
-	for (int r = 0; r < 2; r++)
-		ok += ct_finish(&E, &br[r]);
+	ct_plan bt = { .tag = "b", .job = "B", .world = 2, .bytes = 1000000, .from = 1, .to = 1, .wait_peer = 1 };
+	int ok = run_pair(&bt, b);
 	CT_CHECK(&E, ok == 2, "job B: %d of 2 ranks committed version 1 at peer_mem", ok);
 	char node[CKPTD_NAME_MAX + 1];
 	ct_peer_node(&E, "B", 1, 0, node, sizeof(node));
@@ -309,11 +296,10 @@ static void scenario_idle(void)
 
 	/* B's version 2 fits only in place of A's copy (A's, then B's version
 	 * 1 from the pool's start; what is left after them is too short). */
-	ok = 0;
-	for (int r = 0; r < 2; r++)
-		ct_spawn(&E, &br[r], &b2[r]);
-	for (int r = 0; r < 2; r++)
-		ok += ct_finish(&E, &br[r]);
+	bt.tag = "b2";
+	bt.incarnation = 1;
+	bt.from = bt.to = 2;
+	ok = run_pair(&bt, b2);
 	CT_CHECK(&E, ok == 2, "job B: %d of 2 ranks committed version 2 at peer_mem", ok);
 	CT_CHECK(&E, td_log_has(pa, "[job=A]: partner copy of version 1 rank 0 dropped (evicted for version 2 of job B)"),
 	         "%s did not evict idle A's copy for B's version 2", partner);

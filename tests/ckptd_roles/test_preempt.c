@@ -188,22 +188,17 @@ typedef struct proc {
 
 static proc spawn(const char *tag, int rank, int node, uint64_t restore_want)
 {
-	int fds[2];
-	T_ASSERT(pipe2(fds, O_CLOEXEC) == 0);
-	fflush(NULL);
-	pid_t pid = fork();
-	T_ASSERT(pid >= 0);
+	int rep;
+	pid_t pid = rp_fork(&rep);
 	if (pid == 0) {
-		close(fds[0]);
 		rank_env(tag, rank, node);
 		if (restore_want)
 			rank_restore(rank, restore_want);
 		else
-			rank_train(rank, fds[1]);
+			rank_train(rank, rep);
 		exit(T_EXIT_PASS);
 	}
-	close(fds[1]);
-	return (proc){ pid, fds[0] };
+	return (proc){ pid, rep };
 }
 
 /* Reads report bytes until `want` (returns 1), or timeout / end (0). The

@@ -84,18 +84,13 @@ typedef struct proc {
 
 static proc spawn(int rank, int world, int k, int save)
 {
-	int fds[2];
-	T_ASSERT(pipe2(fds, O_CLOEXEC) == 0);
-	fflush(NULL);
-	pid_t pid = fork();
-	T_ASSERT(pid >= 0);
+	int rep;
+	pid_t pid = rp_fork(&rep);
 	if (pid == 0) {
-		close(fds[0]);
-		rank_main(rank, world, k, save, fds[1]);
+		rank_main(rank, world, k, save, rep);
 		exit(T_EXIT_PASS);
 	}
-	close(fds[1]);
-	return (proc){ pid, fds[0] };
+	return (proc){ pid, rep };
 }
 
 /* 1 when the rank reported done and exited 0; else its log's tail. */

@@ -30,7 +30,7 @@
  * Skips (77) when libfabric offers no tcp;ofi_rxm provider here. Checks are
  * counted, so that one failure does not hide the next phases. */
 #include "roles_test.h"
-#include "rank_proc.h"
+#include "rank_plan.h"
 
 #include <ckpt.h>
 
@@ -38,7 +38,6 @@
 #define WORLD 8
 #define NODES 5 /* n1..n4, and n5 the replacement */
 #define NREG 2
-#define WAIT_MS 30000
 #define TIERS "local_mem,peer_mem,local_disk"
 
 static rt_env env;
@@ -52,143 +51,30 @@ static pid_t driver;
 #define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
 	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); failures++; } } while (0)
 
-static void fill(uint8_t **b, int rank, uint64_t v)
-{
-	t_fill(b[0], regsize[0], (uint64_t)rank * 1000003u + v * 7919u + 1);
-	uint64_t step = v << 32 | (uint64_t)rank;
-	memcpy(b[1], &step, sizeof(step));
-}
-
 /* ---------------------------------------------------------------- ranks */
 
-/* What one rank process does, in order. */
-typedef struct plan {
-	const char *tag;      /* phase: names the log */
-	int incarnation;
-	int node;             /* index into agent[] / ckroot[] */
-	const char *order;    /* CKPT_RESTORE_ORDER; NULL: the default */
-	const char *fault;    /* CKPT_FAULT; NULL: none */
-	uint64_t restore;     /* expect CKPT_LATEST to be this version (0: no restore) */
-	uint64_t save_from, save_to; /* then save these versions (0: none) */
-	int wait_peer;        /* each save waited for at PEER_MEM (else LOCAL_DISK) */
-	int hold;             /* then wait to be killed */
-	int restore_delay_ms; /* between opening and restoring (a trainer building its model) */
-} plan;
-
-static void rank_log(char *buf, size_t cap, const char *tag, int rank)
+/* Rank `rank` of the job, incarnation inc, on node (agent[node], its
+ * root); the rest of its plan (rank_plan.h) is the caller's. */
+static rk_plan plan_of(const char *tag, int rank, int inc, int node)
 {
-	rp_log_path(buf, cap, env.dir, tag, rank);
+	return (rk_plan){ .tag = tag, .job = JOB, .rank = rank, .world = WORLD, .node = node, .bytes = regsize[0],
+	                  .incarnation = inc, .tiers = TIERS };
 }
 
-static void rank_env(const plan *p, int rank)
+static void spawn(rk_proc *pr, const rk_plan *p)
 {
-	rp_rank r = { env.dir, p->tag, JOB, rank, WORLD, p->incarnation, ckroot[p->node], agent[p->node].unixa, TIERS,
-	              env.tokpath, 150 };
-	rp_child_setup(driver, &r);
-	setenv("CKPT_CHUNK_BYTES", "64K", 1);
-	setenv("CKPT_STAGING_BYTES", "8M", 1);
-	setenv("CKPT_WORKERS", "1", 1);
-	setenv("CKPT_PEER_TIMEOUT_MS", "5000", 1);
-	if (p->order)
-		setenv("CKPT_RESTORE_ORDER", p->order, 1);
-	if (p->fault)
-		setenv("CKPT_FAULT", p->fault, 1);
+	rk_where w = { env.dir, env.tokpath, driver, ckroot[p->node], agent[p->node].unixa, NULL };
+	rk_spawn(&w, pr, p);
 }
 
-static void rank_main(const plan *p, int rank, int rep)
+static int finish(rk_proc *pr)
 {
-	uint8_t *b[NREG], *want[NREG];
-	for (int i = 0; i < NREG; i++) {
-		T_ASSERT((b[i] = malloc(regsize[i])) && (want[i] = malloc(regsize[i])));
-		memset(b[i], 0xa5, regsize[i]);
-	}
-	ckpt_ctx *ctx = rp_open(regname, b, regsize, NREG);
-	if (p->restore)
-		rp_restore_check(ctx, rank, p->restore, p->restore_delay_ms, b, want, regname, regsize, NREG, fill);
-	for (uint64_t v = p->save_from; v && v <= p->save_to; v++) {
-		fill(b, rank, v);
-		rp_put(rep, 'S');
-		ckpt_handle *h;
-		ckpt_status st = { .size = sizeof(st) };
-		T_OK(ckpt_save(ctx, v, 0, &h));
-		T_OK(ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, WAIT_MS, &st));
-		if (p->wait_peer) {
-			st.size = sizeof(st);
-			int r = ckpt_handle_wait(h, CKPT_TIER_PEER_MEM, WAIT_MS, &st);
-			if (r != 0)
-				T_FAIL("rank %d: version %llu not committed at PEER_MEM: %s", rank, (unsigned long long)v,
-				       ckpt_strerror(r));
-			T_ASSERT(st.tier == CKPT_TIER_PEER_MEM && st.error == 0 && st.committed);
-		}
-		ckpt_handle_free(h);
-	}
-	rp_put(rep, 'D');
-	if (p->hold) {
-		pause();
-		T_FAIL("rank %d: still alive", rank);
-	}
-	T_OK(ckpt_ctx_close(ctx));
-	for (int i = 0; i < NREG; i++) {
-		free(b[i]);
-		free(want[i]);
-	}
+	return rk_finish(env.dir, &failures, pr);
 }
 
-typedef struct proc {
-	pid_t pid;
-	int rep; /* its reports: 'S' before each save, 'D' when done */
-	const plan *p;
-} proc;
-
-static void spawn(proc *pr, const plan *p, int rank)
+static int log_has(const rk_plan *p, const char *needle)
 {
-	int fds[2];
-	T_ASSERT(pipe2(fds, O_CLOEXEC) == 0);
-	fflush(NULL);
-	pid_t pid = fork();
-	T_ASSERT(pid >= 0);
-	if (pid == 0) {
-		close(fds[0]);
-		rank_env(p, rank);
-		rank_main(p, rank, fds[1]);
-		exit(T_EXIT_PASS);
-	}
-	close(fds[1]);
-	*pr = (proc){ pid, fds[0], p };
-}
-
-/* Waits for a rank's 'D' (done) and, unless it holds, its exit 0.
- * Returns 1 if it got there; a failure is counted with its log. */
-static int finish(proc *pr, int rank)
-{
-	char log[700], c;
-	int st = 0;
-	rank_log(log, sizeof(log), pr->p->tag, rank);
-	while ((c = rp_get(pr->rep, 90000)) == 'S')
-		;
-	if (c != 'D') {
-		CHECK(0, "%s: rank %d did not finish", pr->p->tag, rank);
-		kill(pr->pid, SIGKILL);
-		waitpid(pr->pid, &st, 0);
-		td_print_tail(log, 25);
-		return 0;
-	}
-	if (pr->p->hold)
-		return 1;
-	close(pr->rep);
-	if (td_wait_pid(pr->pid, 60000, &st) < 0 || td_status_code(st) != 0) {
-		CHECK(0, "%s: rank %d exited %d", pr->p->tag, rank, td_status_code(st));
-		td_print_tail(log, 25);
-		return 0;
-	}
-	return 1;
-}
-
-static int log_has(const plan *p, int rank, const char *needle)
-{
-	char log[700];
-	rank_log(log, sizeof(log), p->tag, rank);
-	return td_file_has(log, 0, needle);
+	return rk_log_has(env.dir, p, needle);
 }
 
 /* --------------------------------------------------------- the coordinator */
@@ -253,7 +139,8 @@ static void cli_restore_lost(void)
 		uint8_t *want[NREG];
 		for (int i = 0; i < NREG; i++)
 			T_ASSERT((want[i] = malloc(regsize[i])));
-		fill(want, (int)r, 2);
+		rk_plan pl = plan_of("", (int)r, 0, 0);
+		rk_fill(want, &pl, 2);
 		for (int i = 0; i < NREG; i++) {
 			snprintf(path, sizeof(path), "%s/%s", out, regname[i]);
 			CHECK(file_is(path, want[i], regsize[i]), "rank %u: %s is not region '%s' of version 2", r, path,
@@ -298,13 +185,13 @@ static int home[WORLD]; /* the node each rank runs on */
 
 /* Runs one launch of all eight ranks with per-rank plans; returns how many
  * finished. */
-static int launch_all(plan *plans, proc *procs)
+static int launch_all(rk_plan *plans, rk_proc *procs)
 {
 	for (int r = 0; r < WORLD; r++)
-		spawn(&procs[r], &plans[r], r);
+		spawn(&procs[r], &plans[r]);
 	int ok = 0;
 	for (int r = 0; r < WORLD; r++)
-		ok += finish(&procs[r], r);
+		ok += finish(&procs[r]);
 	return ok;
 }
 
@@ -326,11 +213,15 @@ static void start_agent(int k, const char *fault)
 
 static void phase_a(void)
 {
-	plan p[WORLD];
-	proc pr[WORLD];
+	rk_plan p[WORLD];
+	rk_proc pr[WORLD];
 	for (int r = 0; r < WORLD; r++) {
 		home[r] = r / 2;
-		p[r] = (plan){ "a-save", 0, home[r], NULL, NULL, 0, 1, 2, 1, r / 2 == 1, 0 };
+		p[r] = plan_of("a-save", r, 0, home[r]);
+		p[r].from = 1;
+		p[r].to = 2;
+		p[r].wait_peer = 1;
+		p[r].hold = r / 2 == 1;
 	}
 	int ok = launch_all(p, pr);
 	CHECK(ok == WORLD, "phase A: %d of %d ranks saved versions 1-2 committed at peer_mem", ok, WORLD);
@@ -344,7 +235,7 @@ static void phase_a(void)
 	 * writer moved on to its next partner. */
 	int failover = 0;
 	for (int r = 0; r < WORLD; r++)
-		failover += log_has(&p[r], r, "PEER_MEM copy on n4 failed");
+		failover += log_has(&p[r], "PEER_MEM copy on n4 failed");
 	CHECK(td_log_has(&agent[3], "checksum mismatch") && failover == 1,
 	      "n4 got a damaged image: want its check to refuse it (checksum mismatch in its log) and one rank to "
 	      "fail over (%d did)", failover);
@@ -371,11 +262,15 @@ static void phase_bc(void)
 {
 	start_agent(4, "agent.peer_corrupt=error");
 	rt_wait_agents(&env, coord.tcp, 4, 10000);
-	plan p[WORLD];
-	proc pr[WORLD];
+	rk_plan p[WORLD];
+	rk_proc pr[WORLD];
 	home[2] = home[3] = 4;
-	for (int r = 0; r < WORLD; r++)
-		p[r] = (plan){ "bc", 1, home[r], NULL, NULL, 2, 3, 3, 1, 0, 0 };
+	for (int r = 0; r < WORLD; r++) {
+		p[r] = plan_of("bc", r, 1, home[r]);
+		p[r].restore = 2;
+		p[r].from = p[r].to = 3;
+		p[r].wait_peer = 1;
+	}
 	/* Rank 3 takes its time before restoring: n5's agent, seeing a rank
 	 * register that it holds nothing of, has fetched its shard from the
 	 * partner into node DRAM by then. Rank 2 restores at once. */
@@ -384,11 +279,11 @@ static void phase_bc(void)
 	CHECK(ok == WORLD, "phase B/C: %d of %d ranks restored version 2 and saved version 3", ok, WORLD);
 	int peer_ok = 0;
 	for (int r = 0; r < WORLD; r++) {
-		int from_peer = log_has(&p[r], r, "restored from PEER_MEM");
-		int from_mem = log_has(&p[r], r, "restored from LOCAL_MEM");
-		int from_disk = log_has(&p[r], r, "restored from LOCAL_DISK");
+		int from_peer = log_has(&p[r], "restored from PEER_MEM");
+		int from_mem = log_has(&p[r], "restored from LOCAL_MEM");
+		int from_disk = log_has(&p[r], "restored from LOCAL_DISK");
 		if (r == 2 || r == 3)
-			CHECK(!log_has(&p[r], r, "ckpt ERROR"), "rank %d on the replacement node restored fine but logged an "
+			CHECK(!log_has(&p[r], "ckpt ERROR"), "rank %d on the replacement node restored fine but logged an "
 			      "ERROR (its shard is on partners, not in this node's root)", r);
 		if (r == 2) {
 			CHECK((from_peer || from_mem) && !from_disk, "rank %d on the replacement node: want a restore from "
@@ -436,19 +331,22 @@ static void phase_de(void)
 	int first = np ? node_index(parts[0]) : -1;
 	T_ASSERT(first >= 0);
 
-	plan p[WORLD];
-	proc pr[WORLD];
+	rk_plan p[WORLD];
+	rk_proc pr[WORLD];
 	for (int r = 0; r < WORLD; r++) {
 		int is_v = 0;
 		for (int i = 0; i < nv; i++)
 			is_v |= vranks[i] == r;
 		/* Only rank 0's peer copy is waited for: the partner killed below
 		 * takes its own ranks' DRAM tier with it. */
-		p[r] = (plan){ "de", 2, home[r], is_v ? "local_mem,peer_mem,local_disk" : NULL,
-		               r == 0 ? "peer.mid_write=1@delay:6000" : NULL, 3, 4, 4, 0, 0, 0 };
+		p[r] = plan_of("de", r, 2, home[r]);
+		p[r].order = is_v ? "local_mem,peer_mem,local_disk" : NULL;
+		p[r].fault = r == 0 ? "peer.mid_write=1@delay:6000" : NULL;
+		p[r].restore = 3;
+		p[r].from = p[r].to = 4;
 	}
 	for (int r = 0; r < WORLD; r++)
-		spawn(&pr[r], &p[r], r);
+		spawn(&pr[r], &p[r]);
 	/* Rank 0 announces its save of version 4, writes half its image to its
 	 * first partner and pauses: that partner dies now. */
 	CHECK(rp_get(pr[0].rep, 60000) == 'S', "rank 0 did not start saving version 4");
@@ -456,11 +354,11 @@ static void phase_de(void)
 	rt_kill9(&agent[first]);
 	int ok = 0;
 	for (int r = 0; r < WORLD; r++)
-		ok += finish(&pr[r], r);
+		ok += finish(&pr[r]);
 	CHECK(ok == WORLD, "phase D/E: %d of %d ranks restored version 3 and saved version 4", ok, WORLD);
 	for (int i = 0; i < nv; i++) {
 		int r = vranks[i];
-		CHECK(log_has(&p[r], r, "checksum mismatch") && log_has(&p[r], r, "restored from LOCAL_DISK"),
+		CHECK(log_has(&p[r], "checksum mismatch") && log_has(&p[r], "restored from LOCAL_DISK"),
 		      "rank %d: want the corrupted partner copy detected, then a restore from disk", r);
 	}
 	if (!failures)
@@ -477,7 +375,7 @@ static void phase_de(void)
 	}
 	CHECK(node[0] && strcmp(node, parts[0]) != 0 && strcmp(node, "n1") != 0,
 	      "rank 0's version-4 partner copy is on '%s'; want a node other than n1 and the killed %s", node, parts[0]);
-	CHECK(log_has(&p[0], 0, "trying the next partner"), "rank 0's log does not show the fail-over");
+	CHECK(log_has(&p[0], "trying the next partner"), "rank 0's log does not show the fail-over");
 	if (node[0] && strcmp(node, parts[0]))
 		fprintf(stderr, "ok: E: partner %s killed mid-write; rank 0's copy of version 4 failed over to %s\n",
 		        parts[0], node);

@@ -25,10 +25,7 @@ static pid_t driver;
 static void rank_main(void)
 {
 	static uint8_t w[200000];
-	static const char *const names[] = { "weights" };
-	uint8_t *bufs[] = { w };
-	size_t sizes[] = { sizeof(w) };
-	ckpt_ctx *ctx = rp_open(names, bufs, sizes, 1);
+	ckpt_ctx *ctx = rp_open_weights(w, sizeof(w));
 	ckpt_handle *h;
 	ckpt_status st = { .size = sizeof(st) };
 	t_fill(w, sizeof(w), 1);

@@ -74,10 +74,7 @@ static int probe(const char *tag, const char *job, const daemon_t *agent, const 
 		if (order)
 			setenv("CKPT_RESTORE_ORDER", order, 1);
 		static uint8_t w[65536];
-		static const char *const names[] = { "weights" };
-		uint8_t *bufs[] = { w };
-		size_t sizes[] = { sizeof(w) };
-		ckpt_ctx *ctx = rp_open(names, bufs, sizes, 1);
+		ckpt_ctx *ctx = rp_open_weights(w, sizeof(w));
 		uint64_t got = 0;
 		int e = ckpt_restore(ctx, version, 0, &got);
 		fprintf(stderr, "probe: ckpt_restore: %d (%s)\n", e, ckpt_strerror(e));

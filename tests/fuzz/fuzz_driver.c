@@ -6,6 +6,7 @@
  * usage: fuzz_<target> [FILE|DIR]...
  * default: $CKPT_TEST_DATA/fuzz/corpus/<target> */
 #include <dirent.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "fuzz_driver.h"
@@ -71,10 +72,11 @@ static void run_path(const char *path)
 	free(ents);
 }
 
-uint64_t fz_flips_and_values(uint8_t *m, const uint8_t *data, size_t size, const uint8_t *vals, size_t nvals)
+static uint64_t flips_from(uint8_t *m, const uint8_t *data, size_t size, size_t from, const uint8_t *vals,
+                           size_t nvals)
 {
 	uint64_t runs = 0;
-	for (size_t i = 0; i < size; i++) {
+	for (size_t i = from; i < size; i++) {
 		for (int b = 0; b < 8; b++, runs++) {
 			m[i] ^= (uint8_t)(1u << b);
 			LLVMFuzzerTestOneInput(m, size);
@@ -86,6 +88,27 @@ uint64_t fz_flips_and_values(uint8_t *m, const uint8_t *data, size_t size, const
 			m[i] = data[i];
 		}
 	}
+	return runs;
+}
+
+uint64_t fz_flips_and_values(uint8_t *m, const uint8_t *data, size_t size, const uint8_t *vals, size_t nvals)
+{
+	return flips_from(m, data, size, 0, vals, nvals);
+}
+
+uint64_t fz_text_mutations(const uint8_t *data, size_t size, size_t from, const uint8_t *vals, size_t nvals)
+{
+	uint64_t runs = 0;
+	uint8_t *m = malloc(size ? size : 1);
+	if (!m)
+		return 0;
+	for (size_t n = 0; n < size; n++, runs++) {
+		memcpy(m, data, n);
+		LLVMFuzzerTestOneInput(m, n);
+	}
+	memcpy(m, data, size);
+	runs += flips_from(m, data, size, from, vals, nvals);
+	free(m);
 	return runs;
 }
 

@@ -36,6 +36,10 @@ uint64_t fz_mutations(const uint8_t *data, size_t size);
  * set to each of vals[0..nvals), one change at a time, through the target.
  * m (size bytes) holds data on entry and on return. Returns the runs. */
 uint64_t fz_flips_and_values(uint8_t *m, const uint8_t *data, size_t size, const uint8_t *vals, size_t nvals);
+/* The mutations of a text seed (JSON and the like): every truncation, then
+ * every bit flipped and every byte set to each of vals, from byte `from`
+ * on (those before it are the target's to vary). Returns the runs. */
+uint64_t fz_text_mutations(const uint8_t *data, size_t size, size_t from, const uint8_t *vals, size_t nvals);
 #endif
 
 #endif

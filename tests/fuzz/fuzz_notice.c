@@ -141,28 +141,13 @@ uint64_t fz_mutations(const uint8_t *data, size_t size)
 	uint8_t *m = malloc(size ? size : 1);
 	if (!m)
 		return 0;
-	for (size_t n = 0; n < size; n++, runs++) {
-		memcpy(m, data, n);
-		run_one(m, n);
-	}
+	/* Byte 0 picks the parser: each seed's body under every one. */
 	for (size_t k = 0; size && k < sizeof(sel); k++, runs++) {
 		memcpy(m, data, size);
 		m[0] = sel[k];
 		run_one(m, size);
 	}
-	for (size_t i = 1; i < size; i++) {
-		for (int bit = 0; bit < 8; bit++, runs++) {
-			memcpy(m, data, size);
-			m[i] ^= (uint8_t)(1u << bit);
-			run_one(m, size);
-		}
-		for (size_t k = 0; k < sizeof(pokes); k++, runs++) {
-			memcpy(m, data, size);
-			m[i] = pokes[k];
-			run_one(m, size);
-		}
-	}
 	free(m);
-	return runs;
+	return runs + fz_text_mutations(data, size, 1, pokes, sizeof(pokes));
 }
 #endif

@@ -74,27 +74,6 @@ const char fz_corpus_name[] = "safetensors";
 uint64_t fz_mutations(const uint8_t *data, size_t size)
 {
 	static const uint8_t pokes[] = { '"', '{', '}', '[', ']', ',', ':', '-', '0', '9', '\\', ' ', 0x00, 0x80, 0xff };
-	uint64_t runs = 0;
-	uint8_t *m = malloc(size ? size : 1);
-	if (!m)
-		return 0;
-	for (size_t n = 0; n < size; n++, runs++) {
-		memcpy(m, data, n);
-		run_one(m, n);
-	}
-	for (size_t i = 0; i < size; i++) {
-		for (int bit = 0; bit < 8; bit++, runs++) {
-			memcpy(m, data, size);
-			m[i] ^= (uint8_t)(1u << bit);
-			run_one(m, size);
-		}
-		for (size_t k = 0; k < sizeof(pokes); k++, runs++) {
-			memcpy(m, data, size);
-			m[i] = pokes[k];
-			run_one(m, size);
-		}
-	}
-	free(m);
-	return runs;
+	return fz_text_mutations(data, size, 0, pokes, sizeof(pokes));
 }
 #endif

@@ -37,6 +37,29 @@ run() {
 	fi
 }
 
+# shrink_while_held WHAT PID FILE OUT VERSION: once process PID (ckpt WHAT,
+# stopped at its fault point with the file's size known) holds FILE open or
+# mapped, FILE shrinks; the tool must refuse it naming why (OUT), not die of
+# a signal, and leave no VERSION of job hj in $tmp/r9.
+shrink_while_held() {
+	local what=$1 pid=$2 file=$3 out=$4 version=$5 seen= rc
+	for _ in $(seq 200); do
+		for l in /proc/$pid/fd/*; do [ "$(readlink "$l" 2>/dev/null)" = "$file" ] && seen=1; done
+		grep -qF "$file" "/proc/$pid/maps" 2>/dev/null && seen=1 # mapped, not open
+		[ -n "$seen" ] && break
+		sleep 0.05
+	done
+	[ -n "$seen" ] || fail "$what never opened or mapped the input file"
+	truncate -s 4096 "$file"
+	wait "$pid"
+	rc=$?
+	if [ "$rc" -ge 128 ]; then fail "$what died by signal $((rc - 128)) when its input shrank"
+	elif [ "$rc" -ne 0 ] && grep -q "shrank" "$out"; then ok "$what of a shrinking file refused (exit $rc)"
+	else fail "$what of a shrinking file: exit $rc: $(cat "$out")"; fi
+	"$ckpt" ls --root "$tmp/r9" --job hj 2>/dev/null | grep -q "^ *$version " &&
+		fail "$what made version $version of a shrinking file"
+}
+
 # A listing of everything under DIR, to see what a command created.
 snapshot() { (cd "$1" && find . | LC_ALL=C sort); }
 
@@ -256,22 +279,7 @@ else fail "import of a FIFO: exit $rc: $(cat "$tmp/import.out")"; fi
 head -c 8M /dev/urandom > "$tmp/in9/shrinks.bin"
 CKPT_FAULT=cli.save_read=delay:3000 "$ckpt" save --root "$tmp/r9" --job hj --version 2 "$tmp/in9/shrinks.bin" \
 	> "$tmp/save.out" 2>&1 &
-spid=$!
-# Shrunk while the tool holds it open (stopped at the fault point, its size known).
-seen=
-for _ in $(seq 200); do
-	for l in /proc/$spid/fd/*; do [ "$(readlink "$l" 2>/dev/null)" = "$tmp/in9/shrinks.bin" ] && seen=1; done
-	[ -n "$seen" ] && break
-	sleep 0.05
-done
-[ -n "$seen" ] || fail "save never opened the input file"
-truncate -s 4096 "$tmp/in9/shrinks.bin"
-wait "$spid"
-rc=$?
-if [ "$rc" -ge 128 ]; then fail "save died by signal $((rc - 128)) when its input shrank"
-elif [ "$rc" -ne 0 ] && grep -q "shrank" "$tmp/save.out"; then ok "save of a shrinking file refused (exit $rc)"
-else fail "save of a shrinking file: exit $rc: $(cat "$tmp/save.out")"; fi
-"$ckpt" ls --root "$tmp/r9" --job hj 2>/dev/null | grep -q '^ *2 ' && fail "a version was saved from a shrinking file"
+shrink_while_held save $! "$tmp/in9/shrinks.bin" "$tmp/save.out" 2
 
 # The same for import, which once mapped its input: a safetensors file
 # truncated while the tool holds it (its header checked, its size taken).
@@ -286,24 +294,8 @@ with open(sys.argv[1], "wb") as f:
 ' "$tmp/in9/shrinks.safetensors"
 	CKPT_FAULT=cli.import_read=delay:3000 "$ckpt" import --format safetensors "$tmp/in9/shrinks.safetensors" \
 		--root "$tmp/r9" --job hj --version 4 > "$tmp/import.out" 2>&1 &
-	ipid=$!
-	seen=
-	for _ in $(seq 200); do
-		for l in /proc/$ipid/fd/*; do [ "$(readlink "$l" 2>/dev/null)" = "$tmp/in9/shrinks.safetensors" ] && seen=1; done
-		grep -qF "$tmp/in9/shrinks.safetensors" /proc/$ipid/maps 2>/dev/null && seen=1 # mapped, not open
-		[ -n "$seen" ] && break
-		sleep 0.05
-	done
-	[ -n "$seen" ] || fail "import never opened or mapped the input file"
-	truncate -s 4096 "$tmp/in9/shrinks.safetensors"
-	wait "$ipid"
-	rc=$?
-	if [ "$rc" -ge 128 ]; then fail "import died by signal $((rc - 128)) when its input shrank"
-	elif [ "$rc" -ne 0 ] && grep -q "shrank" "$tmp/import.out"; then ok "import of a shrinking file refused (exit $rc)"
-	else fail "import of a shrinking file: exit $rc: $(cat "$tmp/import.out")"; fi
-	"$ckpt" ls --root "$tmp/r9" --job hj 2>/dev/null | grep -q '^ *4 ' && fail "a version was imported from a shrinking file"
+	shrink_while_held import $! "$tmp/in9/shrinks.safetensors" "$tmp/import.out" 4
 	# Short input: the header promises more bytes than the file holds.
-	head -c 1000 "$tmp/in9/shrinks.safetensors" > "$tmp/in9/short.safetensors" 2>/dev/null
 	python3 -c '
 import json, struct, sys
 h = json.dumps({"w": {"dtype": "U8", "shape": [4096], "data_offsets": [0, 4096]}}).encode()
