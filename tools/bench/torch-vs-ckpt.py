@@ -27,6 +27,7 @@ import time
 
 import torch
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 
 import ckpt
@@ -173,9 +174,20 @@ class Bench:
         for i in range(self.a.iters):
             p = os.path.join(d, f"adcp{i}")
             t0 = time.perf_counter()
-            # The process executor's worker joins a process group: one of one rank here.
+            # FileSystemWriter is a BlockingAsyncStager: async_save would
+            # stage through it unless a stager is given. The thread run
+            # names DCP's DefaultStager (staging in the background: its
+            # staging future is "may modify"); the process run takes the
+            # default. The process executor's worker joins a process
+            # group: one of one rank here.
+            stager = None
+            if kind == AsyncCheckpointerType.THREAD:
+                cuda = torch.cuda.is_available()
+                stager = DefaultStager(StagingOptions(use_pinned_memory=cuda, use_shared_memory=False,
+                                                      use_async_staging=True, use_non_blocking_copy=cuda))
             fut = dcp.async_save(self.state, storage_writer=dcp.FileSystemWriter(p),
-                                 no_dist=kind == AsyncCheckpointerType.THREAD, async_checkpointer_type=kind)
+                                 no_dist=kind == AsyncCheckpointerType.THREAD, async_checkpointer_type=kind,
+                                 async_stager=stager)
             stall = time.perf_counter() - t0
             staged = getattr(fut, "staging_completion", None)
             if staged is not None:
@@ -184,6 +196,8 @@ class Bench:
             modify = time.perf_counter() - t0
             fut.result()
             durable = time.perf_counter() - t0
+            if stager is not None:
+                stager.close()
             drop_caches()
             into = {k: torch.empty_like(v) for k, v in self.state.items()}
             r, _ = timed(lambda: dcp.load(into, storage_reader=dcp.FileSystemReader(p), no_dist=True))
