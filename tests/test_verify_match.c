@@ -5,15 +5,15 @@
  *  match     copies on several nodes, looked up by node, rank and tier:
  *            the right one found, absent ones not, a copy listed twice
  *            takes its first listing's result.
- *  scaling   every copy of 2^14 and of 2^17 ranks x 2 tiers on 64 nodes
+ *  scaling   every copy of 2^11 and of 2^17 ranks x 2 tiers on 64 nodes
  *            looked up once, as an agent's answer naming all of them
- *            would: CPU time per copy within 4x (answers x copies, as
- *            before, would be 8x and minutes at the larger size). */
+ *            would: CPU time per copy within 12x, the least of three runs
+ *            (the sort's log and its cache misses measure 3-4x; answers x
+ *            copies, as before, would be 64x). */
 #include "helpers.h"
 
 #include "copies.h"
 
-#include <time.h>
 
 #define NODES 64
 
@@ -75,13 +75,6 @@ static int match(void)
 	return 0;
 }
 
-static double cpu_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
 /* CPU seconds per copy: sorted, then every copy found on its node's run. */
 static double per_copy(size_t ranks, int reps)
 {
@@ -89,7 +82,7 @@ static double per_copy(size_t ranks, int reps)
 	cli_copy *cp = make(ranks, &n);
 	if (!cp)
 		return -1;
-	double t0 = cpu_s();
+	double t0 = t_cpu_s();
 	for (int r = 0; r < reps; r++) {
 		size_t *ix;
 		if (cli_copies_sort(cp, n, &ix) < 0)
@@ -107,17 +100,22 @@ static double per_copy(size_t ranks, int reps)
 		}
 		free(ix);
 	}
-	double t = (cpu_s() - t0) / ((double)n * reps);
+	double t = (t_cpu_s() - t0) / ((double)n * reps);
 	free(cp);
 	return t;
 }
 
 static int scaling(void)
 {
-	double small = per_copy(1u << 14, 16), large = per_copy(1u << 17, 2);
-	T_ASSERT(small > 0 && large > 0);
-	fprintf(stderr, "matching: %.0f ns per copy at 2^15 copies, %.0f at 2^18\n", small * 1e9, large * 1e9);
-	T_ASSERT(large < 4 * small);
+	double small = 1, large = 1;
+	for (int run = 0; run < 3; run++) { /* the least of three: noise only ever adds */
+		double a = per_copy(1u << 11, 64), b = per_copy(1u << 17, 1);
+		T_ASSERT(a > 0 && b > 0);
+		small = a < small ? a : small;
+		large = b < large ? b : large;
+	}
+	fprintf(stderr, "matching: %.0f ns per copy at 2^12 copies, %.0f at 2^18\n", small * 1e9, large * 1e9);
+	T_ASSERT(large < 12 * small);
 	return 0;
 }
 
