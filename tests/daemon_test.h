@@ -9,6 +9,8 @@
 #include "helpers.h"
 #include "ckptd_helper.h"
 
+#include <ckpt.h>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -96,6 +98,71 @@ static inline void dt_stop(dt_env *e)
 		e->d.pid = 0;
 	td_daemon_kill9(&e->d);
 	e->daemon = 0;
+}
+
+/* A rank's configuration for job against this daemon: node DRAM and disk,
+ * 1 MiB chunks, 8 MiB of staging; the caller changes what it tests. */
+static inline void dt_config(ckpt_config *cfg, const dt_env *e, const char *job)
+{
+	T_OK(ckpt_config_init(cfg));
+	cfg->root = e->root;
+	cfg->job_id = job;
+	cfg->chunk_bytes = 1u << 20;
+	cfg->staging_bytes = 8u << 20;
+	cfg->tiers = CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK;
+	cfg->daemon = e->addr;
+	cfg->token_file = e->tok;
+}
+
+/* The state of a rank: n regions of the given sizes, malloc'd. */
+static inline void dt_bufs_alloc(uint8_t **bufs, const size_t *sizes, int n)
+{
+	for (int i = 0; i < n; i++)
+		T_ASSERT((bufs[i] = malloc(sizes[i])));
+}
+
+static inline void dt_bufs_free(uint8_t **bufs, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(bufs[i]);
+}
+
+/* Registers bufs as byte regions "r0" .. "r<n-1>". */
+static inline void dt_regions_add(ckpt_ctx *ctx, uint8_t **bufs, const size_t *sizes, int n)
+{
+	for (int i = 0; i < n; i++) {
+		ckpt_region_desc d;
+		char name[16];
+		snprintf(name, sizeof(name), "r%d", i);
+		ckpt_region_desc_init(&d, name, bufs[i], sizes[i]);
+		T_OK(ckpt_region_add(ctx, &d));
+	}
+}
+
+/* Opens a rank with cfg and registers bufs as byte regions "r0" .. "r<n-1>". */
+static inline ckpt_ctx *dt_open(const ckpt_config *cfg, uint8_t **bufs, const size_t *sizes, int n)
+{
+	ckpt_ctx *ctx;
+	T_OK(ckpt_ctx_open(cfg, &ctx));
+	dt_regions_add(ctx, bufs, sizes, n);
+	return ctx;
+}
+
+/* Restores version through ctx (whose regions are bufs, overwritten first
+ * so that nothing passes by chance): it must be version expect, every
+ * byte as in want. */
+static inline void dt_restore_expect(ckpt_ctx *ctx, uint64_t version, uint64_t expect, uint8_t **bufs,
+                                     uint8_t **want, const size_t *sizes, int n)
+{
+	for (int i = 0; i < n; i++)
+		memset(bufs[i], 0xa5, sizes[i]);
+	uint64_t got = 0;
+	T_OK(ckpt_restore(ctx, version, 0, &got));
+	if (got != expect)
+		T_FAIL("restored version %llu, expected %llu", (unsigned long long)got, (unsigned long long)expect);
+	for (int i = 0; i < n; i++)
+		if (memcmp(bufs[i], want[i], sizes[i]))
+			T_FAIL("region r%d differs from what was saved", i);
 }
 
 /* Runs fn in a child process (a rank); returns its exit status, or 128 +

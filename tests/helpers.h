@@ -70,6 +70,15 @@ static inline uint64_t t_wall_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* CPU seconds of this process: what scaling tests compare (work, not the
+ * wall clock of a loaded machine). */
+static inline double t_cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 /* The whole file, malloc'd with a NUL after its *len bytes; NULL when it
  * cannot be opened or read to its end. */
 static inline char *t_slurp(const char *path, size_t *len)

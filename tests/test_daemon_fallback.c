@@ -32,18 +32,6 @@ static void fill(uint8_t **bufs, uint64_t seed)
 		t_fill(bufs[i], sizes[i], seed + (uint64_t)i);
 }
 
-static void alloc_bufs(uint8_t **bufs)
-{
-	for (int i = 0; i < NREG; i++)
-		T_ASSERT((bufs[i] = malloc(sizes[i])));
-}
-
-static void free_bufs(uint8_t **bufs)
-{
-	for (int i = 0; i < NREG; i++)
-		free(bufs[i]);
-}
-
 static int open_ctx(const dt_env *e, uint8_t **bufs, ckpt_ctx **out)
 {
 	ckpt_config cfg;
@@ -59,13 +47,7 @@ static int open_ctx(const dt_env *e, uint8_t **bufs, ckpt_ctx **out)
 	int r = ckpt_ctx_open(&cfg, out);
 	if (r < 0)
 		return r;
-	for (int i = 0; i < NREG; i++) {
-		ckpt_region_desc d;
-		char name[16];
-		snprintf(name, sizeof(name), "r%d", i);
-		ckpt_region_desc_init(&d, name, bufs[i], sizes[i]);
-		T_OK(ckpt_region_add(*out, &d));
-	}
+	dt_regions_add(*out, bufs, sizes, NREG);
 	return 0;
 }
 
@@ -74,7 +56,7 @@ static int open_ctx(const dt_env *e, uint8_t **bufs, ckpt_ctx **out)
 static void save_expect(const dt_env *e, int mem_err)
 {
 	uint8_t *bufs[NREG];
-	alloc_bufs(bufs);
+	dt_bufs_alloc(bufs, sizes, NREG);
 	ckpt_ctx *ctx;
 	T_OK(open_ctx(e, bufs, &ctx));
 	for (uint64_t v = 1; v <= 2; v++) {
@@ -92,7 +74,7 @@ static void save_expect(const dt_env *e, int mem_err)
 		ckpt_handle_free(h);
 	}
 	T_OK(ckpt_ctx_close(ctx));
-	free_bufs(bufs);
+	dt_bufs_free(bufs, NREG);
 }
 
 static void save_unavail(const dt_env *e) { save_expect(e, -CKPT_EUNAVAIL); }
@@ -102,8 +84,8 @@ static void save_plain(const dt_env *e) { save_expect(e, 0); }
 static void restore_latest(const dt_env *e)
 {
 	uint8_t *bufs[NREG], *want[NREG];
-	alloc_bufs(bufs);
-	alloc_bufs(want);
+	dt_bufs_alloc(bufs, sizes, NREG);
+	dt_bufs_alloc(want, sizes, NREG);
 	fill(want, 2);
 	for (int i = 0; i < NREG; i++)
 		memset(bufs[i], 0x5a, sizes[i]);
@@ -115,8 +97,8 @@ static void restore_latest(const dt_env *e)
 	for (int i = 0; i < NREG; i++)
 		T_ASSERT(memcmp(bufs[i], want[i], sizes[i]) == 0);
 	T_OK(ckpt_ctx_close(ctx));
-	free_bufs(bufs);
-	free_bufs(want);
+	dt_bufs_free(bufs, NREG);
+	dt_bufs_free(want, NREG);
 }
 
 static int expected_open_err;
@@ -151,7 +133,7 @@ static pid_t agent_pid;
 static void agent_dies(const dt_env *e)
 {
 	uint8_t *bufs[NREG];
-	alloc_bufs(bufs);
+	dt_bufs_alloc(bufs, sizes, NREG);
 	ckpt_ctx *ctx;
 	T_OK(open_ctx(e, bufs, &ctx));
 	fill(bufs, 1);
@@ -172,7 +154,7 @@ static void agent_dies(const dt_env *e)
 		ckpt_handle_free(h);
 	}
 	T_OK(ckpt_ctx_close(ctx));
-	free_bufs(bufs);
+	dt_bufs_free(bufs, NREG);
 }
 
 static void must(int cond, dt_env *e, const char *what, const char *log)

@@ -32,51 +32,17 @@ static void fill(uint8_t **bufs, uint64_t seed)
 static ckpt_ctx *open_ctx(const dt_env *e, uint8_t **bufs, uint32_t tiers, int with_daemon)
 {
 	ckpt_config cfg;
-	T_OK(ckpt_config_init(&cfg));
-	cfg.root = e->root;
-	cfg.job_id = JOB;
-	cfg.chunk_bytes = 1u << 20;
-	cfg.staging_bytes = 8u << 20;
+	dt_config(&cfg, e, JOB);
 	cfg.compress = 1;
 	cfg.tiers = tiers;
 	cfg.daemon = with_daemon ? e->addr : NULL;
-	cfg.token_file = e->tok;
-	ckpt_ctx *ctx;
-	T_OK(ckpt_ctx_open(&cfg, &ctx));
-	for (int i = 0; i < NREG; i++) {
-		ckpt_region_desc d;
-		char name[16];
-		snprintf(name, sizeof(name), "r%d", i);
-		ckpt_region_desc_init(&d, name, bufs[i], sizes[i]);
-		T_OK(ckpt_region_add(ctx, &d));
-	}
-	return ctx;
-}
-
-/* Runs fn in a child process (a rank), returns its exit status. */
-static int in_child(void (*fn)(const dt_env *), const dt_env *e)
-{
-	pid_t p = fork();
-	T_ASSERT(p >= 0);
-	if (p == 0) {
-		fn(e);
-		_exit(T_EXIT_PASS);
-	}
-	int st;
-	T_ASSERT(waitpid(p, &st, 0) == p);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static void alloc_bufs(uint8_t **bufs)
-{
-	for (int i = 0; i < NREG; i++)
-		T_ASSERT((bufs[i] = malloc(sizes[i])));
+	return dt_open(&cfg, bufs, sizes, NREG);
 }
 
 static void rank_save(const dt_env *e)
 {
 	uint8_t *bufs[NREG];
-	alloc_bufs(bufs);
+	dt_bufs_alloc(bufs, sizes, NREG);
 	fill(bufs, 42);
 	ckpt_ctx *ctx = open_ctx(e, bufs, CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK, 1);
 	ckpt_handle *h;
@@ -87,29 +53,20 @@ static void rank_save(const dt_env *e)
 	T_ERR(ckpt_handle_wait(h, CKPT_TIER_SHARED, 0, NULL), -EINVAL);
 	ckpt_handle_free(h);
 	T_OK(ckpt_ctx_close(ctx));
-	for (int i = 0; i < NREG; i++)
-		free(bufs[i]);
+	dt_bufs_free(bufs, NREG);
 }
 
 static void rank_restore(const dt_env *e)
 {
 	uint8_t *bufs[NREG], *want[NREG];
-	alloc_bufs(bufs);
-	alloc_bufs(want);
+	dt_bufs_alloc(bufs, sizes, NREG);
+	dt_bufs_alloc(want, sizes, NREG);
 	fill(want, 42);
-	for (int i = 0; i < NREG; i++)
-		memset(bufs[i], 0xa5, sizes[i]);
 	ckpt_ctx *ctx = open_ctx(e, bufs, CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK, 1);
-	uint64_t got = 0;
-	T_OK(ckpt_restore(ctx, CKPT_LATEST, 0, &got));
-	T_ASSERT(got == 1);
-	for (int i = 0; i < NREG; i++)
-		T_ASSERT(memcmp(bufs[i], want[i], sizes[i]) == 0);
+	dt_restore_expect(ctx, CKPT_LATEST, 1, bufs, want, sizes, NREG);
 	T_OK(ckpt_ctx_close(ctx));
-	for (int i = 0; i < NREG; i++) {
-		free(bufs[i]);
-		free(want[i]);
-	}
+	dt_bufs_free(bufs, NREG);
+	dt_bufs_free(want, NREG);
 }
 
 /* Without a daemon: local_mem is refused, and embedded mode is unchanged. */
@@ -143,7 +100,7 @@ int main(void)
 	dt_init(&e, "dmem");
 	embedded(&e);
 	dt_start(&e, "64M", 0);
-	int st = in_child(rank_save, &e);
+	int st = dt_child(rank_save, &e, NULL);
 	if (st != 0) {
 		dt_stop(&e);
 		T_FAIL("saving rank exited %d; daemon log %s", st, e.log);
@@ -154,7 +111,7 @@ int main(void)
 	char cmd[800];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", jobs);
 	T_ASSERT(system(cmd) == 0 && access(jobs, F_OK) != 0);
-	st = in_child(rank_restore, &e);
+	st = dt_child(rank_restore, &e, NULL);
 	dt_stop(&e);
 	if (st != 0)
 		T_FAIL("restoring rank exited %d; daemon log %s", st, e.log);

@@ -34,56 +34,16 @@ static void fill(uint8_t **bufs)
 static ckpt_ctx *open_ctx(const dt_env *e, uint8_t **bufs)
 {
 	ckpt_config cfg;
-	T_OK(ckpt_config_init(&cfg));
-	cfg.root = e->root;
-	cfg.job_id = JOB;
+	dt_config(&cfg, e, JOB);
 	cfg.chunk_bytes = CHUNK;
-	cfg.staging_bytes = 8u << 20;
 	cfg.workers = 2; /* chunks taken by two threads */
-	cfg.tiers = CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK;
-	cfg.daemon = e->addr;
-	cfg.token_file = e->tok;
-	ckpt_ctx *ctx;
-	T_OK(ckpt_ctx_open(&cfg, &ctx));
-	for (int i = 0; i < NREG; i++) {
-		ckpt_region_desc d;
-		char name[16];
-		snprintf(name, sizeof(name), "r%d", i);
-		ckpt_region_desc_init(&d, name, bufs[i], sizes[i]);
-		T_OK(ckpt_region_add(ctx, &d));
-	}
-	return ctx;
-}
-
-static int in_child(void (*fn)(const dt_env *), const dt_env *e)
-{
-	pid_t p = fork();
-	T_ASSERT(p >= 0);
-	if (p == 0) {
-		fn(e);
-		_exit(T_EXIT_PASS);
-	}
-	int st;
-	T_ASSERT(waitpid(p, &st, 0) == p);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static void alloc_bufs(uint8_t **bufs)
-{
-	for (int i = 0; i < NREG; i++)
-		T_ASSERT((bufs[i] = malloc(sizes[i])));
-}
-
-static void free_bufs(uint8_t **bufs)
-{
-	for (int i = 0; i < NREG; i++)
-		free(bufs[i]);
+	return dt_open(&cfg, bufs, sizes, NREG);
 }
 
 static void rank_save(const dt_env *e)
 {
 	uint8_t *bufs[NREG];
-	alloc_bufs(bufs);
+	dt_bufs_alloc(bufs, sizes, NREG);
 	fill(bufs);
 	ckpt_ctx *ctx = open_ctx(e, bufs);
 	ckpt_handle *h;
@@ -92,38 +52,32 @@ static void rank_save(const dt_env *e)
 	T_OK(ckpt_handle_wait(h, CKPT_TIER_LOCAL_MEM, 30000, NULL));
 	ckpt_handle_free(h);
 	T_OK(ckpt_ctx_close(ctx));
-	free_bufs(bufs);
+	dt_bufs_free(bufs, NREG);
 }
 
 /* A new process restores version 1: the only copy left is in DRAM. */
 static void rank_restore_ok(const dt_env *e)
 {
 	uint8_t *bufs[NREG], *want[NREG];
-	alloc_bufs(bufs);
-	alloc_bufs(want);
+	dt_bufs_alloc(bufs, sizes, NREG);
+	dt_bufs_alloc(want, sizes, NREG);
 	fill(want);
-	for (int i = 0; i < NREG; i++)
-		memset(bufs[i], 0xa5, sizes[i]);
 	ckpt_ctx *ctx = open_ctx(e, bufs);
-	uint64_t got = 0;
-	T_OK(ckpt_restore(ctx, 1, 0, &got));
-	T_ASSERT(got == 1);
-	for (int i = 0; i < NREG; i++)
-		T_ASSERT(memcmp(bufs[i], want[i], sizes[i]) == 0);
+	dt_restore_expect(ctx, 1, 1, bufs, want, sizes, NREG);
 	T_OK(ckpt_ctx_close(ctx));
-	free_bufs(bufs);
-	free_bufs(want);
+	dt_bufs_free(bufs, NREG);
+	dt_bufs_free(want, NREG);
 }
 
 static void rank_restore_corrupt(const dt_env *e)
 {
 	uint8_t *bufs[NREG];
-	alloc_bufs(bufs);
+	dt_bufs_alloc(bufs, sizes, NREG);
 	ckpt_ctx *ctx = open_ctx(e, bufs);
 	uint64_t got = 0;
 	T_ERR(ckpt_restore(ctx, 1, 0, &got), -CKPT_ECORRUPT);
 	T_OK(ckpt_ctx_close(ctx));
-	free_bufs(bufs);
+	dt_bufs_free(bufs, NREG);
 }
 
 /* The agent's pool: the one memfd among its open files that holds
@@ -182,7 +136,7 @@ int main(void)
 	dt_env e;
 	dt_init(&e, "dmemc");
 	dt_start(&e, "64M", 0);
-	int st = in_child(rank_save, &e);
+	int st = dt_child(rank_save, &e, NULL);
 	if (st != 0) {
 		dt_stop(&e);
 		T_FAIL("saving rank exited %d; daemon log %s", st, e.log);
@@ -191,7 +145,7 @@ int main(void)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s/jobs'", e.root);
 	T_ASSERT(system(cmd) == 0);
 
-	T_ASSERT(in_child(rank_restore_ok, &e) == 0);
+	T_ASSERT(dt_child(rank_restore_ok, &e, NULL) == 0);
 
 	uint8_t *map = NULL;
 	size_t maplen = 0;
@@ -206,14 +160,14 @@ int main(void)
 	const size_t at[2] = { 3 * (size_t)CHUNK + 100000, sizes[0] - 3 };
 	for (int k = 0; k < 2; k++) {
 		r0[at[k]] ^= 0x10;
-		st = in_child(rank_restore_corrupt, &e);
+		st = dt_child(rank_restore_corrupt, &e, NULL);
 		r0[at[k]] ^= 0x10;
 		if (st != 0) {
 			dt_stop(&e);
 			T_FAIL("byte %zu of region 0 flipped in DRAM: the restoring rank exited %d (want CKPT_ECORRUPT); "
 			       "daemon log %s", at[k], st, e.log);
 		}
-		T_ASSERT(in_child(rank_restore_ok, &e) == 0);
+		T_ASSERT(dt_child(rank_restore_ok, &e, NULL) == 0);
 	}
 	munmap(map, maplen);
 	dt_stop(&e);

@@ -34,32 +34,14 @@ static void fill(uint8_t **bufs, uint64_t seed)
 	t_fill(bufs[1] + 4096, 8192, seed + 1);
 }
 
-static void alloc_bufs(uint8_t **bufs)
-{
-	for (int i = 0; i < NREG; i++)
-		T_ASSERT((bufs[i] = malloc(sizes[i])));
-}
-
-static void free_bufs(uint8_t **bufs)
-{
-	for (int i = 0; i < NREG; i++)
-		free(bufs[i]);
-}
-
 static ckpt_ctx *open_ctx(const dt_env *e, uint8_t **bufs, int compress, const char *faults)
 {
 	ckpt_config cfg;
-	T_OK(ckpt_config_init(&cfg));
-	cfg.root = e->root;
-	cfg.job_id = JOB;
-	cfg.chunk_bytes = 1u << 20;
+	dt_config(&cfg, e, JOB);
 	/* One slot: a staged save of 5 chunks would be refused (ETOOBIG). */
 	cfg.staging_bytes = 1u << 20;
 	cfg.pool_policy = CKPT_POOL_SKIP;
 	cfg.compress = compress;
-	cfg.tiers = CKPT_TIER_LOCAL_MEM | CKPT_TIER_LOCAL_DISK;
-	cfg.daemon = e->addr;
-	cfg.token_file = e->tok;
 	cfg.daemon_required = 1;
 	cfg.faults = faults;
 	ckpt_ctx *ctx;
@@ -82,7 +64,7 @@ static ckpt_ctx *open_ctx(const dt_env *e, uint8_t **bufs, int compress, const c
 static void saver_a(const dt_env *e)
 {
 	uint8_t *bufs[NREG];
-	alloc_bufs(bufs);
+	dt_bufs_alloc(bufs, sizes, NREG);
 	fill(bufs, 1);
 	/* The second save (v2) dies before its DRAM copy is reported. */
 	ckpt_ctx *ctx = open_ctx(e, bufs, 0, "save.before_mem_report=2@kill");
@@ -108,7 +90,7 @@ static void saver_a(const dt_env *e)
 static void saver_b(const dt_env *e)
 {
 	uint8_t *bufs[NREG];
-	alloc_bufs(bufs);
+	dt_bufs_alloc(bufs, sizes, NREG);
 	fill(bufs, 3);
 	ckpt_ctx *ctx = open_ctx(e, bufs, 1, "save.before_fsync=kill");
 	ckpt_handle *h;
@@ -124,22 +106,14 @@ static uint64_t want_version;
 static void restorer(const dt_env *e)
 {
 	uint8_t *bufs[NREG], *want[NREG];
-	alloc_bufs(bufs);
-	alloc_bufs(want);
+	dt_bufs_alloc(bufs, sizes, NREG);
+	dt_bufs_alloc(want, sizes, NREG);
 	fill(want, want_version);
-	for (int i = 0; i < NREG; i++)
-		memset(bufs[i], 0xa5, sizes[i]);
 	ckpt_ctx *ctx = open_ctx(e, bufs, 0, NULL);
-	uint64_t got = 0;
-	T_OK(ckpt_restore(ctx, CKPT_LATEST, 0, &got));
-	if (got != want_version)
-		T_FAIL("restored version %llu, expected %llu", (unsigned long long)got,
-		       (unsigned long long)want_version);
-	for (int i = 0; i < NREG; i++)
-		T_ASSERT(memcmp(bufs[i], want[i], sizes[i]) == 0);
+	dt_restore_expect(ctx, CKPT_LATEST, want_version, bufs, want, sizes, NREG);
 	T_OK(ckpt_ctx_close(ctx));
-	free_bufs(bufs);
-	free_bufs(want);
+	dt_bufs_free(bufs, NREG);
+	dt_bufs_free(want, NREG);
 }
 
 #define NOVER 8
@@ -148,7 +122,7 @@ static int overlap_compress;
 static void overlap_saves(const dt_env *e)
 {
 	uint8_t *bufs[NREG];
-	alloc_bufs(bufs);
+	dt_bufs_alloc(bufs, sizes, NREG);
 	ckpt_config cfg;
 	T_OK(ckpt_config_init(&cfg));
 	cfg.root = e->root;
@@ -163,13 +137,7 @@ static void overlap_saves(const dt_env *e)
 	cfg.daemon_required = 1;
 	ckpt_ctx *ctx;
 	T_OK(ckpt_ctx_open(&cfg, &ctx));
-	for (int i = 0; i < NREG; i++) {
-		ckpt_region_desc d;
-		char name[16];
-		snprintf(name, sizeof(name), "r%d", i);
-		ckpt_region_desc_init(&d, name, bufs[i], sizes[i]);
-		T_OK(ckpt_region_add(ctx, &d));
-	}
+	dt_regions_add(ctx, bufs, sizes, NREG);
 	ckpt_handle *h[NOVER + 1];
 	uint64_t base = overlap_compress ? 100 : 0;
 	for (uint64_t v = 1; v <= NOVER; v++) {
@@ -188,15 +156,15 @@ static void overlap_saves(const dt_env *e)
 	}
 	T_ASSERT(in_dram >= 1);
 	T_OK(ckpt_ctx_close(ctx));
-	free_bufs(bufs);
+	dt_bufs_free(bufs, NREG);
 }
 
 /* Every version from its disk file alone (no daemon: no DRAM copy). */
 static void overlap_verify(const dt_env *e)
 {
 	uint8_t *bufs[NREG], *want[NREG];
-	alloc_bufs(bufs);
-	alloc_bufs(want);
+	dt_bufs_alloc(bufs, sizes, NREG);
+	dt_bufs_alloc(want, sizes, NREG);
 	ckpt_config cfg;
 	T_OK(ckpt_config_init(&cfg));
 	cfg.root = e->root;
@@ -204,13 +172,7 @@ static void overlap_verify(const dt_env *e)
 	cfg.chunk_bytes = 1u << 20;
 	ckpt_ctx *ctx;
 	T_OK(ckpt_ctx_open(&cfg, &ctx));
-	for (int i = 0; i < NREG; i++) {
-		ckpt_region_desc d;
-		char name[16];
-		snprintf(name, sizeof(name), "r%d", i);
-		ckpt_region_desc_init(&d, name, bufs[i], sizes[i]);
-		T_OK(ckpt_region_add(ctx, &d));
-	}
+	dt_regions_add(ctx, bufs, sizes, NREG);
 	for (uint64_t base = 0; base <= 100; base += 100)
 		for (uint64_t v = 1; v <= NOVER; v++) {
 			fill(want, 1000 + base + v);
@@ -220,8 +182,8 @@ static void overlap_verify(const dt_env *e)
 					T_FAIL("version %llu region %d differs", (unsigned long long)(base + v), i);
 		}
 	T_OK(ckpt_ctx_close(ctx));
-	free_bufs(bufs);
-	free_bufs(want);
+	dt_bufs_free(bufs, NREG);
+	dt_bufs_free(want, NREG);
 }
 
 static void shard_path(const dt_env *e, uint64_t version, int tmp, char *out, size_t cap)

@@ -18,13 +18,15 @@
  * PEER_MEM, and of its newest committed at any tier when that is newer) is
  * never evicted while the job is heard from (a commit notice, a lease, a
  * read: --peer-protect-idle), so that a node's loss cannot be followed by
- * the loss of the copies that restore it. The leasing job's own other
- * copies go first, oldest first; then those of jobs silent past
- * --peer-protect-idle (finished or gone: nothing else ever frees their
- * DRAM); another job's only while it holds more than its share of the pool
- * (the pool over the live jobs in it), so that one job's saves cannot push
- * another's copies out; then leases past their deadline. A lease that
- * finds no room is refused with the reason in the log and in
+ * the loss of the copies that restore it. A copy needs one contiguous
+ * range, so what is evicted is one run of adjacent slots (peer_plan.c),
+ * the cheapest that frees enough: the leasing job's own other copies cost
+ * least; then those of jobs silent past --peer-protect-idle (finished or
+ * gone: nothing else ever frees their DRAM); another job's only as far as
+ * it holds more than its share of the pool (the pool over the live jobs
+ * in it), so that one job's saves cannot push another's copies out; then
+ * leases past their deadline. A lease that finds no room is refused with
+ * the reason in the log and in
  * ckpt_peer_refused_total; a fresh inventory tells the coordinator of
  * what was evicted. Slot ids
  * carry PEER_SLOT_BIT so that a release is never taken for a DRAM segment.
@@ -33,6 +35,7 @@
 #include "agent_int.h"
 
 #include "fabric.h"
+#include "peer_plan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,7 +64,6 @@ typedef struct pslot {
 	uint32_t pins;
 	int keep;             /* scratch of mark_keep(): part of its job's restore point */
 	int idle;             /* scratch of mark_keep(): its job is silent past --peer-protect-idle */
-	int gone;             /* scratch of slot_new(): planned for eviction */
 } pslot;
 
 typedef struct ppin {
@@ -178,134 +180,128 @@ static void mark_keep(ckptd_peerpool *pp, uint64_t now)
 	}
 }
 
-/* Bytes of job's slots (those planned for eviction left out). */
+/* Bytes of job's slots. */
 static uint64_t job_used(const ckptd_peerpool *pp, const char *job)
 {
 	uint64_t used = 0;
 	for (size_t i = 0; i < pp->n; i++)
-		if (!pp->slots[i].gone && !strcmp(pp->slots[i].job, job))
+		if (!strcmp(pp->slots[i].job, job))
 			used += pp->slots[i].len;
 	return used;
 }
 
-/* How many live jobs hold slots, job counted too (an idle job's copies
- * have no share: they go before anyone's over-share copies). After
- * mark_keep(). */
-static uint32_t count_jobs(const ckptd_peerpool *pp, const char *job)
+static int by_job(const void *pa, const void *pb)
 {
-	uint32_t n = 1; /* job */
-	for (size_t i = 0; i < pp->n; i++) {
-		if (!strcmp(pp->slots[i].job, job) || pp->slots[i].idle)
-			continue;
-		size_t k = 0;
-		while (k < i && strcmp(pp->slots[k].job, pp->slots[i].job))
-			k++;
-		n += k == i; /* the first slot of its job */
-	}
-	return n;
+	return strcmp((*(pslot *const *)pa)->job, (*(pslot *const *)pb)->job);
 }
 
-/* What may go to make room for a lease of job's version: never a slot of
- * a restore point, pinned or being checked, and never a copy of the
- * version being leased (another rank's shard of it is as new as this one,
- * and evicting it would keep the version from ever being whole in partner
- * DRAM; the writer goes to its next partner). The job's own stored copies
- * first, oldest first; then the oldest of an idle job's (silent past
- * --peer-protect-idle); then the oldest of another job while that job
- * holds more than its share (the pool over the live jobs in it: nobody is
- * pushed below it by others); then a lease past its deadline. *why: the
- * reason when there is none. */
-static pslot *victim(ckptd_peerpool *pp, uint64_t now, const char *job, uint64_t version, const char **why)
+/* The pool as the planner sees it (peer_plan.h), for a lease of job's
+ * version. What may go: never a slot of a restore point, pinned or being
+ * checked, and never a copy of the version being leased (another rank's
+ * shard of it is as new as this one, and evicting it would keep the
+ * version from ever being whole in partner DRAM; the writer goes to its
+ * next partner). The job's own stored copies cost least; then an idle
+ * job's (silent past --peer-protect-idle); then another job's, only as
+ * far as that job holds more than its share (the pool over the live jobs
+ * in it, leasing job counted: nobody is pushed below it by others); then
+ * a lease past its deadline. [out] x (n entries), allow (one per job).
+ * Sorting by job keeps this n log n. */
+static int plan_input(ckptd_peerpool *pp, uint64_t now, const char *job, uint64_t version, ckptd_pext *x,
+                      uint64_t *allow, size_t *njobs)
 {
-	pslot *own = NULL, *idle = NULL, *other = NULL;
-	int kept = 0, shared_out = 0;
+	pslot **byjob = malloc((pp->n ? pp->n : 1) * sizeof(*byjob));
+	if (!byjob)
+		return -ENOMEM;
 	mark_keep(pp, now);
-	uint64_t share = pp->size / count_jobs(pp, job);
-	for (size_t i = 0; i < pp->n; i++) {
-		pslot *s = &pp->slots[i];
-		if (s->gone || s->state != SLOT_STORED || s->pins || (s->version == version && !strcmp(s->job, job)))
-			continue;
-		if (s->keep) {
-			kept = 1;
-			continue;
-		}
-		if (!strcmp(s->job, job)) {
-			if (!own || s->stored_ns < own->stored_ns)
-				own = s;
-		} else if (s->idle) {
-			if (!idle || s->stored_ns < idle->stored_ns)
-				idle = s;
-		} else if (job_used(pp, s->job) <= share) {
-			shared_out = 1; /* theirs within their share */
-		} else if (!other || s->stored_ns < other->stored_ns) {
-			other = s;
-		}
-	}
-	if (own || idle || other)
-		return own ? own : idle ? idle : other;
 	for (size_t i = 0; i < pp->n; i++)
-		if (!pp->slots[i].gone && pp->slots[i].state == SLOT_WRITING && pp->slots[i].deadline_ns < now)
-			return &pp->slots[i];
-	*why = shared_out ? "share" : kept ? "restore_points" : "no_space";
-	return NULL;
-}
-
-/* First fit, as if the slots planned for eviction (gone) were free;
- * -ENOSPC when no gap is wide enough. [out] idx: where the new slot goes in
- * the sorted array (meaningful once no slot is gone). */
-static int find_gap(ckptd_peerpool *pp, uint64_t len, uint64_t *off, size_t *idx)
-{
-	uint64_t at = 0;
-	for (size_t i = 0; i <= pp->n; i++) {
-		if (i < pp->n && pp->slots[i].gone)
-			continue;
-		uint64_t end = i < pp->n ? pp->slots[i].off : pp->size;
-		if (end - at >= len) {
-			*off = at;
-			*idx = i;
-			return 0;
+		byjob[i] = &pp->slots[i];
+	qsort(byjob, pp->n, sizeof(*byjob), by_job);
+	uint32_t live = 1; /* the leasing job */
+	size_t nj = 0;
+	for (size_t i = 0; i < pp->n; i++) {
+		if (i && strcmp(byjob[i]->job, byjob[i - 1]->job)) /* slots of the next job */
+			nj++;
+		if (i == 0 || strcmp(byjob[i]->job, byjob[i - 1]->job)) {
+			allow[nj] = 0;
+			live += !byjob[i]->idle && strcmp(byjob[i]->job, job);
 		}
-		if (i < pp->n)
-			at = pp->slots[i].off + pp->slots[i].len;
+		allow[nj] += byjob[i]->len; /* its bytes, for now */
+		x[byjob[i] - pp->slots].job = (uint32_t)nj;
 	}
-	return -ENOSPC;
+	*njobs = pp->n ? nj + 1 : 0;
+	uint64_t share = pp->size / live;
+	for (size_t j = 0; j < *njobs; j++)
+		allow[j] = allow[j] > share ? allow[j] - share : 0;
+	for (size_t i = 0; i < pp->n; i++) {
+		const pslot *s = &pp->slots[i];
+		x[i].off = s->off;
+		x[i].len = s->len;
+		if (s->state == SLOT_WRITING && s->deadline_ns < now)
+			x[i].cls = CKPTD_PX_STALE;
+		else if (s->state != SLOT_STORED || s->pins || (s->version == version && !strcmp(s->job, job)))
+			x[i].cls = CKPTD_PX_BUSY;
+		else if (s->keep)
+			x[i].cls = CKPTD_PX_KEEP;
+		else if (!strcmp(s->job, job))
+			x[i].cls = CKPTD_PX_OWN;
+		else
+			x[i].cls = s->idle ? CKPTD_PX_IDLE : CKPTD_PX_OTHER;
+	}
+	free(byjob);
+	return 0;
 }
 
-/* A slot of bytes for job's version, evicting as victim() allows; NULL
- * with *why (a ckpt_peer_refused_total reason) when there is no room. */
+/* Where a slot of len bytes for job's version goes: [out] the run of
+ * slots to evict for it (*count 0: a free gap fits) and its offset.
+ * *why (a ckpt_peer_refused_total reason) when there is no room: "share"
+ * when other jobs' copies within their shares stand in the way,
+ * "restore_points" when restore points do, else "no_space". */
+static int plan_room(ckptd_peerpool *pp, const char *job, uint64_t version, uint64_t len, size_t *first,
+                     size_t *count, uint64_t *off, const char **why)
+{
+	size_t n = pp->n ? pp->n : 1, njobs = 0;
+	ckptd_pext *x = calloc(n, sizeof(*x));
+	uint64_t *allow = calloc(n, sizeof(*allow));
+	int r = -ENOMEM;
+	*why = "no_space";
+	if (!x || !allow || plan_input(pp, ckpt__now_ns(), job, version, x, allow, &njobs) < 0)
+		goto out;
+	r = ckptd__peer_plan(x, pp->n, pp->size, len, allow, njobs, 0, first, count, off);
+	if (r == -ENOSPC) {
+		size_t f, c;
+		uint64_t o;
+		if (ckptd__peer_plan(x, pp->n, pp->size, len, allow, njobs, CKPTD_PLAN_ANY_SHARE, &f, &c, &o) == 0)
+			*why = "share";
+		else if (ckptd__peer_plan(x, pp->n, pp->size, len, allow, njobs,
+		                          CKPTD_PLAN_ANY_SHARE | CKPTD_PLAN_ANY_KEEP, &f, &c, &o) == 0)
+			*why = "restore_points";
+	}
+out:
+	free(x);
+	free(allow);
+	return r;
+}
+
+/* A slot of bytes for job's version, evicting as plan_room() says; NULL
+ * with *why (a ckpt_peer_refused_total reason) when there is no room. A
+ * lease that cannot be granted evicts nothing. */
 static pslot *slot_new(ckptd_agent *a, const char *job, uint64_t version, uint64_t bytes, const char **why)
 {
 	ckptd_peerpool *pp = a->peer;
 	uint64_t len = (bytes + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN, off;
-	size_t idx;
+	size_t idx, count;
 	*why = "no_space";
 	if (len > pp->size || len < bytes)
 		return NULL;
-	/* Planned first, evicted after: a lease that cannot be granted evicts
-	 * nothing (freed slots need not be adjacent). */
-	for (size_t i = 0; i < pp->n; i++)
-		pp->slots[i].gone = 0;
-	int evict = 0;
-	while (find_gap(pp, len, &off, &idx) < 0) {
-		pslot *v = victim(pp, ckpt__now_ns(), job, version, why);
-		if (!v) {
-			for (size_t i = 0; i < pp->n; i++)
-				pp->slots[i].gone = 0;
-			return NULL;
-		}
-		v->gone = 1;
-		evict = 1;
-	}
-	if (evict) {
+	if (plan_room(pp, job, version, len, &idx, &count, &off, why) < 0)
+		return NULL;
+	if (count) {
 		char what[160];
 		snprintf(what, sizeof(what), "evicted for version %llu of job %s", (unsigned long long)version, job);
-		for (size_t i = pp->n; i-- > 0;)
-			if (pp->slots[i].gone) {
-				ckptd_metrics_add(a->mx, CKPTD_M_PEER_EVICTED, pp->slots[i].job, NULL, 1);
-				slot_free(a, &pp->slots[i], what);
-			}
-		if (find_gap(pp, len, &off, &idx) < 0)
-			return NULL; /* never: the plan found this gap */
+		for (size_t i = idx + count; i-- > idx;) {
+			ckptd_metrics_add(a->mx, CKPTD_M_PEER_EVICTED, pp->slots[i].job, NULL, 1);
+			slot_free(a, &pp->slots[i], what);
+		}
 	}
 	*why = NULL;
 	if (pp->n == pp->cap) {

@@ -162,6 +162,13 @@ int main(void)
 		td_print_tail(log, 30);
 		ok = 0;
 	}
+	/* A fresh process maps the agent's pool without page tables: the copy
+	 * is faulted in before its chunks are read, as a plain DRAM restore does. */
+	if (ok && !td_file_has(log, 0, "saved rank 0's LOCAL_MEM copy: page tables of")) {
+		fprintf(stderr, "FAIL: the elastic restore read node DRAM without building its page tables first\n");
+		td_print_tail(log, 30);
+		ok = 0;
+	}
 	if (ok)
 		fprintf(stderr, "ok: 2 saved ranks restored into 1: rank 0's piece from LOCAL_MEM, rank 1's (its node "
 		        "lost) from PEER_MEM\n");

@@ -594,8 +594,9 @@ int cli_collect_copies(cli *c, const char *cmd, ckptd_client *cl, uint64_t v, cl
 	}
 }
 
-/* Asks the agent at addr to verify what it holds of v; fills the matching copies. */
-static int verify_at(cli *c, const char *node, const char *addr, uint64_t v, cli_copy *cp, size_t n)
+/* Asks the agent at addr to verify what it holds of v; fills the matching
+ * copies among its node's, ix[0..m) (cli_copies_sort). */
+static int verify_at(cli *c, const char *addr, uint64_t v, cli_copy *cp, const size_t *ix, size_t m)
 {
 	cli sub = *c;
 	sub.daemon = addr;
@@ -611,13 +612,13 @@ static int verify_at(cli *c, const char *node, const char *addr, uint64_t v, cli
 	if ((rc = cli_daemon_call(&sub, "verify", cl, &req, CKPTD_MSG_VERIFY_REPLY, &rep)) == EXIT_OK) {
 		for (;;) {
 			const ckptd_verify_reply *r = &rep.u.verify_reply;
-			for (uint32_t i = 0; i < r->count; i++)
-				for (size_t k = 0; k < n; k++)
-					if (cp[k].rank == r->entries[i].rank && cp[k].tier == r->entries[i].tier &&
-					    !strcmp(cp[k].node, node)) {
-						cp[k].code = (int)r->entries[i].code;
-						snprintf(cp[k].text, sizeof(cp[k].text), "%s", r->entries[i].text);
-					}
+			for (uint32_t i = 0; i < r->count; i++) {
+				cli_copy *e = cli_copies_find(cp, ix, 0, m, r->entries[i].rank, r->entries[i].tier);
+				if (e) {
+					e->code = (int)r->entries[i].code;
+					snprintf(e->text, sizeof(e->text), "%s", r->entries[i].text);
+				}
+			}
 			int more = r->more;
 			ckptd_msg_free(&rep);
 			if (!more)
@@ -632,8 +633,61 @@ static int verify_at(cli *c, const char *node, const char *addr, uint64_t v, cli
 			}
 		}
 	}
+	cli_copies_dups(cp, ix, 0, m);
 	ckptd_client_close(cl);
 	return rc;
+}
+
+static int agent_cmp(const void *a, const void *b)
+{
+	return strcmp((*(const ckptd_agent_info *const *)a)->node, (*(const ckptd_agent_info *const *)b)->node);
+}
+
+/* Each node's agent reads its own copies; agents work one after the other.
+ * Nodes and agents are looked up in sorted lists: the work is bounded by
+ * the sizes of the coordinator's and the agents' answers, not their
+ * product. */
+static int verify_nodes(cli *c, uint64_t v, cli_copy *cp, size_t n, const ckptd_status_reply *st)
+{
+	size_t *ix = NULL;
+	const ckptd_agent_info **ags = malloc((st->count ? st->count : 1) * sizeof(*ags));
+	if (!ags || cli_copies_sort(cp, n, &ix) < 0) {
+		free(ags);
+		fprintf(stderr, "ckpt verify: out of memory\n");
+		return EXIT_ERROR;
+	}
+	for (uint32_t k = 0; k < st->count; k++)
+		ags[k] = &st->entries[k];
+	qsort(ags, st->count, sizeof(*ags), agent_cmp);
+	for (size_t lo = 0, hi; lo < n; lo = hi) {
+		hi = cli_copies_node_end(cp, ix, n, lo);
+		int todo = 0;
+		for (size_t k = lo; k < hi; k++)
+			todo |= cp[ix[k]].code < 0 && cp[ix[k]].live;
+		if (!todo)
+			continue;
+		const char *node = cp[ix[lo]].node;
+		ckptd_agent_info key, *kp = &key;
+		snprintf(key.node, sizeof(key.node), "%s", node);
+		const ckptd_agent_info **found = bsearch(&kp, ags, st->count, sizeof(*ags), agent_cmp);
+		const ckptd_agent_info *ag = found ? *found : NULL;
+		int vr = EXIT_ERROR;
+		if (ag && ag->state == CKPTD_AGENT_UP)
+			vr = verify_at(c, ag->address, v, cp, ix + lo, hi - lo);
+		for (size_t k = lo; k < hi; k++) {
+			cli_copy *e = &cp[ix[k]];
+			if (e->code < 0 && e->live) {
+				e->code = vr == EXIT_OK ? CKPTD_VERIFY_MISSING : 4;
+				snprintf(e->text, sizeof(e->text), "%s",
+				         vr == EXIT_OK ? "the agent does not hold it"
+				         : ag && ag->state == CKPTD_AGENT_UP ? "the agent could not be asked"
+				                                             : "its agent is down");
+			}
+		}
+	}
+	free(ix);
+	free(ags);
+	return EXIT_OK;
 }
 
 static const char *vcode_name(int code)
@@ -671,26 +725,8 @@ int cli_daemon_verify(cli *c)
 	if ((rc = cli_daemon_call(c, "verify", cl, &st, CKPTD_MSG_STATUS_REPLY, &srep)))
 		goto out;
 	have_status = 1;
-	/* Each node's agent reads its own copies; agents work one after the other. */
-	for (size_t i = 0; i < n; i++) {
-		if (cp[i].code >= 0 || !cp[i].live)
-			continue;
-		const ckptd_agent_info *ag = NULL;
-		for (uint32_t k = 0; k < srep.u.status_reply.count; k++)
-			if (!strcmp(srep.u.status_reply.entries[k].node, cp[i].node))
-				ag = &srep.u.status_reply.entries[k];
-		int vr = EXIT_ERROR;
-		if (ag && ag->state == CKPTD_AGENT_UP)
-			vr = verify_at(c, cp[i].node, ag->address, v, cp, n);
-		for (size_t k = 0; k < n; k++)
-			if (!strcmp(cp[k].node, cp[i].node) && cp[k].code < 0 && cp[k].live) {
-				cp[k].code = vr == EXIT_OK ? CKPTD_VERIFY_MISSING : 4;
-				snprintf(cp[k].text, sizeof(cp[k].text), "%s",
-				         vr == EXIT_OK ? "the agent does not hold it"
-				         : ag && ag->state == CKPTD_AGENT_UP ? "the agent could not be asked"
-				                                             : "its agent is down");
-			}
-	}
+	if ((rc = verify_nodes(c, v, cp, n, &srep.u.status_reply)))
+		goto out;
 	int bad = 0;
 	uint32_t intact_ranks = 0;
 	if (c->json)
