@@ -46,6 +46,20 @@ echo "== tests"
 echo "== python (pip install . into the test environment, then pytest)"
 # A persistent build folder (pyproject.toml): only what changed is rebuilt.
 "$CKPT_PY" -m pip install -q --disable-pip-version-check --no-build-isolation .
+# A wheel builds too (pip wheel .), holding the extension and the package.
+whl=$(mktemp -d "$TMPDIR/ckpt-wheel-XXXXXX")
+"$CKPT_PY" -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation -w "$whl" .
+"$CKPT_PY" - "$whl" <<'EOF'
+import glob, sys, zipfile
+w = glob.glob(sys.argv[1] + "/ckpt-*.whl")
+assert len(w) == 1, f"pip wheel .: expected one ckpt wheel, found {w}"
+names = zipfile.ZipFile(w[0]).namelist()
+for want in ("ckpt/__init__.py", "ckpt/checkpointer.py", "ckpt/torch.py", "ckpt/dcp.py"):
+    assert want in names, f"the wheel lacks {want}"
+assert any(n.startswith("ckpt/_ckpt") and n.endswith(".so") for n in names), "the wheel lacks the extension"
+print("wheel ok:", w[0].rsplit("/", 1)[1])
+EOF
+rm -rf "$whl"
 set +e
 (cd libckpt/python/tests && "$CKPT_PY" -m pytest -q -p no:cacheprovider .)
 rc=$?
