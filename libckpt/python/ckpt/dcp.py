@@ -112,6 +112,7 @@ class StorageWriter(_Writer):
         self.timeout = timeout
         self._ck = checkpointer
         self._own = checkpointer is None
+        self._shared = False  # unpickled in a checkpoint process: its shared Checkpointer
         self._pending: Optional[Dict[str, Any]] = None
         self.is_coordinator = False
         self.rank = 0
@@ -130,7 +131,7 @@ class StorageWriter(_Writer):
 
     def checkpointer(self) -> Checkpointer:
         if self._ck is None or self._ck.closed:
-            if getattr(self, "_shared", False):
+            if self._shared:
                 self._ck = _process_checkpointer(self.job, self.root, self.settings)
             else:
                 self._ck = Checkpointer(self.job, self.root, **self.settings)
