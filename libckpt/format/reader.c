@@ -295,7 +295,10 @@ int ckpt__shard_read(const char *path, const ckpt_shard *s, const ckpt_read_opts
 		}
 		/* The slots go back first (copied out: the next reads reuse
 		 * them) and their successors are submitted before any chunk is
-		 * checked, so the disk is not left idle while the CPU works. */
+		 * checked, so the disk is not left idle while the CPU works.
+		 * A chunk read into a buffer frees it only once copied to its
+		 * place, so the reads that waited for a buffer are submitted
+		 * after each chunk, not after the whole batch. */
 		rd_slot got[32];
 		for (int i = 0; i < n; i++) {
 			rd_slot *sl = cq[i]->user;
@@ -308,6 +311,8 @@ int ckpt__shard_read(const char *path, const ckpt_shard *s, const ckpt_read_opts
 		for (int i = 0; i < n; i++) {
 			err = rd_complete(&rd, &got[i], err, sink, arg);
 			done++;
+			if (err == 0 && got[i].buf_ix >= 0)
+				err = rd_submit(&rd, &next, &done);
 		}
 	}
 	rd_close(&rd);

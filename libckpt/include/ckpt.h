@@ -265,6 +265,11 @@ typedef struct ckpt_config {
 	                           answered a heartbeat within this; one goes at a
 	                           quarter of it while the link is otherwise quiet
 	                           (10000; 0: none). CKPT_HEARTBEAT_TIMEOUT_MS */
+	uint32_t snapshot_threads; /* threads that copy host regions into the snapshot
+	                           together, the caller of ckpt_save included: one core's
+	                           memcpy reaches only part of the memory bandwidth, and
+	                           that copy is the stall. 0 (default): the CPUs online,
+	                           at most 4; 1: the caller alone. CKPT_SNAPSHOT_THREADS */
 } ckpt_config;
 
 /* Fills cfg with defaults, then applies CKPT_* environment variables.

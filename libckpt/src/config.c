@@ -75,6 +75,8 @@ static const cfg_entry table[] = {
 	  "keep deleted versions' shard files allocated in <root>/recycle/ and overwrite them with new shards (0 empties the pool)" },
 	{ "heartbeat_timeout_ms", T_U32, F(heartbeat_timeout_ms), "10000", "CKPT_HEARTBEAT_TIMEOUT_MS",
 	  "the agent is lost (saves go to local disk only) once it has not answered a heartbeat within this many ms; one goes at a quarter of it while the link is quiet (0: none)" },
+	{ "snapshot_threads", T_U32, F(snapshot_threads), "0", "CKPT_SNAPSHOT_THREADS",
+	  "threads that copy the snapshot together, the caller included (0: the CPUs online, at most 4; 1: the caller alone)" },
 	{ "shared_dir", T_STR, F(shared_dir), NULL, "CKPT_SHARED_DIR",
 	  "the ckptd agents' --shared-dir as this rank sees it: ckpt_restore reads the SHARED tier there (unset: not read)" },
 };
@@ -401,6 +403,11 @@ int ckpt__config_check(const ckpt_config *c, const ckpt_logger *lg)
 	}
 	if (c->io_depth == 0 || c->io_depth > 1024 || c->workers == 0 || c->workers > 64) {
 		LOG_E(lg, CKPT_NO_VERSION, "config: io_depth must be 1..1024 and workers 1..64");
+		return -CKPT_ECONFIG;
+	}
+	if (c->size >= offsetof(ckpt_config, snapshot_threads) + sizeof(c->snapshot_threads) &&
+	    c->snapshot_threads > 64) {
+		LOG_E(lg, CKPT_NO_VERSION, "config: snapshot_threads must be 0 (auto)..64, not %u", c->snapshot_threads);
 		return -CKPT_ECONFIG;
 	}
 	if ((unsigned)c->pool_policy > CKPT_POOL_SKIP) {

@@ -7,6 +7,7 @@
 
 #include "base/common.h"
 #include "base/faults.h"
+#include "base/pcopy.h"
 #include "format/format.h"
 #include "format/index.h"
 #include "pool.h"
@@ -200,6 +201,7 @@ struct ckpt_ctx {
 	int overlap;             /* resolved snapshot_overlap */
 	pthread_t *workers;
 	uint32_t nworkers;
+	ckpt_pcopy *pcopy;       /* the snapshot's copy gang */
 	pthread_t io_thread;
 	int io_started;
 	ckpt_save_op *live;      /* saves not finished */

@@ -743,6 +743,12 @@ int ckpt__pipeline_start(ckpt_ctx *ctx)
 	ctx->workers = calloc(ctx->nworkers, sizeof(pthread_t));
 	if (!ctx->workers)
 		return -ENOMEM;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned gang = ctx->cfg.snapshot_threads ? ctx->cfg.snapshot_threads
+	                                          : (unsigned)CKPT_MAX(1L, CKPT_MIN(ncpu, 4L));
+	int pr = ckpt__pcopy_start(&ctx->pcopy, gang);
+	if (pr < 0)
+		return pr;
 	for (uint32_t i = 0; i < ctx->nworkers; i++) {
 		int r = pthread_create(&ctx->workers[i], NULL, worker_main, ctx);
 		if (r) {
@@ -770,6 +776,8 @@ void ckpt__pipeline_stop(ckpt_ctx *ctx)
 	free(ctx->workers);
 	ctx->workers = NULL;
 	ctx->nworkers = 0;
+	ckpt__pcopy_stop(ctx->pcopy);
+	ctx->pcopy = NULL;
 	if (ctx->io_started) {
 		ctx->backend->ops->submit(ctx->backend, &ctx->wake_io.io);
 		pthread_join(ctx->io_thread, NULL);

@@ -421,7 +421,7 @@ static void snapshot_chunk(ckpt_ctx *ctx, ckpt_save_op *op, uint8_t *seg, const 
 			t->dev = 0; /* nothing to wait for; the save fails */
 		}
 	} else {
-		memcpy(dst, (const uint8_t *)rg->ptr + off, len);
+		ckpt__pcopy(ctx->pcopy, dst, (const uint8_t *)rg->ptr + off, len);
 	}
 	t->op = op;
 	t->index = (uint32_t)ci;
@@ -469,9 +469,11 @@ static void snapshot(ckpt_ctx *ctx, ckpt_save_op *op, uint8_t *seg)
 }
 
 /* The snapshot's stall, for the handle and the step report (goodput). */
-static void snapshot_account(ckpt_ctx *ctx, ckpt_save_op *op, uint64_t t0, uint64_t t_copy, int in_seg)
+static void snapshot_account(ckpt_ctx *ctx, ckpt_save_op *op, uint64_t t0, uint64_t t_copy, int in_seg,
+                             unsigned long long helped0)
 {
 	uint64_t t1 = ckpt__now_ns(), stall = t1 - t0;
+	unsigned long long helped = ckpt__pcopy_helped(ctx->pcopy) - helped0;
 	pthread_mutex_lock(&op->mu);
 	op->stall_ns = stall;
 	pthread_mutex_unlock(&op->mu);
@@ -479,9 +481,9 @@ static void snapshot_account(ckpt_ctx *ctx, ckpt_save_op *op, uint64_t t0, uint6
 	ctx->step_stall_ns += stall;
 	ctx->step_saves++;
 	pthread_mutex_unlock(&ctx->step_mu);
-	LOG_T(&ctx->log, op->version, "snapshot taken: %llu bytes in %.3f ms, %.3f ms of it copying%s",
-	      (unsigned long long)op->footer.data_bytes, stall / 1e6, (t1 - t_copy) / 1e6,
-	      in_seg ? " (into the LOCAL_MEM segment)" : "");
+	LOG_T(&ctx->log, op->version, "snapshot taken: %llu bytes in %.3f ms, %.3f ms of it copying (%llu MiB by the "
+	      "copy gang's other threads)%s", (unsigned long long)op->footer.data_bytes, stall / 1e6, (t1 - t_copy) / 1e6,
+	      helped, in_seg ? " (into the LOCAL_MEM segment)" : "");
 }
 
 int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out)
@@ -522,12 +524,13 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 	op_go_live(ctx, op, t0);
 
 	uint64_t t_copy = ckpt__now_ns();
+	unsigned long long helped0 = ckpt__pcopy_helped(ctx->pcopy);
 	snapshot(ctx, op, seg);
 	/* Eager: the caller may change its state once we return, so the device
 	 * copies must be done. Lazy: ckpt_fence waits for them. */
 	if (ctx->ndev_regions && (r = ckpt__dev_save_end(ctx->dev, !lazy)) < 0)
 		ckpt__op_fail(op, r, 0);
-	snapshot_account(ctx, op, t0, t_copy, seg != NULL);
+	snapshot_account(ctx, op, t0, t_copy, seg != NULL, helped0);
 	ckpt__op_release(op);
 	if (out)
 		*out = h;

@@ -1,0 +1,146 @@
+#include "base/pcopy.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PART_BYTES ((size_t)1 << 20)
+/* A snapshot's chunks come one after another, a few microseconds apart: a
+ * thread that just finished its parts looks for the next job this many
+ * times (about 20 us) before it sleeps, so that it is not woken (tens of
+ * microseconds on a virtual machine) for every chunk. */
+#define SPIN_TRIES 2000
+
+struct ckpt_pcopy {
+	pthread_mutex_t call_mu; /* one copy at a time */
+	pthread_mutex_t mu;      /* the job below */
+	pthread_cond_t go, done;
+	pthread_t *th;
+	unsigned nth;
+	int stop;
+	_Atomic uint64_t gen; /* bumped for each job the gang is told of */
+	uint8_t *dst;
+	const uint8_t *src;
+	size_t len;
+	size_t next, parts, left; /* parts: handed out, in all, not yet copied */
+	unsigned long long helped;
+};
+
+/* Takes and copies parts of the current job until none is left to take.
+ * Called with mu held; returns with it held. */
+static void copy_parts(ckpt_pcopy *pc, int helper)
+{
+	while (pc->next < pc->parts) {
+		size_t k = pc->next++, off = k * PART_BYTES;
+		size_t n = pc->len - off < PART_BYTES ? pc->len - off : PART_BYTES;
+		uint8_t *d = pc->dst + off;
+		const uint8_t *s = pc->src + off;
+		pthread_mutex_unlock(&pc->mu);
+		memcpy(d, s, n);
+		pthread_mutex_lock(&pc->mu);
+		pc->helped += (unsigned)helper;
+		if (--pc->left == 0)
+			pthread_cond_signal(&pc->done);
+	}
+}
+
+static void *gang_main(void *arg)
+{
+	ckpt_pcopy *pc = arg;
+	uint64_t seen = 0;
+	pthread_mutex_lock(&pc->mu);
+	for (;;) {
+		if (!pc->stop && atomic_load_explicit(&pc->gen, memory_order_relaxed) == seen) {
+			pthread_mutex_unlock(&pc->mu);
+			for (int i = 0; i < SPIN_TRIES && atomic_load_explicit(&pc->gen, memory_order_relaxed) == seen; i++)
+				__builtin_ia32_pause();
+			pthread_mutex_lock(&pc->mu);
+		}
+		while (!pc->stop && pc->gen == seen)
+			pthread_cond_wait(&pc->go, &pc->mu);
+		if (pc->stop)
+			break;
+		seen = pc->gen;
+		copy_parts(pc, 1);
+	}
+	pthread_mutex_unlock(&pc->mu);
+	return NULL;
+}
+
+int ckpt__pcopy_start(ckpt_pcopy **out, unsigned threads)
+{
+	ckpt_pcopy *pc = calloc(1, sizeof(*pc));
+	if (!pc)
+		return -ENOMEM;
+	pthread_mutex_init(&pc->call_mu, NULL);
+	pthread_mutex_init(&pc->mu, NULL);
+	pthread_cond_init(&pc->go, NULL);
+	pthread_cond_init(&pc->done, NULL);
+	unsigned want = threads > 1 ? threads - 1 : 0;
+	if (want && !(pc->th = calloc(want, sizeof(pthread_t)))) {
+		ckpt__pcopy_stop(pc);
+		return -ENOMEM;
+	}
+	for (; pc->nth < want; pc->nth++) {
+		int r = pthread_create(&pc->th[pc->nth], NULL, gang_main, pc);
+		if (r) {
+			ckpt__pcopy_stop(pc);
+			return -r;
+		}
+	}
+	*out = pc;
+	return 0;
+}
+
+void ckpt__pcopy(ckpt_pcopy *pc, void *dst, const void *src, size_t len)
+{
+	if (!pc || !pc->nth || len < 2 * PART_BYTES) {
+		memcpy(dst, src, len);
+		return;
+	}
+	pthread_mutex_lock(&pc->call_mu);
+	pthread_mutex_lock(&pc->mu);
+	pc->dst = dst;
+	pc->src = src;
+	pc->len = len;
+	pc->next = 0;
+	pc->parts = pc->left = (len + PART_BYTES - 1) / PART_BYTES;
+	pc->gen++;
+	pthread_cond_broadcast(&pc->go);
+	copy_parts(pc, 0);
+	while (pc->left)
+		pthread_cond_wait(&pc->done, &pc->mu);
+	pthread_mutex_unlock(&pc->mu);
+	pthread_mutex_unlock(&pc->call_mu);
+}
+
+unsigned long long ckpt__pcopy_helped(ckpt_pcopy *pc)
+{
+	if (!pc)
+		return 0;
+	pthread_mutex_lock(&pc->mu);
+	unsigned long long n = pc->helped;
+	pthread_mutex_unlock(&pc->mu);
+	return n;
+}
+
+void ckpt__pcopy_stop(ckpt_pcopy *pc)
+{
+	if (!pc)
+		return;
+	pthread_mutex_lock(&pc->mu);
+	pc->stop = 1;
+	pthread_cond_broadcast(&pc->go);
+	pthread_mutex_unlock(&pc->mu);
+	for (unsigned i = 0; i < pc->nth; i++)
+		pthread_join(pc->th[i], NULL);
+	free(pc->th);
+	pthread_cond_destroy(&pc->go);
+	pthread_cond_destroy(&pc->done);
+	pthread_mutex_destroy(&pc->mu);
+	pthread_mutex_destroy(&pc->call_mu);
+	free(pc);
+}
