@@ -14,6 +14,15 @@
  * microseconds on a virtual machine) for every chunk. */
 #define SPIN_TRIES 2000
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 struct ckpt_pcopy {
 	pthread_mutex_t call_mu; /* one copy at a time */
 	pthread_mutex_t mu;      /* the job below */
@@ -56,7 +65,7 @@ static void *gang_main(void *arg)
 		if (!pc->stop && atomic_load_explicit(&pc->gen, memory_order_relaxed) == seen) {
 			pthread_mutex_unlock(&pc->mu);
 			for (int i = 0; i < SPIN_TRIES && atomic_load_explicit(&pc->gen, memory_order_relaxed) == seen; i++)
-				__builtin_ia32_pause();
+				cpu_relax();
 			pthread_mutex_lock(&pc->mu);
 		}
 		while (!pc->stop && pc->gen == seen)
