@@ -116,7 +116,12 @@ def main():
             assert got.dtype == want[k].dtype and torch.equal(got, want[k]), (k, got, want[k])
         assert torch.equal(sd["rep"], want["rep"]), sd["rep"]
         assert sd["extra"] == {"step": a.expect, "note": f"version {a.expect}"}, sd["extra"]
+        r.reset()  # closes its view
         print(f"rank {rank}: loaded version {a.expect} on {world} ranks", flush=True)
+    # No rank tears its connections down while another is still inside a
+    # collective (DTensor.full_tensor above): gloo aborts the process that
+    # finds its peer gone.
+    dist.barrier()
     dist.destroy_process_group()
     return 0
 

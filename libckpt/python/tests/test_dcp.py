@@ -22,7 +22,7 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dcp_worker.py
 def run(n, *args, timeout=240):
     cmd = [TORCHRUN, "--nproc-per-node", str(n), "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
            WORKER, *args]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1"))
     return r.returncode, r.stdout + r.stderr
 
 
