@@ -181,6 +181,12 @@ wait "$pid" 2>/dev/null || true
 pid=
 grep -q "finishing a deletion" "$tmp/ckptd.log" && fail "finished before the restart?"
 start
+# The socket can appear before the agent has gone through its index (and
+# the log line is written): poll for it.
+for _ in $(seq 100); do
+	grep -q "finishing a deletion a previous run left" "$tmp/ckptd.log" && break
+	sleep 0.1
+done
 grep -q "finishing a deletion a previous run left" "$tmp/ckptd.log" || fail "restart did not finish the deletion"
 wait_for root_versions "14"
 wait_for daemon_versions "14"
