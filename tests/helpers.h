@@ -79,6 +79,20 @@ static inline double t_cpu_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The least of three runs of a CPU-time measurement fn(n, reps) (noise
+ * only ever adds to it), for the scaling tests; <= 0 when a run failed. */
+static inline double t_least_cpu(double (*fn)(size_t n, int reps), size_t n, int reps)
+{
+	double least = 0;
+	for (int run = 0; run < 3; run++) {
+		double t = fn(n, reps);
+		if (t <= 0)
+			return t;
+		least = run == 0 || t < least ? t : least;
+	}
+	return least;
+}
+
 /* The whole file, malloc'd with a NUL after its *len bytes; NULL when it
  * cannot be opened or read to its end. */
 static inline char *t_slurp(const char *path, size_t *len)

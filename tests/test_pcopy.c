@@ -115,8 +115,7 @@ int main(void)
 	T_OK(ckpt_config_init(&cfg));
 	T_ASSERT(cfg.snapshot_threads == 3);
 	unsetenv("CKPT_SNAPSHOT_THREADS");
-	char tmpl[] = "/tmp/ckpt-pcopy-XXXXXX";
-	T_ASSERT(mkdtemp(tmpl));
+	char *tmpl = t_tmpdir("pcopy");
 	T_OK(ckpt_config_init(&cfg));
 	cfg.job_id = "pcopy";
 	cfg.root = tmpl;
@@ -127,8 +126,8 @@ int main(void)
 	T_OK(ckpt_ctx_open(&cfg, &ctx));
 	/* A save and a restore through a gang of three: the bytes come back. */
 	size_t n = 9u << 20;
-	uint8_t *state = malloc(n), *back = malloc(n);
-	T_ASSERT(state && back);
+	uint8_t *state = malloc(n);
+	T_ASSERT(state);
 	memcpy(state, src, n);
 	ckpt_region_desc d;
 	ckpt_region_desc_init(&d, "w", state, n);
@@ -145,10 +144,7 @@ int main(void)
 		T_FAIL("a version saved through a gang of three restores different bytes");
 	ckpt_ctx_close(ctx);
 	free(state);
-	free(back);
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpl);
-	T_ASSERT(system(cmd) == 0);
+	t_rmrf(tmpl);
 	free(src);
 	free(dst);
 	puts("test_pcopy: ok");

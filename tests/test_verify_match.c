@@ -107,13 +107,8 @@ static double per_copy(size_t ranks, int reps)
 
 static int scaling(void)
 {
-	double small = 1, large = 1;
-	for (int run = 0; run < 3; run++) { /* the least of three: noise only ever adds */
-		double a = per_copy(1u << 11, 64), b = per_copy(1u << 17, 1);
-		T_ASSERT(a > 0 && b > 0);
-		small = a < small ? a : small;
-		large = b < large ? b : large;
-	}
+	double small = t_least_cpu(per_copy, 1u << 11, 64), large = t_least_cpu(per_copy, 1u << 17, 1);
+	T_ASSERT(small > 0 && large > 0);
 	fprintf(stderr, "matching: %.0f ns per copy at 2^12 copies, %.0f at 2^18\n", small * 1e9, large * 1e9);
 	T_ASSERT(large < 12 * small);
 	return 0;

@@ -199,13 +199,8 @@ static double per_slot(size_t n, int reps)
 
 static int scaling(void)
 {
-	double small = 1, large = 1;
-	for (int run = 0; run < 3; run++) { /* the least of three: noise only ever adds */
-		double a = per_slot(1u << 14, 64), b = per_slot(1u << 18, 4);
-		T_ASSERT(a > 0 && b > 0);
-		small = a < small ? a : small;
-		large = b < large ? b : large;
-	}
+	double small = t_least_cpu(per_slot, 1u << 14, 64), large = t_least_cpu(per_slot, 1u << 18, 4);
+	T_ASSERT(small > 0 && large > 0);
 	fprintf(stderr, "planning: %.1f ns per slot at 2^14 slots, %.1f at 2^18\n", small * 1e9, large * 1e9);
 	T_ASSERT(large < 4 * small + 20e-9); /* quadratic would be 16x */
 	return 0;

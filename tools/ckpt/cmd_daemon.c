@@ -661,10 +661,10 @@ static int verify_nodes(cli *c, uint64_t v, cli_copy *cp, size_t n, const ckptd_
 	qsort(ags, st->count, sizeof(*ags), agent_cmp);
 	for (size_t lo = 0, hi; lo < n; lo = hi) {
 		hi = cli_copies_node_end(cp, ix, n, lo);
-		int todo = 0;
+		int unchecked = 0; /* a live copy on this node no answer has settled yet */
 		for (size_t k = lo; k < hi; k++)
-			todo |= cp[ix[k]].code < 0 && cp[ix[k]].live;
-		if (!todo)
+			unchecked |= cp[ix[k]].code < 0 && cp[ix[k]].live;
+		if (!unchecked)
 			continue;
 		const char *node = cp[ix[lo]].node;
 		ckptd_agent_info key, *kp = &key;
