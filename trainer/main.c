@@ -2,7 +2,7 @@
  *
  *   trainer --ranks N --steps S --seed X --root DIR --ckpt-every K
  *           [--device cpu|cuda] [--job J] [--batch B] [--hidden H] [--lr LR]
- *           [--step-ms MS] [--context C] [--embed E] [--wd WD]
+ *           [--step-ms MS] [--slow-rank R] [--context C] [--embed E] [--wd WD]
  *           [--corpus CHARS] [--log-every N]
  *
  * One command starts N rank processes (this same binary, with --rank) and
@@ -22,7 +22,7 @@ static void usage(void)
 	fprintf(stderr,
 	        "usage: trainer [--ranks N] [--steps S] [--seed X] [--root DIR] [--ckpt-every K]\n"
 	        "               [--device cpu|cuda] [--job J] [--batch B] [--hidden H] [--lr LR]\n"
-	        "               [--step-ms MS] [--context C] [--embed E] [--wd WD]\n"
+	        "               [--step-ms MS] [--slow-rank R] [--context C] [--embed E] [--wd WD]\n"
 	        "               [--corpus CHARS] [--log-every N] [--dump-restored DIR]\n"
 	        "defaults: 1 rank, 200 steps, seed 1, root $CKPT_ROOT or ./trainer-ckpt,\n"
 	        "          checkpoint every 20 steps, cpu, job \"trainer\", batch 64 (global),\n"
@@ -75,7 +75,7 @@ int main(int argc, char **argv)
 		.root = env_root && *env_root ? env_root : "trainer-ckpt",
 		.job = "trainer", .ckpt_every = 20, .device = TR_DEV_CPU, .batch = 64,
 		.hidden = 128, .context = 8, .embed = 16, .lr = 0.01f, .wd = 0.01f,
-		.corpus = 65536, .log_every = 10, .rank = -1,
+		.corpus = 65536, .log_every = 10, .rank = -1, .slow_rank = -1,
 	};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -124,6 +124,8 @@ int main(int argc, char **argv)
 			bad = (o.embed = (uint32_t)n) != n || !n || n > 1024;
 		else if (!strcmp(a, "--step-ms"))
 			o.step_ms = n;
+		else if (!strcmp(a, "--slow-rank"))
+			bad = (o.slow_rank = (int32_t)n) < 0 || (uint64_t)o.slow_rank != n;
 		else if (!strcmp(a, "--corpus"))
 			o.corpus = n;
 		else if (!strcmp(a, "--log-every"))
@@ -147,6 +149,10 @@ int main(int argc, char **argv)
 	}
 	if (o.corpus < (uint64_t)o.context + 2 * o.ranks + 1) {
 		fprintf(stderr, "trainer: --corpus too small\n");
+		return TR_EXIT_USAGE;
+	}
+	if (o.slow_rank >= 0 && (uint32_t)o.slow_rank >= o.ranks) {
+		fprintf(stderr, "trainer: --slow-rank %d: there are %u ranks\n", o.slow_rank, o.ranks);
 		return TR_EXIT_USAGE;
 	}
 	if (o.rank < 0)

@@ -212,7 +212,7 @@ int tr_rank_cpu(const tr_opts *o)
 		if ((act == CKPT_STEP_SAVE || (o->ckpt_every && (t % o->ckpt_every == 0 || t == o->steps))) &&
 		    tr_ckpt_save(ctx, t, CKPT_SAVE_DEFAULT, &last, o->rank) < 0)
 			goto out;
-		if (o->step_ms)
+		if (o->step_ms && (o->slow_rank < 0 || o->slow_rank == o->rank))
 			tr_sleep_ms(o->step_ms);
 	}
 	if (tr_ckpt_wait(&last, o->rank) < 0)

@@ -520,7 +520,7 @@ static int train(gpu_rank *g, const tr_opts *o, ckpt_ctx *ctx, tr_comm *comm, fl
 			else if ((err = mirror_to_host(g)) == 0)
 				err = tr_ckpt_save(ctx, t, CKPT_SAVE_DEFAULT, &last, g->rank);
 		}
-		if (o->step_ms)
+		if (o->step_ms && (o->slow_rank < 0 || o->slow_rank == o->rank))
 			tr_sleep_ms(o->step_ms);
 	}
 	if (tr_ckpt_wait(&last, g->rank) < 0)

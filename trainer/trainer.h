@@ -38,6 +38,7 @@ typedef struct tr_opts {
 	uint32_t embed;       /* embedding width */
 	float lr, wd;
 	uint64_t step_ms;     /* sleep after each step, for kill tests */
+	int32_t slow_rank;    /* -1: every rank sleeps step_ms; else only this one */
 	uint64_t corpus;      /* corpus length in characters */
 	uint64_t log_every;   /* print the loss every N steps */
 	const char *dump_restored; /* tests: write the restored state here (tr_dump_state) */

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The reference trainer through ckptd, preempted as a cluster preempts it:
 # a coordinator, agents n1 and n2 (node and partner DRAM pools), and a
-# 2-rank trainer on n1 (CKPT_DAEMON = n1's socket). SIGTERM to the trainer's
+# 2-rank trainer on n1 (CKPT_DAEMON = n1's socket; rank 1 is slow, so rank 0
+# is blocked in a collective when the signal lands). SIGTERM to the trainer's
 # launcher (what Kubernetes and systemd signal) is passed on to the ranks:
 # the coordinator picks one step, every rank saves it, it lands in partner
 # DRAM on n2, and the ranks leave; the launcher says "preempted at step S"
@@ -53,7 +54,7 @@ on_node() { # node: the environment of a rank on that node
 	echo CKPT_DAEMON="unix:$w/$1.sock" CKPT_TOKEN_FILE="$w/token" CKPT_TIERS=local_mem,peer_mem,local_disk \
 		CKPT_PREEMPT_GRACE_MS=40000 CKPT_FABRIC_PROVIDER='tcp;ofi_rxm' FI_TCP_IFACE=lo CKPT_DEBUG=INFO
 }
-env $(on_node n1) "$BIN/trainer" "${args[@]}" --root "$w/n1.ranks" --step-ms 40 >"$w/a.out" 2>"$w/a.err" &
+env $(on_node n1) "$BIN/trainer" "${args[@]}" --root "$w/n1.ranks" --step-ms 40 --slow-rank 1 >"$w/a.out" 2>"$w/a.err" &
 launcher=$!
 pids+=("$launcher")
 # A few seconds of step reports first: the coordinator picks the step from them.
