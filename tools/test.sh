@@ -56,8 +56,17 @@ assert len(w) == 1, f"pip wheel .: expected one ckpt wheel, found {w}"
 names = zipfile.ZipFile(w[0]).namelist()
 for want in ("ckpt/__init__.py", "ckpt/checkpointer.py", "ckpt/torch.py", "ckpt/dcp.py"):
     assert want in names, f"the wheel lacks {want}"
-assert any(n.startswith("ckpt/_ckpt") and n.endswith(".so") for n in names), "the wheel lacks the extension"
-print("wheel ok:", w[0].rsplit("/", 1)[1])
+so = [n for n in names if n.startswith("ckpt/_ckpt") and n.endswith(".so")]
+assert so, "the wheel lacks the extension"
+# Built with CUDA or not, the extension must import where no CUDA toolkit
+# is: the runtime is linked statically (kernels/cuda/CMakeLists.txt).
+import subprocess, tempfile
+with tempfile.TemporaryDirectory() as d:
+    path = zipfile.ZipFile(w[0]).extract(so[0], d)
+    dyn = subprocess.run(["readelf", "-d", path], capture_output=True, text=True, check=True).stdout
+needed = [l.split("[", 1)[1].rstrip("]") for l in dyn.splitlines() if "(NEEDED)" in l]
+assert not [n for n in needed if "cuda" in n], f"the extension needs a CUDA library: {needed}"
+print("wheel ok:", w[0].rsplit("/", 1)[1], "needs", " ".join(needed))
 EOF
 rm -rf "$whl"
 set +e
