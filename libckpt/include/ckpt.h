@@ -33,6 +33,12 @@
  *    itself (on the first use of the PEER_MEM tier), every signal
  *    disposition that load changed is put back at once, whether or not a
  *    context is armed.
+ *    The handler is installed with SA_RESTART, but a signal that used to end
+ *    the process now returns: calls the kernel never restarts (poll, epoll,
+ *    nanosleep, and libraries built on them, such as ZeroMQ's send and
+ *    receive) fail with EINTR in whichever thread it lands. Code blocked in
+ *    such a call when the notice comes must retry on EINTR, as the reference
+ *    trainer's collectives do (trainer/comm.c), and reach ckpt_step.
  *  - Memory: the staging pool is allocated, pre-faulted and (where the memlock
  *    limit allows) locked when the context opens, and reused for every save.
  *    Its size bounds the memory libckpt uses for snapshots; it never grows.
