@@ -11,7 +11,8 @@ Four figures per method, medians over --iters:
   restore  reading it back into tensors, the page cache dropped first
 
 and ckpt-bench (the C library alone) on the same state, for the Python layer's
-overhead. Run with the test environment's python (tools/deps.sh):
+overhead. ckpt's stall is also paired with a memcpy of the same tensors taken
+just before each save (the machine's bandwidth moves between the steps). Run with the test environment's python (tools/deps.sh):
 
   .venv/bin/python tools/bench/torch-vs-ckpt.py --dir /path/on/the/disk [--size 1G]
       [--tensors 64] [--iters 2] [--ckpt-bench build/bin/ckpt-bench] [--json out.json]
@@ -50,11 +51,12 @@ def drop_caches():
 
 
 def fsync_tree(path):
-    for dp, _, fs in os.walk(path):
-        for f in fs:
-            fd = os.open(os.path.join(dp, f), os.O_RDONLY)
-            os.fsync(fd)
-            os.close(fd)
+    """fsync a file or every file under a folder, then the folder holding them."""
+    files = [path] if os.path.isfile(path) else [os.path.join(dp, f) for dp, _, fs in os.walk(path) for f in fs]
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
     fd = os.open(path if os.path.isdir(path) else os.path.dirname(path), os.O_RDONLY)
     os.fsync(fd)
     os.close(fd)
@@ -85,6 +87,8 @@ class Bench:
         self.check = {k: v.clone() for k, v in list(self.state.items())[:2]}
         self.warm = []  # ckpt restores without a cache drop
         self.lib = []   # (Python stall, the library's, Python durable, the library's)
+        self.paired = []  # each ckpt stall over a memcpy of the same tensors just before it
+        self.dst = None
 
     def record(self, name, stall, modify, durable, restore):
         self.rows.setdefault(name, []).append((stall, modify, durable, restore))
@@ -103,6 +107,21 @@ class Bench:
             out.append(t)
         return statistics.median(out)
 
+    def memcpy_paired(self):
+        """One copy of every tensor into its slice of a pre-touched buffer:
+        the bytes and the tensors a save copies, taken right next to it (the
+        VM's memory bandwidth moves 1.5-2x within a minute)."""
+        if self.dst is None:
+            self.dst = torch.empty(self.bytes // 4)
+            self.dst.fill_(1.0)
+        def copy():
+            off = 0
+            for t in self.state.values():
+                n = t.numel()
+                self.dst[off:off + n].copy_(t.view(-1))
+                off += n
+        return timed(copy)[0]
+
     def run_ckpt(self, d):
         # As ckpt-bench sizes it: each chunk takes a whole slot, and the pool
         # holds every one (the tensors' and the three metadata regions'), so
@@ -111,9 +130,11 @@ class Bench:
         slots = sum(-(-t.numel() * 4 // chunk) for t in self.state.values()) + 3
         with ckpt.Checkpointer("bench", d, staging_bytes=str(slots * chunk), chunk_bytes="8M") as c:
             for i in range(self.a.iters):
+                mc = self.memcpy_paired()
                 t0 = time.perf_counter()
                 h = c.save(i + 1, self.state)
                 stall = time.perf_counter() - t0
+                self.paired.append(stall / mc)
                 st = h.wait()
                 durable = time.perf_counter() - t0
                 self.lib.append((stall, st.stall_s, durable, st.durable_s))
@@ -125,6 +146,7 @@ class Bench:
                 self.verify(self.state)
                 self.record("ckpt (Python, Checkpointer.save / restore in place)", stall, stall, durable, restore)
                 self.warm.append(warm)
+        self.dst = None  # the paired copy's buffer: not kept through the baselines
 
     def run_torch_save(self, d):
         for i in range(self.a.iters):
@@ -289,6 +311,10 @@ def main():
             out["python_overhead"] = {k: py[k + "_s"] / cb[k + "_s"] - 1 for k in ("stall", "durable", "restore")}
             print("\nPython layer over ckpt-bench (restores without a cache drop on both sides): " +
                   ", ".join(f"{k} {v * 100:+.0f}%" for k, v in out["python_overhead"].items()))
+    if b.paired:
+        out["modify_vs_memcpy_paired"] = b.paired
+        print(f"ckpt may modify over a memcpy of the same tensors taken just before each save: "
+              f"median {statistics.median(b.paired):.2f}x (" + ", ".join(f"{x:.2f}" for x in b.paired) + ")")
     if b.lib:
         ps, ls, pd, ld = (statistics.median(x) for x in zip(*b.lib))
         out["python_vs_library_in_run"] = {"stall": ps / ls - 1, "durable": pd / ld - 1}
