@@ -147,7 +147,8 @@ static void usage(FILE *f)
 	        "Sizes accept K, M, G suffixes (powers of 1024).\n"
 	        "Saves N host regions totalling BYTES into DIR K times (default 3), restores\n"
 	        "each save and verifies it, and times a memcpy of the same bytes (by as many\n"
-	        "threads as the snapshot copies with by default: the CPUs online, at most 4).\n"
+	        "threads as the snapshot copies with: CKPT_SNAPSHOT_THREADS, by default the\n"
+	        "CPUs online, at most 4).\n"
 	        "--tiers local_mem,local_disk saves into a ckptd agent's DRAM too (set\n"
 	        "CKPT_DAEMON=unix:/path and CKPT_TOKEN_FILE) and times its commit; restores\n"
 	        "then read DRAM, each in a context of its own. --staging sizes the staging\n"
@@ -365,24 +366,29 @@ static void *copy_share_main(void *arg)
 	return NULL;
 }
 
-/* As many threads as the library's snapshot copies with by default (the
- * CPUs online, at most 4): the machine's memcpy limit, not one core's. */
-static unsigned copy_threads(void)
+#define BENCH_COPY_THREADS_MAX 64 /* config.c: snapshot_threads' limit */
+
+/* As many threads as the snapshot copies with: the configuration's
+ * snapshot_threads (CKPT_SNAPSHOT_THREADS), or where that is 0 (auto) the
+ * library's default, the CPUs online, at most 4. The machine's memcpy
+ * limit, not one core's. */
+static unsigned copy_threads(uint32_t configured)
 {
+	if (configured)
+		return configured > BENCH_COPY_THREADS_MAX ? BENCH_COPY_THREADS_MAX : configured;
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	return n < 1 ? 1u : n > 4 ? 4u : (unsigned)n;
 }
 
-/* One copy of every region, back to back, into dst, shared among
- * copy_threads() threads; returns seconds. */
-static double time_memcpy(uint8_t *dst, const bench_region *rg, uint32_t n)
+/* One copy of every region, back to back, into dst, shared among nt
+ * threads; returns seconds. */
+static double time_memcpy(uint8_t *dst, const bench_region *rg, uint32_t n, unsigned nt)
 {
 	size_t total = 0;
 	for (uint32_t i = 0; i < n; i++)
 		total += rg[i].bytes;
-	unsigned nt = copy_threads();
-	struct copy_share cs[4];
-	pthread_t th[4];
+	struct copy_share cs[BENCH_COPY_THREADS_MAX];
+	pthread_t th[BENCH_COPY_THREADS_MAX];
 	for (unsigned k = 0; k < nt; k++)
 		cs[k] = (struct copy_share){ dst, rg, n, total / nt * k, k + 1 == nt ? total : total / nt * (k + 1) };
 	double t0 = now_s();
@@ -682,7 +688,7 @@ static double best_memcpy(uint8_t *dst, const bench *b)
 {
 	double best = 0;
 	for (int k = 0; k < BENCH_MEMCPY_REPS; k++) {
-		double t = time_memcpy(dst, b->rg, b->o.nregions);
+		double t = time_memcpy(dst, b->rg, b->o.nregions, copy_threads(b->cfg.snapshot_threads));
 		if (k == 0 || t < best)
 			best = t;
 	}
@@ -716,7 +722,7 @@ static int bench_limits(bench *b)
 /* A memcpy into dst timed now, kept as the best if it is. */
 static double memcpy_now(bench *b, uint8_t *dst, double *best)
 {
-	double t = time_memcpy(dst, b->rg, b->o.nregions);
+	double t = time_memcpy(dst, b->rg, b->o.nregions, copy_threads(b->cfg.snapshot_threads));
 	if (t < *best)
 		*best = t;
 	return t;
