@@ -34,33 +34,6 @@ static int zerr(const char *what)
 	return e > 0 ? -e : -EIO;
 }
 
-/* A preemption signal lands while a rank is blocked in a collective:
- * ZeroMQ answers EINTR whatever SA_RESTART says, and the rank carries on
- * (ckpt_step sees the notice at the end of the step). */
-static int zsend(void *s, const void *buf, size_t len)
-{
-	int r;
-	while ((r = zmq_send(s, buf, len, 0)) < 0 && zmq_errno() == EINTR)
-		;
-	return r;
-}
-
-static int zmsg_send(zmq_msg_t *msg, void *s)
-{
-	int r;
-	while ((r = zmq_msg_send(msg, s, 0)) < 0 && zmq_errno() == EINTR)
-		;
-	return r;
-}
-
-static int zmsg_recv(zmq_msg_t *msg, void *s)
-{
-	int r;
-	while ((r = zmq_msg_recv(msg, s, 0)) < 0 && zmq_errno() == EINTR)
-		;
-	return r;
-}
-
 static int set_linger(void *s, int ms)
 {
 	return zmq_setsockopt(s, ZMQ_LINGER, &ms, sizeof(ms));
@@ -134,11 +107,11 @@ int tr_comm_handshake(tr_comm *c, const tr_hello *h, tr_welcome *w)
 {
 	tr_wire_hello hello = { .type = TR_MSG_HELLO, .h = *h };
 	snprintf(hello.endpoint, sizeof(hello.endpoint), "%s", c->endpoint);
-	if (zsend(c->ctl, &hello, sizeof(hello)) < 0)
+	if (tr_zsend(c->ctl, &hello, sizeof(hello), 0) < 0)
 		return zerr("send hello");
 	zmq_msg_t msg;
 	zmq_msg_init(&msg);
-	if (zmsg_recv(&msg, c->ctl) < 0) {
+	if (tr_zmsg_recv(&msg, c->ctl) < 0) {
 		zmq_msg_close(&msg);
 		return zerr("receive welcome");
 	}
@@ -176,7 +149,7 @@ static int send_slice(tr_comm *c, uint32_t to, uint64_t seq, const float *p, siz
 	tr_wire_data hd = { .src = c->rank, .seq = seq };
 	memcpy(zmq_msg_data(&msg), &hd, sizeof(hd));
 	memcpy((uint8_t *)zmq_msg_data(&msg) + sizeof(hd), p, bytes);
-	if (zmsg_send(&msg, c->peer[to]) < 0) {
+	if (tr_zmsg_send(&msg, c->peer[to]) < 0) {
 		zmq_msg_close(&msg);
 		return zerr("send to peer");
 	}
@@ -198,7 +171,7 @@ static int recv_slice(tr_comm *c, uint32_t src, uint64_t seq, size_t n, zmq_msg_
 		}
 	for (;;) {
 		zmq_msg_init(msg);
-		if (zmsg_recv(msg, c->inbox) < 0) {
+		if (tr_zmsg_recv(msg, c->inbox) < 0) {
 			zmq_msg_close(msg);
 			return zerr("receive from peers");
 		}
@@ -292,7 +265,7 @@ int tr_comm_all_gather(tr_comm *c, float *buf, size_t shard)
 int tr_comm_report(tr_comm *c, const tr_done *d)
 {
 	tr_wire_done m = { .type = TR_MSG_DONE, .d = *d };
-	if (zsend(c->ctl, &m, sizeof(m)) < 0)
+	if (tr_zsend(c->ctl, &m, sizeof(m), 0) < 0)
 		return zerr("send report");
 	return 0;
 }

@@ -107,16 +107,6 @@ static int spawn(launcher *L, int argc, char **argv)
 	return 0;
 }
 
-/* The launcher passes SIGTERM on while it talks to the ranks: EINTR is
- * not a failure. */
-static int zsend(void *s, const void *buf, size_t len, int flags)
-{
-	int r;
-	while ((r = zmq_send(s, buf, len, flags)) < 0 && zmq_errno() == EINTR)
-		;
-	return r;
-}
-
 static int send_welcomes(launcher *L)
 {
 	const tr_opts *o = L->o;
@@ -161,8 +151,8 @@ static int send_welcomes(launcher *L)
 		memcpy(buf + sizeof(ww) + (size_t)i * TR_EP_MAX, L->r[i].h.endpoint, TR_EP_MAX);
 	int err = 0;
 	for (uint32_t i = 0; i < o->ranks && !err; i++)
-		if (zsend(L->router, L->r[i].id, L->r[i].idlen, ZMQ_SNDMORE) < 0 ||
-		    zsend(L->router, buf, len, 0) < 0)
+		if (tr_zsend(L->router, L->r[i].id, L->r[i].idlen, ZMQ_SNDMORE) < 0 ||
+		    tr_zsend(L->router, buf, len, 0) < 0)
 			err = -EIO;
 	free(buf);
 	return err;
@@ -172,17 +162,12 @@ static int send_welcomes(launcher *L)
 static int on_message(launcher *L)
 {
 	uint8_t id[TR_ID_MAX];
-	int idlen;
-	while ((idlen = zmq_recv(L->router, id, sizeof(id), ZMQ_DONTWAIT)) < 0 && zmq_errno() == EINTR)
-		;
+	int idlen = tr_zrecv(L->router, id, sizeof(id), ZMQ_DONTWAIT);
 	if (idlen < 0)
 		return zmq_errno() == EAGAIN ? 1 : -EIO;
 	zmq_msg_t msg;
 	zmq_msg_init(&msg);
-	int r;
-	while ((r = zmq_msg_recv(&msg, L->router, 0)) < 0 && zmq_errno() == EINTR)
-		;
-	if (r < 0) {
+	if (tr_zmsg_recv(&msg, L->router) < 0) {
 		zmq_msg_close(&msg);
 		return -EIO;
 	}
