@@ -19,6 +19,7 @@
  *   tn_link(&c, 1, 0);             partition node 1: its port drops everything
  *   tn_link(&c, 1, 1);             healed
  *   tn_kill_all(&c, 1);            SIGKILL to every process in node 1
+ *   tn_empty(&c, 1, 10000);        ... and wait until none is left in it
  *   tn_destroy(&c);
  */
 #ifndef CKPT_TEST_NETNS_HELPER_H
@@ -180,6 +181,25 @@ static inline int tn_count(const tn_cluster *c, int i)
 	if (f)
 		pclose(f);
 	return k;
+}
+
+/* Kills every process in node i and waits, up to timeout_ms, until none is
+ * left in its namespace; returns 0 when it is empty, -1 at the timeout.
+ * SIGKILL is asynchronous: a process stays in the namespace's list until
+ * its exit has torn down its memory and reached its namespaces (seconds
+ * for a large address space on a loaded machine), and one forked between
+ * listing and killing is not in the first list; so kill and look again. */
+static inline int tn_empty(const tn_cluster *c, int i, int timeout_ms)
+{
+	uint64_t end = td_ms() + (uint64_t)timeout_ms;
+	for (;;) {
+		tn_kill_all(c, i);
+		if (tn_count(c, i) == 0)
+			return 0;
+		if (td_ms() >= end)
+			return -1;
+		usleep(20000);
+	}
 }
 
 static inline void tn_destroy(tn_cluster *c)

@@ -164,10 +164,12 @@ static inline void ct_lose_node(ct_env *e, int k)
 		waitpid(e->agent[k].pid, NULL, 0);
 		e->agent[k].pid = 0;
 	}
+	/* The killed ranks may still be exiting (not yet out of the namespace). */
+	CT_CHECK(e, tn_empty(&e->net, k, 15000) == 0, "node n%d: %d process(es) still in its namespace 15 s after "
+	         "SIGKILL", k, tn_count(&e->net, k));
 	char cmd[1400];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", e->root[k], e->agent[k].root);
 	T_ASSERT(system(cmd) == 0);
-	T_ASSERT(tn_count(&e->net, k) == 0);
 }
 
 /* Stops what runs, removes the namespaces; returns the exit code. */
