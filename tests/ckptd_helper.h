@@ -448,6 +448,30 @@ static inline void td_daemon_start(td_daemon *d, const char *const *args)
 	}
 }
 
+/* Waits, up to timeout_ms, until process pid has exited (a zombie or
+ * gone), for a process that cannot wait for it (not its parent): a SIGKILL
+ * is delivered asynchronously. Returns 0 once it has, -1 at the timeout. */
+static inline int td_wait_exited(pid_t pid, int timeout_ms)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	uint64_t end = td_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
+	for (;;) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return 0;
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		buf[n > 0 ? n : 0] = 0;
+		const char *rp = strrchr(buf, ')'); /* "pid (comm) S ...": comm may hold anything */
+		if (n <= 0 || (rp && (rp[1] == 0 || rp[2] == 'Z' || rp[2] == 'X')))
+			return 0;
+		if (td_ms() >= end)
+			return -1;
+		usleep(5000);
+	}
+}
+
 /* SIGKILL, reaped. */
 static inline void td_daemon_kill9(td_daemon *d)
 {

@@ -143,7 +143,7 @@ static void agent_dies(const dt_env *e)
 	T_OK(ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, 30000, NULL));
 	ckpt_handle_free(h);
 	T_ASSERT(kill(agent_pid, SIGKILL) == 0);
-	usleep(100000);
+	T_ASSERT(td_wait_exited(agent_pid, 15000) == 0); /* gone before the next save, not during it */
 	for (uint64_t v = 2; v <= 3; v++) {
 		fill(bufs, v);
 		T_OK(ckpt_save(ctx, v, 0, &h));
