@@ -230,6 +230,13 @@ static int flush(ckptd_session *s)
 			return -EPIPE;
 		}
 	}
+	/* Frames the reader already holds raise no EPOLLIN: a pass of the loop
+	 * answers them (resume_sessions). */
+	if (s->throttled && s->out_bytes < s->srv->cfg->out_queue) {
+		s->throttled = 0;
+		s->resume = 1;
+		s->srv->resume = 1;
+	}
 	update_watch(s);
 	return 0;
 }
@@ -426,6 +433,48 @@ static uint32_t reader_code(int r)
 	return r == -EMSGSIZE ? CKPTD_ERR_TOO_BIG : r == -ETIMEDOUT ? CKPTD_ERR_TIMEOUT : CKPTD_ERR_MALFORMED;
 }
 
+/* Answers the complete frames the reader holds, until the peer's unread
+ * replies reach --out-queue (backpressure: the rest wait in the reader,
+ * and flush resumes them once the replies drain). Returns 0, or the
+ * reader's error. */
+static int answer_frames(ckptd_session *s, uint64_t t)
+{
+	while (s->fd >= 0 && !s->closing) {
+		if (s->out_bytes >= s->srv->cfg->out_queue) {
+			s->throttled = 1;
+			return 0;
+		}
+		uint8_t *frame;
+		size_t len;
+		int r = ckptd_reader_next(s->reader, t, &frame, &len);
+		if (r != 1)
+			return r;
+		on_frame(s, frame, len);
+	}
+	return 0;
+}
+
+/* The sessions whose replies drained while frames waited in their reader:
+ * answer those frames (then read the socket again as usual). */
+static void resume_sessions(ckptd_server *srv)
+{
+	if (!srv->resume)
+		return;
+	srv->resume = 0;
+	uint64_t t = ckpt__now_ns();
+	for (ckptd_session *s = srv->live, *n; s; s = n) {
+		n = s->next;
+		if (!s->resume)
+			continue;
+		s->resume = 0;
+		int r = answer_frames(s, t);
+		if (r < 0 && s->fd >= 0)
+			drop(s, reader_code(r), reader_reason(r));
+		if (s->fd >= 0)
+			flush(s);
+	}
+}
+
 static void on_readable(ckptd_session *s)
 {
 	for (int i = 0; i < READS_PER_EVENT && s->fd >= 0 && !s->closing; i++) {
@@ -458,14 +507,8 @@ static void on_readable(ckptd_session *s)
 		uint64_t t = ckpt__now_ns();
 		s->rx_any = 1;
 		r = ckptd_reader_commit(s->reader, (size_t)n, t);
-		uint8_t *frame;
-		size_t len;
-		while (r == 0 && s->fd >= 0 && !s->closing && (r = ckptd_reader_next(s->reader, t, &frame, &len)) == 1) {
-			on_frame(s, frame, len);
-			r = 0;
-			if (s->out_bytes >= s->srv->cfg->out_queue)
-				break; /* backpressure: the rest waits in the reader */
-		}
+		if (r == 0)
+			r = answer_frames(s, t);
 		if (r < 0 && s->fd >= 0) {
 			drop(s, reader_code(r), reader_reason(r));
 			break;
@@ -982,7 +1025,7 @@ int ckptd_server_run(ckptd_server *srv)
 		}
 		if (stopping && !srv->live)
 			break;
-		int timeout = next_timeout_ms(srv, ckpt__now_ns(), UINT64_MAX);
+		int timeout = srv->resume ? 0 : next_timeout_ms(srv, ckpt__now_ns(), UINT64_MAX);
 		int n = epoll_wait(srv->epfd, evs, 64, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -1026,6 +1069,7 @@ int ckptd_server_run(ckptd_server *srv)
 			}
 		}
 		run_hooks(srv);
+		resume_sessions(srv);
 		check_deadlines(srv, ckpt__now_ns());
 		reap(srv);
 	}

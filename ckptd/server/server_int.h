@@ -52,6 +52,8 @@ struct ckptd_session {
 	int state;
 	int rx_any;     /* a byte has arrived */
 	int closing;    /* reads no more; closes once flushed or at close_deadline */
+	int throttled;  /* frames wait in the reader until the output drains */
+	int resume;     /* drained: answer those frames in the next pass */
 	uint32_t events; /* what epoll watches now */
 	char peer[96];
 	char peer_key[64];  /* what the per-peer handshake limit counts: IP address or uid */
@@ -86,6 +88,7 @@ struct ckptd_server {
 	int sock_ours;
 	ckptd_session *live, *dead;
 	uint32_t nlive;
+	int resume; /* some session has s->resume set */
 	struct {
 		uint16_t type;
 		ckptd_handler_fn fn;

@@ -2,7 +2,13 @@
  * stops reading it once its replies queue up (--out-queue), so its memory
  * stays bounded and the client's own sends block; everyone else is served
  * meanwhile, and the flooding client, once it reads, gets every reply in
- * order. */
+ * order.
+ *
+ * First, the resume: with --out-queue 1 every reply throttles the client,
+ * so requests that arrived together wait in the daemon's frame reader with
+ * nothing left in the socket to wake it; once the reply has gone out they
+ * must still be answered (they were not, and the flood below lost the last
+ * few replies of a burst now and then). */
 #include "helpers.h"
 #include "roles_test.h"
 
@@ -20,10 +26,42 @@ static long rss_kib(pid_t pid)
 	return kib;
 }
 
+/* Requests sent back to back, then read: every one is answered. */
+static void burst(rt_env *env)
+{
+	enum { N = 200 };
+	daemon_t d;
+	static const char *const args[] = { "--role", "both", "--pool-size", "16M", "--out-queue", "1",
+	                                    "--retention-interval", "0", NULL };
+	rt_daemon(env, &d, "n2", 0, args);
+	rt_start(env, &d);
+	ckptd_secret *js = rt_job_secret(env, "burst");
+	ckptd_client *c = rt_connect(d.unixa, "burst", CKPTD_ROLE_CLI, js);
+	ckptd_msg req = { .type = CKPTD_MSG_LIST_VERSIONS };
+	snprintf(req.u.list_versions.job, sizeof(req.u.list_versions.job), "burst");
+	for (int i = 0; i < N; i++)
+		T_ASSERT(ckptd_client_send(c, &req) == 0);
+	ckptd_client_set_timeout(c, 10000);
+	int got = 0;
+	ckptd_msg rep;
+	while (got < N && ckptd_client_recv(c, &rep) == 0) {
+		got += rep.type == CKPTD_MSG_VERSIONS;
+		ckptd_msg_free(&rep);
+	}
+	if (got != N)
+		T_FAIL("--out-queue 1: %d of %d requests sent back to back were answered (the rest waited in the "
+		       "daemon's reader)", got, N);
+	fprintf(stderr, "burst: %d requests sent back to back with --out-queue 1, all answered\n", N);
+	ckptd_client_close(c);
+	ckptd_secret_free(js);
+	T_ASSERT(rt_stop(&d) == 0);
+}
+
 int main(void)
 {
 	rt_env env;
 	rt_init(&env, "roles-backpressure");
+	burst(&env);
 	daemon_t d;
 	static const char *const args[] = { "--role", "both", "--pool-size", "16M", "--out-queue", "64K", "--frame-timeout", "60s",
 	                                    "--retention-interval", "0", NULL };
