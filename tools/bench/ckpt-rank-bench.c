@@ -24,7 +24,8 @@
  *            FILE: 64 bytes per rank, shared by the job's processes), then
  *            ckpt_step. Saves at step --save-at (a regular checkpoint;
  *            with --save-when FILE, at the first step from there on at
- *            which FILE exists) and whenever ckpt_step says SAVE (the
+ *            which FILE exists, for a --sync job at which any of its
+ *            ranks had seen it) and whenever ckpt_step says SAVE (the
  *            emergency step); prints "ready" once the regular checkpoint
  *            is committed in node DRAM and on disk and its PEER_MEM
  *            outcome is known (or still pending --peer-wait seconds
@@ -374,6 +375,13 @@ static _Atomic uint64_t *sync_slot(const rb_sync *b, uint32_t r)
 	return (_Atomic uint64_t *)((uint8_t *)b->slot + (size_t)r * SYNC_STRIDE);
 }
 
+/* The word after a rank's step: the first step at which it saw the
+ * --save-when file (0: not yet). */
+static _Atomic uint64_t *sync_seen_slot(const rb_sync *b, uint32_t r)
+{
+	return sync_slot(b, r) + 1;
+}
+
 static int sync_open(rb_sync *b, const char *path, uint32_t world, uint32_t rank)
 {
 	b->world = world;
@@ -411,6 +419,29 @@ static int sync_step(const rb_sync *b, uint64_t step)
 			}
 			nanosleep(&(struct timespec){ 0, 100000 }, NULL);
 		}
+	}
+	return 0;
+}
+
+/* Before the barrier of step: this rank says whether it sees FILE now. */
+static void sync_mark_seen(const rb_sync *b, uint64_t step, const char *file)
+{
+	if (!atomic_load(sync_seen_slot(b, b->rank)) && access(file, F_OK) == 0)
+		atomic_store(sync_seen_slot(b, b->rank), step);
+}
+
+/* After the barrier of step: whether some rank had seen the file by then.
+ * Every rank gets the same answer (what each rank marked up to this step
+ * was stored before its step, which the barrier waited for; a later mark
+ * names a later step), so the whole job saves the same step; each rank
+ * asking access() itself once made one rank save a step before the others
+ * (a version that never commits). */
+static int sync_any_seen(const rb_sync *b, uint64_t step)
+{
+	for (uint32_t r = 0; r < b->world; r++) {
+		uint64_t v = atomic_load(sync_seen_slot(b, r));
+		if (v && v <= step)
+			return 1;
 	}
 	return 0;
 }
@@ -468,6 +499,8 @@ static int run_train(const ckpt_config *cfg)
 	for (uint64_t step = 1; step <= o.max_steps; step++) {
 		usleep(o.step_ms * 1000u);
 		regions_stamp(step);
+		if (bar.slot && o.save_when)
+			sync_mark_seen(&bar, step, o.save_when);
 		if (bar.slot && sync_step(&bar, step) < 0)
 			break;
 		int a = ckpt_step(ctx, step);
@@ -477,9 +510,10 @@ static int run_train(const ckpt_config *cfg)
 		}
 		/* The regular checkpoint: at --save-at, or the first step after
 		 * it once the --save-when file exists (the script says the
-		 * agents' pools are ready). */
-		int regular_now = !regular && o.save_at && step >= o.save_at &&
-		                  (!o.save_when || access(o.save_when, F_OK) == 0);
+		 * agents' pools are ready); with --sync, the first step at which
+		 * any rank had seen it, the same step at every rank. */
+		int go = !o.save_when || (bar.slot ? sync_any_seen(&bar, step) : access(o.save_when, F_OK) == 0);
+		int regular_now = !regular && o.save_at && step >= o.save_at && go;
 		if (regular_now || a == CKPT_STEP_SAVE) {
 			ckpt_handle *h = NULL;
 			uint64_t w0 = wall_ns();
