@@ -186,8 +186,8 @@ static inline int tn_count(const tn_cluster *c, int i)
 /* Kills every process in node i and waits, up to timeout_ms, until none is
  * left in its namespace; returns 0 when it is empty, -1 at the timeout.
  * SIGKILL is asynchronous: a process stays in the namespace's list until
- * its exit has torn down its memory and reached its namespaces (seconds
- * for a large address space on a loaded machine), and one forked between
+ * its exit has torn down its memory and reached its namespaces (a killed
+ * 3 GiB process stayed listed through five more looks), and one forked between
  * listing and killing is not in the first list; so kill and look again. */
 static inline int tn_empty(const tn_cluster *c, int i, int timeout_ms)
 {
