@@ -86,7 +86,9 @@ def section(r, a, plot_rel):
     if plot_rel:
         lines.append("![ckpt against torch.save, safetensors and DCP](%s)" % plot_rel)
         lines.append("")
-    lines.append("Measured at commit `%s`, %s, on %s; load average %s. torch %s. Regenerate (it rewrites this "
+    lines.append("Measured at commit `%s`, %s, on %s; load average %s. torch %s. Absolute times depend on the "
+                 "machine and its load; the ratios to its own limits in the same run are what carry over. "
+                 "Regenerate (it rewrites this "
                  "section and the plot; about %d s here):" % (a.commit, a.date, a.machine, a.load,
                                                                r.get("torch", "?"), round(r.get("run_s", 0))))
     lines.append("")
