@@ -400,6 +400,12 @@ int main(void)
 			waitpid(pid[i], NULL, 0);
 	}
 	tn_destroy(&c);
+	for (unsigned i = 0; i < N; i++) {
+		free(r.img1[i]);
+		free(r.img2[i]);
+	}
+	free(r.sums);
+	ckpt_ec_free(r.e);
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 		T_FAIL("the restorer failed (status %d)", st);
 	printf("ok\n");

@@ -31,13 +31,13 @@ int main(void)
 	/* Failures far more often than in life, so that losses are counted. */
 	sim_ec_model mo = { .nodes = 200, .domain_nodes = 10, .node_rate = 2e-5, .pair_frac = 0.02,
 		            .domain_rate = 2e-6, .reprotect_s = 300, .window_s = 600 };
-	close_to(&partner, &mo, 100000, 0.25);
-	close_to(&r41, &mo, 100000, 0.25);
+	close_to(&partner, &mo, 50000, 0.25);
+	close_to(&r41, &mo, 50000, 0.25);
 	mo.node_rate = 7e-5;
-	close_to(&r42, &mo, 100000, 0.3);
+	close_to(&r42, &mo, 50000, 0.3);
 	mo.domain_nodes = 20; /* 10 domains: rs:8+2's groups fit */
 	mo.node_rate = 4e-5;
-	close_to(&r82, &mo, 100000, 0.3);
+	close_to(&r82, &mo, 50000, 0.3);
 	/* More parity never loses more. */
 	mo = (sim_ec_model){ .nodes = 1250, .domain_nodes = 16, .node_rate = 3.4e-8, .pair_frac = 0.01,
 		             .domain_rate = 3.2e-9, .reprotect_s = 300, .window_s = 600 };
