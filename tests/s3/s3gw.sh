@@ -5,10 +5,12 @@
 # docs/testing.md ("Tests against a real S3 server") describes the use.
 #
 #   s3gw.sh start [--dir DIR] [--owner PID] [--env-file F] [--store memstore|bluestore]
-#                 [--store-size BYTES] [--bucket NAME] [--set 'option = value']...
-#                 [--max-seconds N]
-#       Starts the cluster, creates an S3 user and a bucket, and prints the
-#       environment (KEY=VALUE lines, also written to DIR/env and --env-file).
+#                 [--store-size BYTES] [--bucket NAME] [--min-part BYTES]
+#                 [--set 'option = value']... [--max-seconds N]
+#       Starts the cluster, creates an S3 user, a second one without rights
+#       on the first one's buckets, and a bucket, and prints the environment
+#       (KEY=VALUE lines, also written to DIR/env and --env-file).
+#       --min-part: the smallest multipart part but the last (S3's 5 MiB).
 #       Everything is stopped, and DIR removed, when PID (default: the
 #       caller) exits, after --max-seconds (default 7200), or on `stop`.
 #   s3gw.sh stop DIR|ENV_FILE                stops every daemon, removes DIR
@@ -303,7 +305,7 @@ start_failed() {
 }
 
 cmd_start() {
-	local dir="" owner=$PPID envfile="" store=memstore size="" bucket=ckpt-test max=7200
+	local dir="" owner=$PPID envfile="" store=memstore size="" bucket=ckpt-test max=7200 minpart=5242880
 	local sets=()
 	while [ $# -gt 0 ]; do
 		case $1 in
@@ -314,11 +316,14 @@ cmd_start() {
 		--store-size) size=$2; shift 2 ;;
 		--bucket) bucket=$2; shift 2 ;;
 		--set) sets+=("$2"); shift 2 ;;
+		--min-part) minpart=$2; shift 2 ;;
 		--max-seconds) max=$2; shift 2 ;;
 		*) die "start: unknown argument '$1'" ;;
 		esac
 	done
 	need_ceph
+	[[ $minpart =~ ^[0-9]+$ ]] || die "--min-part $minpart: bytes"
+	sets+=("rgw multipart min part size = $minpart")
 	[ -n "$size" ] || { [ "$store" = memstore ] && size=$((2 << 30)) || size=$((32 << 30)); }
 	if [ -z "$dir" ]; then
 		dir=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-s3gw-XXXXXX")
@@ -346,11 +351,19 @@ cmd_start() {
 		for f in "$dir"/pids/*; do [ "${f##*/}" = watch ] || { wait_gone "$f" 10000 || true; rm -f "$f"; }; done
 		find "$dir" -mindepth 1 -maxdepth 1 ! -name pids ! -name log -exec rm -rf {} +
 	done
-	local ak sk port
+	local ak sk rak rsk port p1 p2
 	ak=$(rand_str 20 ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789)
 	sk=$(rand_str 40 ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789)
+	rak=$(rand_str 20 ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789)
+	rsk=$(rand_str 40 ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789)
+	# The user, and a second one with no rights on the first one's buckets
+	# (permission errors), made at once: about a second each.
 	radosgw-admin -c "$dir/ceph.conf" user create --uid=ckpt --display-name="ckpt tests" \
-		--access-key="$ak" --secret-key="$sk" >"$dir/log/user.out" 2>&1 || die "radosgw-admin user create failed: $(tail -n 3 "$dir/log/user.out")"
+		--access-key="$ak" --secret-key="$sk" >"$dir/log/user.out" 2>&1 & p1=$!
+	radosgw-admin -c "$dir/ceph.conf" user create --uid=other --display-name="another user" \
+		--access-key="$rak" --secret-key="$rsk" >"$dir/log/user-other.out" 2>&1 & p2=$!
+	wait $p1 || die "radosgw-admin user create failed: $(tail -n 3 "$dir/log/user.out")"
+	wait $p2 || die "radosgw-admin user create (other) failed: $(tail -n 3 "$dir/log/user-other.out")"
 	phase "$dir" user
 	port=$(cat "$dir/gw/gw.port")
 	cat >"$dir/env" <<EOF
@@ -365,6 +378,9 @@ S3GW_ACCESS_KEY=$ak
 S3GW_SECRET_KEY=$sk
 AWS_ACCESS_KEY_ID=$ak
 AWS_SECRET_ACCESS_KEY=$sk
+S3GW_OTHER_ACCESS_KEY=$rak
+S3GW_OTHER_SECRET_KEY=$rsk
+S3GW_MIN_PART=$minpart
 S3GW_LOG=$dir/log/client.rgw.gw.log
 S3GW_CONF=$dir/ceph.conf
 S3GW_STORE=$store
@@ -543,7 +559,8 @@ fixture-start)
 	f=${2:?env file}
 	[ ! -f "$f" ] || { "$SELF" stop "$f" 2>/dev/null || true; rm -f "$f"; }
 	shift 2
-	cmd_start --owner "$PPID" --env-file "$f" "$@" ;;
+	# 1 MiB parts: multipart uploads of a few MiB keep the tests' bytes small.
+	cmd_start --owner "$PPID" --env-file "$f" --min-part 1048576 "$@" ;;
 fixture-stop)
 	f=${2:?env file}
 	if [ -f "$f" ]; then d=$(resolve_dir "$f"); do_stop "$d"; rm -f "$f"; fi ;;

@@ -40,6 +40,9 @@ typedef struct s3gw {
 	char vhost[64];     /* BUCKET.vhost:PORT reaches the same gateway */
 	char access[64];
 	char secret[96];
+	char other_access[64]; /* a second user, with no rights on the first one's buckets */
+	char other_secret[96];
+	long min_part;      /* the gateway's smallest multipart part but the last */
 	char bucket[64];    /* the bucket made at start (every test should make its own) */
 	char log[600];      /* this gateway's log (its access log: s3gw.sh requests) */
 	char gw[20];        /* the gateway's name ("gw": the first) */
@@ -124,10 +127,14 @@ static inline void s3gw_read_env(s3gw *g, const char *path)
 		S3GW_KEY("S3GW_ACCESS_KEY", access)
 		S3GW_KEY("S3GW_SECRET_KEY", secret)
 		S3GW_KEY("S3GW_BUCKET", bucket)
+		S3GW_KEY("S3GW_OTHER_ACCESS_KEY", other_access)
+		S3GW_KEY("S3GW_OTHER_SECRET_KEY", other_secret)
 		S3GW_KEY("S3GW_LOG", log)
 #undef S3GW_KEY
 		if (!strcmp(line, "S3GW_PORT"))
 			g->port = atoi(v);
+		if (!strcmp(line, "S3GW_MIN_PART"))
+			g->min_part = atol(v);
 	}
 	fclose(f);
 	if (!g->dir[0] || !g->port || !g->access[0] || !g->secret[0])

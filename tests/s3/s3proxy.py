@@ -6,13 +6,14 @@ kind, and on the test's command answers with errors, stalls, resets or
 truncates. Standard library only (python3 >= 3.7).
 
     s3proxy.py --upstream HOST:PORT [--listen 127.0.0.1] [--port 0]
-        [--owner PID] [--max-seconds 3600] [--vhost-domain localhost]
+        [--port-file F] [--owner PID] [--max-seconds 3600] [--vhost-domain localhost]
         [--seed N] [--max-conns 256]
     s3proxy.py --classify-log RGW_LOG [--since BYTE_OFFSET] [--bucket B]
     s3proxy.py --classify METHOD TARGET [HEADER:VALUE...]
 
 The first line on stdout is the port it listens on, written once it
-listens; nothing else goes to stdout. It ends on SIGTERM/SIGINT, when
+listens (and to --port-file, whole or not at all); nothing else goes to
+stdout. It ends on SIGTERM/SIGINT, when
 --owner exits, or after --max-seconds. Only loopback addresses are accepted
 for --listen and --upstream.
 
@@ -707,7 +708,13 @@ class Proxy:
         ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         ls.bind((self.args.listen, self.args.port))
         ls.listen(128)
-        print(ls.getsockname()[1], flush=True)
+        port = ls.getsockname()[1]
+        if self.args.port_file:
+            tmp = self.args.port_file + ".tmp"
+            with open(tmp, "w") as f:
+                f.write("%d\n" % port)
+            os.rename(tmp, self.args.port_file)
+        print(port, flush=True)
         while True:
             c, _ = ls.accept()
             with self.lock:
@@ -766,6 +773,7 @@ def main():
     ap.add_argument("--upstream")
     ap.add_argument("--listen", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--port-file")
     ap.add_argument("--owner", type=int, default=0)
     ap.add_argument("--max-seconds", type=float, default=3600)
     ap.add_argument("--idle-seconds", type=float, default=120)

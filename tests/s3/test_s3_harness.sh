@@ -23,11 +23,24 @@ envget() { sed -n "s/^$2=//p" "$1"; }
 # daemons of a state directory still alive (their command lines name its ceph.conf)
 daemons_of() { pgrep -f -- "-c $1/ceph.conf" 2>/dev/null | wc -l || true; }
 
+mpu() { # ENV-DIR ENDPOINT BUCKET: a 1 MiB part and a 1-byte last one; prints Complete's status
+	local out id etag1 etag2
+	out=$(bash "$GW" curl "$1" -sS -f -X POST "$2/$3/mpu?uploads=")
+	id=$(python3 -c 'import re, sys, urllib.parse; print(urllib.parse.quote(re.search("<UploadId>([^<]+)<", sys.argv[1]).group(1), safe=""))' "$out")
+	etag1=$(bash "$GW" curl "$1" -sS -f -D - -o /dev/null -T "$tmp/mib" "$2/$3/mpu?partNumber=1&uploadId=$id" | sed -n 's/^[Ee][Tt]ag: *\([^[:space:]]*\).*/\1/p')
+	etag2=$(bash "$GW" curl "$1" -sS -f -D - -o /dev/null -T "$tmp/byte" "$2/$3/mpu?partNumber=2&uploadId=$id" | sed -n 's/^[Ee][Tt]ag: *\([^[:space:]]*\).*/\1/p')
+	bash "$GW" curl "$1" -sS -o "$tmp/complete" -w '%{http_code}' -X POST --data-binary \
+		"<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>$etag1</ETag></Part><Part><PartNumber>2</PartNumber><ETag>$etag2</ETag></Part></CompleteMultipartUpload>" \
+		"$2/$3/mpu?uploadId=$id"
+}
+head -c 1048576 /dev/urandom >"$tmp/mib"
+printf x >"$tmp/byte"
+
 # --- three clusters started at once: all come up, on different ports ----
 t0=$(date +%s%3N)
 bash "$GW" start --dir "$tmp/a" --owner $$ >"$tmp/a.env" 2>"$tmp/a.err" & pa=$!
 sleep 600 & owner=$!
-bash "$GW" start --dir "$tmp/b" --owner "$owner" --bucket other >"$tmp/b.env" 2>"$tmp/b.err" & pb=$!
+bash "$GW" start --dir "$tmp/b" --owner "$owner" --bucket other --min-part 1048576 >"$tmp/b.env" 2>"$tmp/b.err" & pb=$!
 bash "$GW" start --dir "$tmp/e" --owner $$ >"$tmp/e.env" 2>"$tmp/e.err" & pe=$!
 wait $pa || fail "start a: $(tail -n 20 "$tmp/a.err")"
 wait $pb || fail "start b: $(tail -n 20 "$tmp/b.err")"
@@ -60,11 +73,25 @@ code=$(bash "$GW" curl "$B" -sS -o /dev/null -w '%{http_code}' "$EB/ckpt-test/di
 [ "$code" = 404 ] || fail "cluster b sees a's bucket: $code"
 code=$(bash "$GW" curl "$A" -sS -o /dev/null -w '%{http_code}' "$EB/other")
 [ "$code" = 403 ] || fail "a's keys work on b: $code"
+[ "$(envget "$tmp/b.env" S3GW_MIN_PART)" = 1048576 ] || fail "b's S3GW_MIN_PART"
+code=$(mpu "$B" "$EB" other)
+[ "$code" = 200 ] || fail "a 1 MiB part with --min-part 1048576: $code $(cat "$tmp/complete")"
+bash "$GW" curl "$B" -sS -f -o "$tmp/mpu" "$EB/other/mpu" && cmp -s "$tmp/mpu" <(cat "$tmp/mib" "$tmp/byte") ||
+	fail "the multipart object is not its parts"
 # a second user has no access to the first one's bucket
 read -r ak sk < <(bash "$GW" user "$A" intruder)
 code=$(curl -sS -o /dev/null -w '%{http_code}' --aws-sigv4 aws:amz:us-east-1:s3 --user "$ak:$sk" \
 	-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' "$EA/ckpt-test/dir/obj")
 [ "$code" = 403 ] || fail "another user reads the bucket: $code"
+code=$(curl -sS -o /dev/null -w '%{http_code}' --aws-sigv4 aws:amz:us-east-1:s3 \
+	--user "$(envget "$tmp/a.env" S3GW_OTHER_ACCESS_KEY):$(envget "$tmp/a.env" S3GW_OTHER_SECRET_KEY)" \
+	-H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' "$EA/ckpt-test/dir/obj")
+[ "$code" = 403 ] || fail "the env's other user reads the bucket: $code"
+# the smallest part: S3's 5 MiB by default (b: --min-part 1048576)
+[ "$(envget "$tmp/a.env" S3GW_MIN_PART)" = 5242880 ] || fail "a's S3GW_MIN_PART"
+code=$(mpu "$A" "$EA" ckpt-test)
+[ "$code" = 400 ] && grep -q EntityTooSmall "$tmp/complete" || fail "a 1 MiB part completed under S3's 5 MiB minimum: $code"
+
 # virtual-host style (BUCKET.localhost) reaches the same bucket
 port=$(envget "$tmp/a.env" S3GW_PORT)
 bash "$GW" curl "$A" -sS -f -o "$tmp/back2" "http://ckpt-test.localhost:$port/dir/obj" ||
@@ -86,7 +113,7 @@ want = {"LIST": 1, "INIT_MPU": 1, "LIST_UPLOADS": 1, "GET": 1}
 assert d["kinds"] == want, d["kinds"]
 assert d["lists"] == 2, d
 EOF
-[ "$(bash "$GW" curl "$A" -sS "$EA/ckpt-test?uploads=" | grep -o '<Upload>' | wc -l)" = 1 ] || fail "upload count"
+[ "$(bash "$GW" curl "$A" -sS "$EA/ckpt-test?uploads=" | grep -o '<Upload>' | wc -l)" = 2 ] || fail "upload count (mp, and mpu whose Complete was refused)"
 
 # --- a second gateway on cluster a: stopped, restarted, same port, data kept
 sleep 600 & gwowner=$!

@@ -76,6 +76,8 @@ int main(void)
 	T_ASSERT(s3gw_req_as(&g, ak, sk, "GET", path, NULL, 0, NULL, &out) == 403);
 	T_ASSERT(out.data && strstr(out.data, "AccessDenied"));
 	s3gw_buf_free(&out);
+	T_ASSERT(g.other_access[0] && strcmp(g.other_access, g.access) != 0 && g.min_part >= 1 << 20);
+	T_ASSERT(s3gw_req_as(&g, g.other_access, g.other_secret, "GET", path, NULL, 0, NULL, NULL) == 403);
 	T_ASSERT(s3gw_get(&g, "no-such-bucket-here", "k", &out) == 404);
 	T_ASSERT(out.data && strstr(out.data, "NoSuchBucket"));
 	s3gw_buf_free(&out);
