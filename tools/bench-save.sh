@@ -8,7 +8,7 @@
 #
 # usage: tools/bench-save.sh [--size 1G] [--iters 5] [--fio-reps 4] [--dir DIR]
 #                            [--no-cold] [--no-gc] [--json]
-# Per iteration, each a new version of one job:
+# Per round, each a new version of one job, the modes in turn:
 #   keep      `ckpt save --keep 2 FILE`: the defaults, retention in the command,
 #             so shard files are recycled (the first three saves fill the
 #             pool and are not counted)
@@ -108,41 +108,31 @@ drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 warm() { cat "$work/in.bin" >/dev/null; }
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
-log "fio: a new file, then $fio_reps overwrites"
+log "fio: a new file, then overwrites; $((iters + 3)) rounds of saves"
 fio_new=$(fio_run new)
 : >"$work/fio.over"
 for _ in $(seq $((fio_reps / 2))); do fio_run over >>"$work/fio.over"; done
 
-ck() { "$bin/ckpt" "$@"; }
-# keep: the defaults with --keep 2 (recycled after the first three).
-log "ckpt save --keep 2, $((iters + 3)) saves"
+# The modes take turns, round by round, so that a shared machine's drift
+# reaches each alike; the first three rounds fill the recycling pools and
+# are not counted.
+modes="keep"
+[ "$gc" = 1 ] && modes+=" gc gcr"
+[ "$cold" = 1 ] && modes+=" cold"
+save_mode() { # mode version
+	local m=$1 v=$2 flag=()
+	case "$m" in keep|cold) flag=(--keep 2) ;; gcr) flag=(--recycle) ;; esac
+	[ "$m" = cold ] && drop
+	timed "$work/$m.raw" "$bin/ckpt" save --root "$work/r$m" --job s --version "$v" "${flag[@]}" "$work/in.bin" ||
+		die "ckpt save ($m) failed: $(tail -3 "$work/$m.raw.log")"
+	case "$m" in gc|gcr) "$bin/ckpt" gc --root "$work/r$m" --job s --keep 2 >/dev/null ;; cold) warm ;; esac
+}
 warm
 for v in $(seq $((iters + 3))); do
-	timed "$work/keep.raw" "$bin/ckpt" save --root "$work/rk" --job s --version "$v" --keep 2 "$work/in.bin" ||
-		die "ckpt save failed: $(tail -3 "$work/keep.raw.log")"
+	log "round $v: $modes"
+	for m in $modes; do save_mode "$m" "$v"; done
 done
-tail -n "$iters" "$work/keep.raw" >"$work/keep"
-# gc: save then gc --keep 2, new files; gc+recycle: the same, --recycle.
-for mode in $([ "$gc" = 1 ] && echo gc gcr); do
-	log "ckpt save$([ $mode = gcr ] && echo ' --recycle') + ckpt gc --keep 2, $((iters + 3)) saves"
-	flag=()
-	[ "$mode" = gcr ] && flag=(--recycle)
-	for v in $(seq $((iters + 3))); do
-		timed "$work/$mode.raw" "$bin/ckpt" save --root "$work/r$mode" --job s --version "$v" "${flag[@]}" "$work/in.bin" ||
-			die "ckpt save failed: $(tail -3 "$work/$mode.raw.log")"
-		ck gc --root "$work/r$mode" --job s --keep 2 >/dev/null
-	done
-	tail -n "$iters" "$work/$mode.raw" >"$work/$mode"
-done
-if [ "$cold" = 1 ]; then
-	log "ckpt save --keep 2 from a cold page cache, $((iters + 3)) saves"
-	for v in $(seq $((iters + 3))); do
-		drop
-		timed "$work/cold.raw" "$bin/ckpt" save --root "$work/rc" --job s --version "$v" --keep 2 "$work/in.bin" ||
-			die "ckpt save failed: $(tail -3 "$work/cold.raw.log")"
-	done
-	tail -n "$iters" "$work/cold.raw" >"$work/cold"
-fi
+for m in $modes; do tail -n "$iters" "$work/$m.raw" >"$work/$m"; done
 for _ in $(seq $((fio_reps - fio_reps / 2))); do fio_run over >>"$work/fio.over"; done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 # The command's staging pool: 16 chunks of the default 8 MiB, or the file.
