@@ -9,10 +9,10 @@
 # usage: tools/bench-save.sh [--size 1G] [--iters 5] [--fio-reps 4] [--dir DIR]
 #                            [--no-cold] [--no-gc] [--json]
 # Per round, each a new version of one job, the modes in turn:
-#   keep      `ckpt save --keep 2 FILE`: the defaults, retention in the command,
+#   keep      `ckpt save --keep 1 FILE`: the defaults, retention in the command,
 #             so shard files are recycled (the first three saves fill the
 #             pool and are not counted)
-#   gc        `ckpt save FILE` then `ckpt gc --keep 2`: retention by a
+#   gc        `ckpt save FILE` then `ckpt gc --keep 1`: retention by a
 #             separate command, new shard files (recycling off by default)
 #   gc+recycle the same with `ckpt save --recycle` (--no-gc leaves both out)
 #   cold      as keep, the page cache dropped before each save (the input is
@@ -115,17 +115,22 @@ for _ in $(seq $((fio_reps / 2))); do fio_run over >>"$work/fio.over"; done
 
 # The modes take turns, round by round, so that a shared machine's drift
 # reaches each alike; the first three rounds fill the recycling pools and
-# are not counted.
+# are not counted. Disk: about 7 times the size (the input, fio's file, each
+# root's newest version and pooled file).
 modes="keep"
 [ "$gc" = 1 ] && modes+=" gc gcr"
 [ "$cold" = 1 ] && modes+=" cold"
 save_mode() { # mode version
 	local m=$1 v=$2 flag=()
-	case "$m" in keep|cold) flag=(--keep 2) ;; gcr) flag=(--recycle) ;; esac
+	local root=$work/r$m
+	case "$m" in keep|cold) flag=(--keep 1) ;; gcr) flag=(--recycle) ;; esac
+	# cold saves into keep's root, version numbers interleaved: one pool
+	# less on the disk.
+	case "$m" in keep) v=$((2 * v - 1)) ;; cold) v=$((2 * v)); root=$work/rkeep ;; esac
 	[ "$m" = cold ] && drop
-	timed "$work/$m.raw" "$bin/ckpt" save --root "$work/r$m" --job s --version "$v" "${flag[@]}" "$work/in.bin" ||
+	timed "$work/$m.raw" "$bin/ckpt" save --root "$root" --job s --version "$v" "${flag[@]}" "$work/in.bin" ||
 		die "ckpt save ($m) failed: $(tail -3 "$work/$m.raw.log")"
-	case "$m" in gc|gcr) "$bin/ckpt" gc --root "$work/r$m" --job s --keep 2 >/dev/null ;; cold) warm ;; esac
+	case "$m" in gc|gcr) "$bin/ckpt" gc --root "$work/r$m" --job s --keep 1 >/dev/null ;; cold) warm ;; esac
 }
 warm
 for v in $(seq $((iters + 3))); do
@@ -155,10 +160,10 @@ over = [float(l) for l in open(os.path.join(work, "fio.over")) if l.strip()]
 fo = med(over)
 res = {"bytes": n, "iters": int(iters), "fio_write_new_s": fio_new, "fio_overwrite_s": over, "pool_bytes": pool,
        "load_start": load0, "load_end": load1}
-names = {"keep": "`ckpt save --keep 2` (recycled shard files: the default with --keep)",
-         "gc": "`ckpt save` + `ckpt gc --keep 2` (new shard files)",
-         "gcr": "`ckpt save --recycle` + `ckpt gc --keep 2`",
-         "cold": "`ckpt save --keep 2`, input not in the page cache"}
+names = {"keep": "`ckpt save --keep 1` (recycled shard files: the default with --keep)",
+         "gc": "`ckpt save` + `ckpt gc --keep 1` (new shard files)",
+         "gcr": "`ckpt save --recycle` + `ckpt gc --keep 1`",
+         "cold": "`ckpt save --keep 1`, input not in the page cache"}
 for k in names:
     r = runs(k)
     if r:
@@ -187,14 +192,14 @@ def row(fig, v, fmt, target="", ok=None):
         r["ok"] = ok
     print("BENCH-ROW " + json.dumps(r))
 k = res.get("keep")
-row("%s: `ckpt save --keep 2` GiB/s (recycled shard files) / fio overwrite GiB/s" % h,
+row("%s: `ckpt save --keep 1` GiB/s (recycled shard files) / fio overwrite GiB/s" % h,
     k and k["vs_fio_overwrite"], "%.2f", ">= 0.80")
 rss = k and k["peak_rss_kib"] / 1024.0
 row("%s: peak RSS of `ckpt save` (staging pool %d MiB), MiB" % (h, pool >> 20), rss, "%.0f MiB",
     "<= pool + 64 MiB", None if rss is None else rss <= (pool >> 20) + 64)
-for key, fig in (("gc", "`ckpt save` + `ckpt gc --keep 2` (new files) / fio overwrite"),
-                 ("gcr", "`ckpt save --recycle` + `ckpt gc --keep 2` / fio overwrite"),
-                 ("cold", "`ckpt save --keep 2`, input not cached / fio overwrite")):
+for key, fig in (("gc", "`ckpt save` + `ckpt gc --keep 1` (new files) / fio overwrite"),
+                 ("gcr", "`ckpt save --recycle` + `ckpt gc --keep 1` / fio overwrite"),
+                 ("cold", "`ckpt save --keep 1`, input not cached / fio overwrite")):
     if key in res:
         row("%s: %s" % (h, fig), res.get(key, {}).get("vs_fio_overwrite"), "%.2f")
 EOF
