@@ -320,6 +320,32 @@ def test_errors_map_codes():
     assert "job_id" in ckpt.config_help()
 
 
+def test_every_error_pickles():
+    """DCP sends a rank's exception to the others pickled: every class comes
+    back as itself, with its code, message, errno and the attributes set
+    after it was made (restore tags a corrupt version)."""
+    import errno
+    import pickle
+    classes = [getattr(ckpt, n) for n in ckpt.__all__
+               if isinstance(getattr(ckpt, n), type) and issubclass(getattr(ckpt, n), ckpt.Error)]
+    assert len(classes) >= 20 and ckpt.SystemCallError in classes
+    for cls in classes:
+        code = -errno.ENOSPC if issubclass(cls, ckpt.SystemCallError) else -ckpt._ckpt.ECORRUPT
+        e = cls(code, f"{cls.__name__}: what went wrong")
+        e.version = 42
+        for proto in range(2, pickle.HIGHEST_PROTOCOL + 1):
+            got = pickle.loads(pickle.dumps(e, protocol=proto))
+            assert type(got) is cls
+            assert (got.code, got.message, got.version, str(got)) == (code, e.message, 42, str(e))
+            if issubclass(cls, ckpt.SystemCallError):
+                assert got.errno == errno.ENOSPC and isinstance(got, OSError)
+    # An error raised by the library, through the factory, the same.
+    with pytest.raises(ckpt.InvalidNameError) as ei:
+        ckpt.Checkpointer("bad/job", "/nonexistent-root-for-the-test")
+    got = pickle.loads(pickle.dumps(ei.value))
+    assert type(got) is ckpt.InvalidNameError and got.code == ei.value.code and got.message == ei.value.message
+
+
 def test_import_without_torch():
     """import ckpt never imports torch."""
     import subprocess

@@ -74,3 +74,21 @@ def test_async_save_process_executor(tmp_path):
     assert out.count("saved version 6 (process executor)") == 2
     assert out.count("the torn save failed") == 2
     assert out.count("loaded version 6") == 2
+
+
+def test_versions_as_users_pass_them(tmp_path):
+    rc, out = run(4, "--root", str(tmp_path / "root"), "--mode", "ids")
+    assert rc == 0, out[-4000:]
+    assert out.count("versions as users pass them ok") == 4
+
+
+def test_one_ranks_failure_reaches_every_rank(tmp_path):
+    # Each rank raises DCP's CheckpointException holding the failing rank's
+    # own ckpt error (pickled across ranks): class, code, message, errno.
+    rc, out = run(4, "--root", str(tmp_path / "root"), "--mode", "errors")
+    assert rc == 0, out[-4000:]
+    assert "TypeError" not in out, out[-4000:]
+    assert out.count("rank 2's save failed with SystemCallError errno 27") == 4, out[-4000:]
+    assert out.count("the wrong job was refused") == 4
+    assert out.count("rank 3's load failed with CorruptError") == 4
+    assert out.count("rank 1's wrong job at load") == 4
