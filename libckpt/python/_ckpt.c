@@ -573,6 +573,20 @@ static PyObject *context_cuda_stream_set(ContextObject *self, PyObject *args)
 	Py_RETURN_NONE;
 }
 
+/* staging_size() -> (pool bytes, bytes the last save staged). */
+static PyObject *context_staging_size(ContextObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (ctx_enter(self, "staging_size") < 0)
+		return NULL;
+	uint64_t pool = 0, need = 0;
+	int err = ckpt_staging_size(self->ctx, &pool, &need);
+	ctx_leave(self);
+	if (err < 0)
+		return raise_err(err, "staging_size");
+	return Py_BuildValue("(KK)", (unsigned long long)pool, (unsigned long long)need);
+}
+
 /* versions() -> [dict], oldest first. */
 static PyObject *context_versions(ContextObject *self, PyObject *unused)
 {
@@ -639,6 +653,8 @@ static PyMethodDef context_methods[] = {
 	{ "preempt_notice", (PyCFunction)context_preempt_notice, METH_VARARGS, "preempt_notice(deadline_ns=0)" },
 	{ "cuda_stream_set", (PyCFunction)context_cuda_stream_set, METH_VARARGS, "cuda_stream_set(stream or None)" },
 	{ "versions", (PyCFunction)context_versions, METH_NOARGS, "versions() -> [dict], oldest first" },
+	{ "staging_size", (PyCFunction)context_staging_size, METH_NOARGS,
+	  "staging_size() -> (pool bytes, bytes the last save staged)" },
 	{ NULL }
 };
 

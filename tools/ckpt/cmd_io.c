@@ -289,7 +289,7 @@ int cmd_save(cli *c, int argc, char **argv)
 		goto out;
 	/* Staging just large enough (at most the configured pool): the tool's
 	 * state is known before the context opens. */
-	cfg.staging_bytes = CKPT_MAX(cfg.chunk_bytes, CKPT_MIN(total, cfg.staging_bytes));
+	cfg.staging_bytes = CKPT_MAX(cfg.chunk_bytes, CKPT_MIN(total, cfg.staging_bytes ? cfg.staging_bytes : CLI_STAGING));
 	int err = ckpt_ctx_open(&cfg, &ctx);
 	if (err < 0) {
 		fprintf(stderr, "ckpt save: %s\n", ckpt_strerror(err));

@@ -129,6 +129,7 @@ class Checkpointer:
         self._lock = threading.RLock()
         self._registered: Dict[str, _state.Leaf] = {}
         self._cuda_dev: Optional[int] = None  # the device of the library's CUDA regions
+        self._pool_warned = False
         self._ctx = _ckpt.Context(cfg)
         root_path = cfg.get("root") or os.environ.get("CKPT_ROOT")
         self._root = os.path.realpath(root_path) if root_path else None
@@ -234,7 +235,24 @@ class Checkpointer:
                     from .torch import current_stream_handle
                     self._ctx.cuda_stream_set(current_stream_handle(cuda))
                 self._sync(want)
-                return SaveHandle(self._ctx.save(step, lazy), step)
+                handle = SaveHandle(self._ctx.save(step, lazy), step)
+            self._warn_streamed()
+            return handle
+
+    def _warn_streamed(self) -> None:
+        """Once per Checkpointer: a save that did not fit the staging pool
+        streamed through it, waiting for the disk (the library logs it on
+        stderr too, where a notebook or a job's log may hide it)."""
+        if self._pool_warned:
+            return
+        pool, need = self._ctx.staging_size()
+        if need > pool:
+            self._pool_warned = True
+            msg = (f"ckpt: this save staged {need / 2**20:.4g} MiB through a staging pool of {pool / 2**20:.4g} "
+                   f"MiB, so save() waited for the disk; pass staging_bytes=\"{-(-need // 2**20)}M\" (or set "
+                   f"CKPT_STAGING_BYTES) for saves that only copy")
+            warnings.warn(msg, RuntimeWarning, stacklevel=3)
+            log.warning("%s", msg)
 
     def fence(self) -> None:
         """Waits until lazy saves' device copies are done: CUDA tensors may
