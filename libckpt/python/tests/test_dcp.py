@@ -19,11 +19,16 @@ from test_torchrun import TORCHRUN, free_port  # noqa: E402
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dcp_worker.py")
 
 
-def run(n, *args, timeout=240):
+def run_worker(worker, n, *args, timeout=240):
+    """worker under torchrun on n ranks: (exit status, output)."""
     cmd = [TORCHRUN, "--nproc-per-node", str(n), "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-           WORKER, *args]
+           worker, *args]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1"))
     return r.returncode, r.stdout + r.stderr
+
+
+def run(n, *args, timeout=240):
+    return run_worker(WORKER, n, *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
