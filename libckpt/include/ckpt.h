@@ -285,7 +285,8 @@ typedef struct ckpt_config {
 	                           pool of io_depth + 1 chunks (a restore's read buffers);
 	                           the first ckpt_save that needs more replaces it, once,
 	                           by one holding every chunk of the regions registered
-	                           then (each chunk takes a whole slot), allocated and
+	                           then (each chunk takes a whole slot) and a sixteenth
+	                           more (at least 2 chunks) to grow, allocated and
 	                           pre-faulted inside that save, and never resized again.
 	                           This bounds that size; 0 ("auto", the default): an
 	                           eighth of the machine's physical memory, at least
@@ -600,6 +601,18 @@ typedef struct ckpt_version_info {
  * Returns 0 or -CKPT_EINDEX. */
 CKPT_API int ckpt_versions_list(ckpt_ctx *ctx, ckpt_version_info *out, size_t cap,
                                 size_t *count);
+
+/* Deletes one version of the context's job from its root, crash-safely, as
+ * `ckpt rm` does: marked DELETING first (never offered for restore from
+ * then on), its shard files removed, then its records; a deletion a crash
+ * interrupted is finished by the next context opened on the root. Any
+ * state (a PENDING version too). Not while a save of that version is in
+ * flight. Embedded mode only: with a ckptd agent the coordinator owns
+ * deletion (its retention, `ckpt rm --daemon`).
+ * Returns 0; -CKPT_ENOVERSION if the root holds no such version; -EBUSY (a
+ * save of it in flight); -ENOTSUP (a daemon is configured); -EINVAL;
+ * -CKPT_EINDEX or -errno from the index and the files. */
+CKPT_API int ckpt_version_delete(ckpt_ctx *ctx, uint64_t version);
 
 /* ---------------------------------------------------------------- reading a version */
 

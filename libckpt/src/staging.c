@@ -68,7 +68,11 @@ int ckpt__staging_fit(ckpt_ctx *ctx, uint64_t version, uint64_t slots)
 	if (ctx->pool_auto && slots) {
 		ctx->pool_auto = 0;
 		uint64_t cap = CKPT_MAX(max_bytes(&ctx->cfg) / ctx->cfg.chunk_bytes, read_slots(&ctx->cfg));
-		uint64_t want = CKPT_MIN(CKPT_MAX(slots, read_slots(&ctx->cfg)), CKPT_MIN(cap, 1ull << 24));
+		/* A little more than this save: a state's pickled objects and small
+		 * regions grow a chunk or two over a run (optimizer bookkeeping,
+		 * callbacks' state), and each would then stream. */
+		uint64_t grown = slots + CKPT_MAX(slots / 16, 2u);
+		uint64_t want = CKPT_MIN(CKPT_MAX(grown, read_slots(&ctx->cfg)), CKPT_MIN(cap, 1ull << 24));
 		pthread_mutex_lock(&ctx->lock);
 		int idle = !ctx->live && ctx->pool.nfree == ctx->pool.nslots;
 		pthread_mutex_unlock(&ctx->lock);

@@ -447,6 +447,16 @@ class Checkpointer:
         self._check_open("versions")
         return [VersionInfo(**d) for d in self._ctx.versions()]
 
+    def delete(self, version: int) -> None:
+        """Deletes a version from the root, crash-safely (ckpt_version_delete):
+        NoVersionError if there is none; not while its save is in flight;
+        with a ckptd agent, SystemCallError (ENOTSUP): the coordinator deletes."""
+        if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version < _ckpt.LATEST:
+            raise InvalidInputError(_EINVAL, f"version must be an int >= 0, not {version!r}")
+        with self._lock:
+            self._check_open("delete")
+            self._ctx.version_delete(version)
+
     def latest(self) -> Optional[int]:
         """The newest COMMITTED version, or None."""
         c = [v.version for v in self.versions() if v.state == "COMMITTED"]
