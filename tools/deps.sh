@@ -24,6 +24,11 @@ ckpt_install_deps() {
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# What the S3 tests need (tests/s3/s3gw.sh): Debian's Ceph, as one monitor,
+# one OSD and the RADOS gateway on loopback (about 230 MB installed).
+# tools/test.sh installs them with the rest: ckpt_install_deps "${CKPT_S3_PKGS[@]}".
+CKPT_S3_PKGS=(ceph-mon ceph-osd radosgw)
+
 # The Python virtual environment of the binding's tests, examples and
 # benchmarks: torch (PyPI's default wheel, which runs on CPU), numpy, pytest,
 # safetensors, and the build backend, at the versions of
