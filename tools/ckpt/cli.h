@@ -22,8 +22,8 @@ enum {
 #define VERSION_LATEST UINT64_MAX
 #define VERSION_ALL (UINT64_MAX - 1)
 #define VERSION_UNSET (UINT64_MAX - 2)
-/* The staging pool of the save and import tools when staging_bytes is auto:
- * they stream a file set through it, whatever its size. */
+/* The staging pool of ckpt import when staging_bytes is auto:
+ * it streams a file set through it, whatever its size. */
 #define CLI_STAGING (256ull << 20)
 
 typedef struct cli {
