@@ -285,21 +285,29 @@ class Bench:
 
     def run_dcp_ckpt(self, d, kind):
         """DCP through ckpt.torch's StorageWriter / StorageReader, default
-        settings, no checkpoint_id (the next version)."""
+        settings, no checkpoint_id (the next version). One writer for every
+        save, as a training run keeps it (its first save, which sizes the
+        staging pool, is not timed); the reads after it is closed (a reader
+        opens the root's index, one environment per process)."""
         from ckpt.torch import StorageReader, StorageWriter
         name = {None: DCP_PAIRS[0][0], AsyncCheckpointerType.THREAD: DCP_PAIRS[1][0],
                 AsyncCheckpointerType.PROCESS: DCP_PAIRS[2][0]}[kind]
         w = StorageWriter("bench", d)
-        for i in range(self.a.iters):
+        saves = []
+        for i in range(self.a.iters + 1):
             if kind is None:
                 stall, _ = timed(lambda: dcp.save(self.state, storage_writer=w, no_dist=True))
                 modify = durable = stall
             else:
                 stall, modify, durable = async_save_timed(self.state, w, kind)
-            w.close()  # the reader opens the root's index in this process
+            if i:
+                saves.append((stall, modify, durable))
+        w.close()
+        for v, (stall, modify, durable) in enumerate(saves, start=2):
             drop_caches()
             into = {k: torch.empty_like(v) for k, v in self.state.items()}
-            r, _ = timed(lambda: dcp.load(into, storage_reader=StorageReader("bench", d), no_dist=True))
+            r, _ = timed(lambda: dcp.load(into, storage_reader=StorageReader("bench", d), checkpoint_id=v,
+                                          no_dist=True))
             self.verify(into)
             self.record(name, stall, modify, durable, r)
 

@@ -383,11 +383,20 @@ class StorageReader(_Reader):
             if req.type == LoadItemType.BYTE_IO:
                 planner.load_bytes(req, io.BytesIO(bytes(self._read(loc.region, loc.nbytes))))
                 continue
+            target = planner.resolve_tensor(req).detach()
+            if (target.device.type == "cpu" and target.is_contiguous() and not any(req.storage_offsets)
+                    and tuple(req.lengths) == tuple(loc.shape) and tuple(target.shape) == tuple(loc.shape)
+                    and str(target.dtype).replace("torch.", "") == loc.dtype):
+                # The whole saved item into a tensor of its shape: read
+                # straight into it, no buffer and no copy.
+                if target.numel():
+                    self._read(loc.region, loc.nbytes, into=_ct._host_buffer(target))
+                planner.commit_tensor(req, target)
+                continue
             saved = torch.empty(loc.shape, dtype=getattr(torch, loc.dtype))
             if saved.numel():
                 self._read(loc.region, loc.nbytes, into=_ct._host_buffer(saved))
             piece = narrow_tensor_by_index(saved, req.storage_offsets, req.lengths)
-            target = planner.resolve_tensor(req).detach()
             if target.size() != piece.size():
                 raise MismatchError(-(_ckpt.EMISMATCH), f"{req.storage_index}: saved {tuple(piece.size())}, "
                                                          f"loading into {tuple(target.size())}")
