@@ -67,7 +67,7 @@ static void make_images(const char *root, unsigned n, size_t base, uint8_t **img
 		cfg.rank = i;
 		cfg.world_size = n;
 		cfg.chunk_bytes = 65536 + 4096 * i; /* chunks straddle slices and blocks */
-		cfg.staging_bytes = 8u << 20; /* pre-faulting the default pool is most of a save here */
+		cfg.staging_bytes = 16u << 20; /* pre-faulting the default pool is most of a save here */
 		ckpt_ctx *ctx;
 		T_OK(ckpt_ctx_open(&cfg, &ctx));
 		size_t sz[2] = { base + 7919 * i + 13, 1237 * (i + 1) };
@@ -170,7 +170,9 @@ static void check_chunks(const uint8_t *img, uint64_t len)
 	ckpt__shard_close(&sh);
 }
 
-static void grp_open(grp *x, const char *root, unsigned k, unsigned m, size_t base)
+/* flip >= 0: a bit of member 1's image flipped at that offset before the
+ * group is encoded (corrupt at the source). */
+static void grp_open(grp *x, const char *root, unsigned k, unsigned m, size_t base, long flip)
 {
 	memset(x, 0, sizeof(*x));
 	uint64_t len[NMAX];
@@ -185,6 +187,8 @@ static void grp_open(grp *x, const char *root, unsigned k, unsigned m, size_t ba
 		memcpy(x->img[i], raw[i], len[i]);
 		free(raw[i]);
 	}
+	if (flip >= 0)
+		x->img[1][flip] ^= 0x20;
 	encode(x);
 }
 
@@ -228,7 +232,7 @@ static void check_layout(const ckpt_ecg *g)
 static void all_patterns(const char *root, unsigned k, unsigned m, size_t base, unsigned want_patterns)
 {
 	grp x;
-	grp_open(&x, root, k, m, base);
+	grp_open(&x, root, k, m, base, -1);
 	check_layout(&x.g);
 	const unsigned n = k + m;
 	uint8_t *dst = abuf(x.g.slice * k);
@@ -256,8 +260,10 @@ static void all_patterns(const char *root, unsigned k, unsigned m, size_t base, 
 					T_FAIL("rs:%u+%u lost %#x: rebuilding node%u failed: %s", k, m, mask, i, why);
 				if (memcmp(dst, x.img[i], x.g.len[i]))
 					T_FAIL("rs:%u+%u lost %#x: node%u not bit-exact", k, m, mask, i);
-				if (nl == 1) /* bit-exact already says it; the chunk checks once per member */
+				if (nl == 1) { /* bit-exact already says it; the chunk checks once per member */
 					check_chunks(dst, x.g.len[i]);
+					T_ASSERT(ckpt__ecg_rebuild_shard(&x.g, x.e, i, fetch, &x, names, dst, why, sizeof(why)) == 0);
+				}
 			} else {
 				if (r != -ENODATA)
 					T_FAIL("rs:%u+%u lost %#x: rebuilding node%u gave %d, not refused", k, m, mask, i, r);
@@ -284,7 +290,7 @@ static void all_patterns(const char *root, unsigned k, unsigned m, size_t base, 
 static void corrupt_pieces(const char *root)
 {
 	grp x;
-	grp_open(&x, root, 4, 2, 0);
+	grp_open(&x, root, 4, 2, 0, -1);
 	uint8_t *dst = abuf(x.g.slice * 4);
 	char why[1024];
 	/* node1 lost; node1's slice 0 is data piece 0 of its stripe. */
@@ -328,7 +334,7 @@ static void corrupt_pieces(const char *root)
 static void second_loss(const char *root, unsigned k, unsigned m)
 {
 	grp x;
-	grp_open(&x, root, k, m, 0);
+	grp_open(&x, root, k, m, 0, -1);
 	uint8_t *dst = abuf(x.g.slice * k);
 	char why[1024];
 	const unsigned a = 2, b = 4;
@@ -363,6 +369,31 @@ static void second_loss(const char *root, unsigned k, unsigned m)
 	grp_close(&x);
 }
 
+/* Member 1's image was corrupt before it was protected: every piece
+ * passes its checksum, the rebuild decodes the same corrupt bytes, and the
+ * image's own chunk checksums refuse it. */
+static void corrupt_at_source(const char *root)
+{
+	grp x;
+	uint64_t len[NMAX];
+	uint8_t *raw[NMAX];
+	make_images(root, 6, 0, raw, len);
+	for (unsigned i = 0; i < 6; i++)
+		free(raw[i]);
+	grp_open(&x, root, 4, 2, 0, (long)(len[1] / 2));
+	uint8_t *dst = abuf(x.g.slice * 4);
+	char why[1024];
+	x.lost[1] = 1;
+	T_ASSERT(ckpt__ecg_rebuild(&x.g, x.e, 1, fetch, &x, NULL, dst, why, sizeof(why)) == 0);
+	T_ASSERT(memcmp(dst, x.img[1], x.g.len[1]) == 0); /* the same corrupt bytes */
+	int r = ckpt__ecg_rebuild_shard(&x.g, x.e, 1, fetch, &x, NULL, dst, why, sizeof(why));
+	if (r != -CKPT_ECORRUPT || !strstr(why, "member 1") || !strstr(why, "chunk"))
+		T_FAIL("a shard corrupt before it was protected was not refused after the rebuild: %d %s", r, why);
+	printf("corrupt at the source: %s\n", why);
+	free(dst);
+	grp_close(&x);
+}
+
 int main(void)
 {
 	char *root = t_tmpdir("ecgroup");
@@ -379,6 +410,7 @@ int main(void)
 	all_patterns(small, 4, 2, 0, 21);
 	all_patterns(big, 8, 2, 9100003, 55);
 	corrupt_pieces(small);
+	corrupt_at_source(small);
 	second_loss(small, 4, 2);
 	second_loss(small, 4, 1);
 	t_rmrf(root);
