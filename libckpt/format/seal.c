@@ -58,17 +58,24 @@ static int fail(char *why, size_t cap, const char *fmt, ...)
 
 int ckpt__seal_read(const uint8_t *img, uint64_t len, const ckpt_shard *s, uint64_t **out, char *why, size_t cap)
 {
-	*out = NULL;
-	uint64_t foff = s->tail.footer_offset, flen = s->tail.footer_length, n = s->footer.chunk_count;
 	/* The parse checked footer_offset + footer_length + 64 <= len. */
-	uint64_t at = foff + ckpt__seal_at(flen), room = len - CKPT_FMT_TAIL_LEN;
-	if (at > room || room - at < CKPT_SEAL_FIXED || memcmp(img + at, SEAL_MAGIC, 8))
+	uint64_t foff = s->tail.footer_offset;
+	return ckpt__seal_read_trailer(img + foff, len - CKPT_FMT_TAIL_LEN - foff, s, out, why, cap);
+}
+
+int ckpt__seal_read_trailer(const uint8_t *trailer, uint64_t avail, const ckpt_shard *s, uint64_t **out, char *why,
+                            size_t cap)
+{
+	*out = NULL;
+	uint64_t flen = s->tail.footer_length, n = s->footer.chunk_count;
+	uint64_t at = ckpt__seal_at(flen);
+	if (at > avail || avail - at < CKPT_SEAL_FIXED || memcmp(trailer + at, SEAL_MAGIC, 8))
 		return -ENOENT;
-	const uint8_t *p = img + at;
+	const uint8_t *p = trailer + at;
 	/* Bounded by the image: a count that does not fit is refused before
 	 * anything is allocated or hashed. */
 	uint64_t count = ckpt__get_le64(p + 16);
-	if (count != n || (room - at - CKPT_SEAL_FIXED) / 8 < n + 1)
+	if (count != n || (avail - at - CKPT_SEAL_FIXED) / 8 < n + 1)
 		return fail(why, cap, "the seal table names %llu chunks, the footer %llu (or does not fit)",
 		            (unsigned long long)count, (unsigned long long)n);
 	if (ckpt__get_le32(p + 8) != SEAL_VERSION)

@@ -32,5 +32,10 @@ void ckpt__seal_encode(uint8_t *buf, size_t buflen, const ckpt_fmt_footer *f, co
  * image carries none; -CKPT_ECORRUPT when one is there but does not check
  * (its own checksum, its chunk count, the footer it names), with why. */
 int ckpt__seal_read(const uint8_t *img, uint64_t len, const ckpt_shard *s, uint64_t **out, char *why, size_t cap);
+/* The same from the image's trailer alone (read from another node):
+ * trailer holds the bytes from footer_offset on, avail of them up to the
+ * tail. */
+int ckpt__seal_read_trailer(const uint8_t *trailer, uint64_t avail, const ckpt_shard *s, uint64_t **out, char *why,
+                            size_t cap);
 
 #endif
