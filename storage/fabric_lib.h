@@ -2,7 +2,7 @@
  * linked. Linking it costs every process ~0.2 s before main() whether it
  * uses the peer tier or not: Debian's libfabric.so.1 pulls in
  * libpsm_infinipath and libpsm2, whose constructors take ~0.1 s each. That
- * was most of `ckpt ls --daemon` (docs/benchmarks.md), and every rank's and
+ * was most of `ckpt ls --daemon` (docs/benchmarks-history.md), and every rank's and
  * every daemon's start.
  *
  * Loading it this way would let libinfinipath's constructor replace the

@@ -5,7 +5,10 @@
 # ckpt-rank-bench and ckpt-fabric-bench, bench-preempt.sh, bench-step.sh with
 # ckpt-step-bench) still runs at a tiny size and reports every figure, and
 # --doc replaces only the marked part of a document. Nothing is timed or
-# judged: the figures at these sizes mean nothing.
+# judged: the figures at these sizes mean nothing. Then a contributed step
+# (a file of tools/bench/all.d/, BENCH-ROW lines): its rows are judged
+# against their targets, and --only STEP --doc replaces that step's rows
+# alone, keeping the others with their commit and machine.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 for exe in "${CKPT_BIN:?}/ckptd" "$CKPT_BIN/ckpt" "$CKPT_BIN/ckpt-bench" "$CKPT_BIN/ckpt-rank-bench" \
@@ -31,4 +34,30 @@ commit=$(git -C "$here/.." rev-parse HEAD 2>/dev/null || true)
 [ "$(tail -2 "$tmp/doc.md")" = "$(printf '<!-- bench-all:end -->\nafter')" ] || fail "--doc changed what comes after"
 ! grep -q "old table" "$tmp/doc.md" || fail "--doc left the old table"
 grep -q "^| roles |" "$tmp/doc.md" || fail "--doc did not put the table in"
-echo "bench-all.sh --smoke: every step ran and reported its figures"
+for step in $(ls "$here/../tools/bench/all.d" 2>/dev/null | sed -n 's/\.sh$//p'); do
+	grep -qE "^\| $step \| " "$tmp/report.md" || fail "no figure of the contributed step $step"
+done
+
+mkdir "$tmp/steps"
+demo() { # value target
+	printf 'full=(printf "%%s\\n" %q %q)\nsmoke=("${full[@]}")\n' \
+		"BENCH-ROW {\"figure\": \"a demo ratio\", \"value\": $1, \"format\": \"%.2f\", \"target\": \"$2\"}" \
+		'a line that is not a row' >"$tmp/steps/demo.sh"
+}
+demo 0.93 ">= 0.80"
+bash "$here/../tools/bench-all.sh" --steps "$tmp/steps" --only demo --doc "$tmp/doc.md" >"$tmp/demo.md" 2>"$tmp/demo.err" ||
+	fail "a contributed step's run failed: $(cat "$tmp/demo.err")"
+grep -qE '^\| demo \| a demo ratio \| 0.93 \| >= 0.80 \| yes \| `[0-9a-f]{7}\+?` \| [0-9-]{10} \| A \|$' "$tmp/doc.md" ||
+	fail "the contributed row is not in the document, judged: $(grep demo "$tmp/doc.md")"
+grep -q "^| roles |" "$tmp/doc.md" || fail "--only demo --doc dropped the other steps' rows"
+demo 0.5 ">= 0.80"
+bash "$here/../tools/bench-all.sh" --steps "$tmp/steps" --only demo --doc "$tmp/doc.md" >/dev/null 2>&1 ||
+	fail "a target not met made the run fail"
+[ "$(grep -c '^| demo |' "$tmp/doc.md")" = 1 ] || fail "the rerun's row did not replace the old one"
+grep -qE '^\| demo \| a demo ratio \| 0.50 \| >= 0.80 \| \*\*no\*\* \|' "$tmp/doc.md" || fail "a target not met is not said"
+grep -q "^| roles |" "$tmp/doc.md" || fail "the rerun dropped the other steps' rows"
+demo null ">= 0.80"
+! bash "$here/../tools/bench-all.sh" --steps "$tmp/steps" --only demo >"$tmp/demo.md" 2>/dev/null ||
+	fail "a missing figure did not fail the run"
+grep -qF '| demo | a demo ratio | **missing** |' "$tmp/demo.md" || fail "a missing figure is not reported"
+echo "bench-all.sh --smoke: every step ran and reported its figures; contributed steps' rows merge"

@@ -7,7 +7,7 @@
 #  - malformed safetensors files (bad header length, offsets past the end,
 #    overlapping tensors, holes, not JSON, unknown dtype) refused by import
 #    with the reason, and nothing saved.
-# Size: CKPT_EXPORT_BYTES (default 320M, CI); docs/benchmarks.md records the
+# Size: CKPT_EXPORT_BYTES (default 320M, CI); docs/benchmarks-history.md records the
 # 2 GiB run made by hand with CKPT_EXPORT_BYTES=2G.
 # Exit 0 pass, 1 fail.
 set -u

@@ -159,7 +159,7 @@ cl_coord_start --peer-replicas 1
 # Two racks (failure domains), n1 and n2 in one, n3 and n4 in the other:
 # partner placement deals the racks out in turn, which also gives every
 # node exactly one other node's copies (with all four in one domain, the
-# placement gives n1 three nodes' copies: see docs/benchmarks.md).
+# placement gives n1 three nodes' copies: see docs/benchmarks-history.md).
 for k in 1 2 3 4; do
 	cl_agent_start "$k" --pool-size "$pool" --peer-pool-size "$peer_pool" --domain "rack$(( (k + 1) / 2 ))"
 done
@@ -313,7 +313,7 @@ restore() { # tag rank node tier prepare
 		# The newest committed version, as a restarted trainer asks: with an
 		# explicit version, libckpt does not ask the coordinator whether a
 		# version this root holds as PENDING was committed after the rank
-		# left (see docs/benchmarks.md).
+		# left (see docs/benchmarks-history.md).
 		"${cl_env[@]}" "$bin/ckpt-rank-bench" restore --size "$bytes" --iters 1 \
 			>"$work/$tag-$t.json" 2>"$work/$tag-$t.log" ||
 			{ grep -v "^ckpt INFO" "$work/$tag-$t.log" | tail -n 20 >&2; die "$tag-$t failed (log: $work/$tag-$t.log)"; }

@@ -7,6 +7,7 @@ ckpt_install_deps() {
 	want+=(libjansson-dev python3-matplotlib) # ckpt-sim: reads ckpt-bench's JSON; --plot
 	want+=(libcurl4-openssl-dev) # ckptd's preemption-notice pollers (ckptd/notice)
 	want+=(libfabric-dev libfabric-bin) # the peer-DRAM tier's transport (storage/fabric.c; fi_info in tests)
+	want+=(libisal-dev) # the peer tier's rs:K+M scheme: Reed–Solomon by ISA-L (storage/ec.c)
 	want+=(python3-dev python3-venv) # the Python binding (libckpt/python) and its test environment
 	local missing=()
 	for p in "${want[@]}"; do
@@ -22,6 +23,11 @@ ckpt_install_deps() {
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
+
+# What the S3 tests need (tests/s3/s3gw.sh): Debian's Ceph, as one monitor,
+# one OSD and the RADOS gateway on loopback (about 230 MB installed).
+# tools/test.sh installs them with the rest: ckpt_install_deps "${CKPT_S3_PKGS[@]}".
+CKPT_S3_PKGS=(ceph-mon ceph-osd radosgw)
 
 # The Python virtual environment of the binding's tests, examples and
 # benchmarks: torch (PyPI's default wheel, which runs on CPU), numpy, pytest,

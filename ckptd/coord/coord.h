@@ -260,6 +260,24 @@ typedef struct ckptd_place_node {
  * Returns 0 or -ENOMEM. */
 int ckptd_coord_place(const ckptd_place_node *nodes, size_t n, uint32_t replicas, size_t *out, size_t *count);
 
+/* The failure domains a node names for rs:K+M groups (groups.c): its
+ * host, then the labels its agent carries (--domain: the rack; --switch,
+ * --power). NULL or "": none of that kind. */
+enum { CKPTD_GDOM_HOST, CKPTD_GDOM_RACK, CKPTD_GDOM_SWITCH, CKPTD_GDOM_POWER, CKPTD_GROUP_DOMAINS };
+typedef struct ckptd_group_node {
+	const char *node;
+	const char *dom[CKPTD_GROUP_DOMAINS];
+	int eligible; /* up, with a peer pool */
+} ckptd_group_node;
+
+/* Forms groups of width (K + M) eligible nodes, no two members of a
+ * group sharing a domain of any kind. [out] group[i], member[i]: node i's
+ * group and its place in it (members in name order), UINT32_MAX for a
+ * node in none; *ngroups. Nodes the domains leave over stay in none.
+ * Returns 0 or -ENOMEM. */
+int ckptd_coord_groups(const ckptd_group_node *nodes, size_t n, unsigned width, uint32_t *group, uint32_t *member,
+                       size_t *ngroups);
+
 #ifdef __cplusplus
 }
 #endif

@@ -374,7 +374,7 @@ static int populated(struct ckpt_daemon *d, uint64_t off, uint64_t len)
  * pages around it as well (the kernel's fault-around, 64 KiB by default), so
  * 1 GiB of 4 KiB pages takes 16,384 faults. MADV_POPULATE_READ walks the
  * range page by page and cost a third more on the same restore
- * (docs/benchmarks.md); touching every page would pay a TLB miss per page.
+ * (docs/benchmarks-history.md); touching every page would pay a TLB miss per page.
  * Pages a smaller fault-around leaves out fault during the copy instead. */
 #define FAULT_STRIDE (64u << 10)
 

@@ -8,7 +8,7 @@
  * and the CPU time of each transform on this machine.
  *
  * This measures the data, not a save path: the shard format has no delta
- * chunks (yet); see docs/benchmarks.md.
+ * chunks (yet); see docs/benchmarks-history.md.
  *
  * Every rank's pieces are read back through the public view API (ckpt.h),
  * whole tensors, and cut into chunks of --chunk-bytes (default 8 MiB).

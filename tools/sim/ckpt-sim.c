@@ -9,6 +9,7 @@
 #include "bench_json.h"
 #include "plot.h"
 #include "sim.h"
+#include "sim_ec.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -25,6 +26,7 @@
 #define SIM_MAX_GPU_COUNTS 16
 #define SIM_MAX_GPUS (1u << 20)
 #define SIM_MAX_STRATEGIES 8
+#define SIM_MAX_SCHEMES 8
 #define SIM_MAX_RUNS 100000
 #define SIM_MAX_SAVES 1e8
 
@@ -61,13 +63,18 @@ typedef struct sim_opts {
 	double interval_min; /* for specs without one; 0: auto */
 	int json;
 	const char *plot;
+	/* --peer-scheme: the schemes' table (sim_ec.h) */
+	sim_scheme schemes[SIM_MAX_SCHEMES];
+	unsigned nschemes;
+	uint64_t domain_nodes;
+	double domain_mtbf_h, reprotect_s, version_life_s;
 } sim_opts;
 
 /* ---- option parsers: 0, or -1 with a reason in why ---------------------- */
 
 enum opt_type {
 	OT_GPUS, OT_COUNT, OT_RUNS, OT_U64, OT_HOURS, OT_MTBF, OT_FRAC, OT_SECONDS, OT_SIZE, OT_BW, OT_BW0,
-	OT_STRATEGY, OT_INTERVAL, OT_PATH, OT_FLAG, OT_HELP
+	OT_STRATEGY, OT_INTERVAL, OT_PATH, OT_FLAG, OT_HELP, OT_SCHEMES
 };
 
 typedef struct opt_def {
@@ -114,6 +121,15 @@ static const opt_def opt_table[] = {
 	{ "json", OT_FLAG, OFF(json), NULL, NULL, "JSON instead of the tables" },
 	{ "plot", OT_PATH, OFF(plot), NULL, "FILE.png",
 	  "also plot goodput against GPUs (python3 with matplotlib)" },
+	{ "peer-scheme", OT_SCHEMES, 0, NULL, "LIST",
+	  "also compare peer schemes, partner,rs:K+M,...: DRAM and wire bytes per node, loss per version" },
+	{ "domain-nodes", OT_COUNT, OFF(domain_nodes), "16", "N", "peer schemes: nodes per failure domain (rack)" },
+	{ "domain-mtbf-hours", OT_HOURS, OFF(domain_mtbf_h), "87600", "H",
+	  "peer schemes: mean time between losses of one whole failure domain (assumed: once in ten years)" },
+	{ "reprotect-s", OT_SECONDS, OFF(reprotect_s), "300", "S",
+	  "peer schemes: a lost node's copies protected again after this (its replacement registered, re-encoded)" },
+	{ "version-life-s", OT_SECONDS, OFF(version_life_s), "600", "S",
+	  "peer schemes: how long a version is the restore point (the checkpoint interval)" },
 	{ "help", OT_HELP, 0, NULL, NULL, "this text" },
 };
 #define NOPTS (sizeof(opt_table) / sizeof(opt_table[0]))
@@ -298,6 +314,31 @@ static int parse_strategies(const char *s, sim_opts *o, char *why, size_t wn)
 	return 0;
 }
 
+/* "partner,rs:8+2,...": K, M >= 1, K + M <= 64 (as ckptd takes them). */
+static int parse_schemes(const char *v, sim_opts *o, char *why, size_t wn)
+{
+	o->nschemes = 0;
+	const char *p = v;
+	while (*p) {
+		const char *e = strchr(p, ',');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		char one[32];
+		unsigned k = 0, m = 0;
+		int used = -1;
+		if (n == 0 || n >= sizeof(one) || o->nschemes == SIM_MAX_SCHEMES)
+			return why_set(why, wn, "'%s': at most %d schemes, comma-separated", v, SIM_MAX_SCHEMES);
+		memcpy(one, p, n);
+		one[n] = '\0';
+		if (strcmp(one, "partner") &&
+		    (sscanf(one, "rs:%2u+%2u%n", &k, &m, &used) != 2 || used != (int)n || !strchr("123456789", one[3]) ||
+		     !strchr("123456789", one[strcspn(one, "+") + 1]) || k < 1 || m < 1 || k + m > 64))
+			return why_set(why, wn, "'%s' is not partner or rs:K+M (K, M >= 1, K + M <= 64)", one);
+		o->schemes[o->nschemes++] = (sim_scheme){ k, m };
+		p += n + (e != NULL);
+	}
+	return o->nschemes ? 0 : why_set(why, wn, "no scheme given");
+}
+
 static int set_option(const opt_def *d, const char *v, sim_opts *o, char *why, size_t wn)
 {
 	void *p = (char *)o + d->off;
@@ -368,6 +409,8 @@ static int set_option(const opt_def *d, const char *v, sim_opts *o, char *why, s
 	case OT_FLAG:
 		*(int *)p = 1;
 		return 0;
+	case OT_SCHEMES:
+		return parse_schemes(v, o, why, wn);
 	case OT_HELP:
 		return 0;
 	}
@@ -712,6 +755,52 @@ static json_t *report_json(const sim_opts *o, const sim_bench *bench, cell *cell
 	return json_pack("{s:o, s:o}", "model", model, "results", results);
 }
 
+/* The peer schemes' table: per GPU count and scheme, what a node holds
+ * and sends, and how likely a version is lost from peer DRAM. */
+static void print_schemes(const sim_opts *o)
+{
+	double node_rate = isinf(o->mtbf_gpu_h) ? 0 : (double)o->gpus_per_node * o->node_loss_frac / (o->mtbf_gpu_h * 3600);
+	printf("\npeer schemes: nodes lost at %.3g per node-hour (%.1f%% of them with a second node that hurts), a "
+	       "failure domain of %" PRIu64 " nodes lost every %g h, protected again %g s after a loss, a version the "
+	       "restore point for %g s\n",
+	       node_rate * 3600, 100 * o->partner_loss_frac, o->domain_nodes, o->domain_mtbf_h, o->reprotect_s,
+	       o->version_life_s);
+	printf("%6s  %-9s %10s %10s %12s  %12s %22s\n", "GPUs", "scheme", "DRAM/node", "sent/node", "rebuild read",
+	       "P(lost)/ver", "Monte Carlo (10^6)");
+	for (unsigned g = 0; g < o->ngpus; g++)
+		for (unsigned i = 0; i < o->nschemes; i++) {
+			const sim_scheme *sc = &o->schemes[i];
+			sim_ec_model mo = { .nodes = (o->gpus[g] + o->gpus_per_node - 1) / o->gpus_per_node,
+				            .domain_nodes = o->domain_nodes,
+				            .node_rate = node_rate,
+				            .pair_frac = o->partner_loss_frac,
+				            .domain_rate = 1 / (o->domain_mtbf_h * 3600),
+				            .reprotect_s = o->reprotect_s,
+				            .window_s = o->version_life_s };
+			char name[16], pl[32], mc[48];
+			if (sc->k)
+				snprintf(name, sizeof(name), "rs:%u+%u", sc->k, sc->m);
+			else
+				snprintf(name, sizeof(name), "partner");
+			double p = sim_scheme_loss(sc, &mo);
+			uint64_t lost = 0;
+			double q = sim_scheme_loss_mc(sc, &mo, 1000000, sim_cell_seed(o->seed, o->gpus[g], i), &lost);
+			if (p < 0) {
+				snprintf(pl, sizeof(pl), "too few domains");
+				snprintf(mc, sizeof(mc), "-");
+			} else {
+				snprintf(pl, sizeof(pl), "%.2e", p);
+				if (lost)
+					snprintf(mc, sizeof(mc), "%.2e (%" PRIu64 " lost)", q, lost);
+				else
+					snprintf(mc, sizeof(mc), "< 3e-06 (none lost)");
+			}
+			printf("%6" PRIu64 "  %-9s %9.2fx %9.2fx %11.2fx  %12s %22s\n", o->gpus[g], name,
+			       sim_scheme_memory(sc), sim_scheme_wire(sc), sim_scheme_rebuild(sc), pl, mc);
+		}
+	printf("(x: times a node's shard; rebuild read: fabric bytes read to rebuild one lost node)\n");
+}
+
 int main(int argc, char **argv)
 {
 	sim_opts o;
@@ -769,6 +858,8 @@ int main(int argc, char **argv)
 		printf("%s\n", text);
 	else
 		print_tables(&o, bp, cells, ncells);
+	if (!o.json && o.nschemes)
+		print_schemes(&o);
 	if (fflush(stdout) != 0) {
 		fprintf(stderr, "ckpt-sim: writing the output: %s\n", strerror(errno));
 	} else if (!o.plot || sim_plot(o.plot, text) == 0) {
