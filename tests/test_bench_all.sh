@@ -17,6 +17,8 @@ for exe in "${CKPT_BIN:?}/ckptd" "$CKPT_BIN/ckpt" "$CKPT_BIN/ckpt-bench" "$CKPT_
 done
 command -v fio >/dev/null || { echo "SKIP: no fio"; exit 77; }
 FI_TCP_IFACE=lo fi_info -p 'tcp;ofi_rxm' >/dev/null 2>&1 || { echo "SKIP: no tcp;ofi_rxm provider"; exit 77; }
+# the s3 step (tools/bench/all.d/s3.sh) starts a Ceph gateway (77 without Ceph, 1 with CKPT_REQUIRE_S3=1)
+bash "$here/s3/s3gw.sh" check || exit $?
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-test-bench-all-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 printf 'before\n<!-- bench-all:begin -->\nold table\n<!-- bench-all:end -->\nafter\n' >"$tmp/doc.md"

@@ -55,6 +55,10 @@ static uint8_t *abuf(size_t len)
 static void make_images(const char *root, unsigned n, size_t base, uint8_t **img, uint64_t *len)
 {
 	for (unsigned i = 0; i < n; i++) {
+		char path[700];
+		snprintf(path, sizeof(path), "%s/jobs/ecg/v%020llu/r%06u.ckpt", root, 1ull, i);
+		if (access(path, F_OK) == 0)
+			goto read; /* made for an earlier case of this group */
 		ckpt_config cfg;
 		T_OK(ckpt_config_init(&cfg));
 		cfg.root = root;
@@ -82,8 +86,7 @@ static void make_images(const char *root, unsigned n, size_t base, uint8_t **img
 		ckpt_ctx_close(ctx);
 		free(r[0]);
 		free(r[1]);
-		char path[700];
-		snprintf(path, sizeof(path), "%s/jobs/ecg/v%020llu/r%06u.ckpt", root, 1ull, i);
+	read:;
 		size_t l;
 		char *f = t_slurp(path, &l);
 		T_ASSERT(f);
@@ -278,7 +281,7 @@ static void all_patterns(const char *root, unsigned k, unsigned m, size_t base, 
 static void corrupt_pieces(const char *root)
 {
 	grp x;
-	grp_open(&x, root, 4, 2, 1500007);
+	grp_open(&x, root, 4, 2, 700001);
 	uint8_t *dst = abuf(x.g.slice * 4);
 	char why[1024];
 	/* node1 lost; node1's slice 0 is data piece 0 of its stripe. */
@@ -322,7 +325,7 @@ static void corrupt_pieces(const char *root)
 static void second_loss(const char *root, unsigned k, unsigned m)
 {
 	grp x;
-	grp_open(&x, root, k, m, 2100011);
+	grp_open(&x, root, k, m, k == 4 && m == 2 ? 700001 : 500009);
 	uint8_t *dst = abuf(x.g.slice * k);
 	char why[1024];
 	const unsigned a = 2, b = 4;
@@ -371,15 +374,12 @@ int main(void)
 		T_ASSERT(mkdir(sub, 0700) == 0);
 		all_patterns(sub, cfgs[c].k, cfgs[c].m, cfgs[c].base, cfgs[c].patterns);
 	}
-	snprintf(sub, sizeof(sub), "%s/corrupt", root);
-	T_ASSERT(mkdir(sub, 0700) == 0);
+	/* The groups of the rs:4+2 and rs:4+1 cases again (their shards are on disk). */
+	snprintf(sub, sizeof(sub), "%s/c2", root);
 	corrupt_pieces(sub);
-	snprintf(sub, sizeof(sub), "%s/second1", root);
-	T_ASSERT(mkdir(sub, 0700) == 0);
-	second_loss(sub, 4, 1);
-	snprintf(sub, sizeof(sub), "%s/second2", root);
-	T_ASSERT(mkdir(sub, 0700) == 0);
 	second_loss(sub, 4, 2);
+	snprintf(sub, sizeof(sub), "%s/c1", root);
+	second_loss(sub, 4, 1);
 	t_rmrf(root);
 	printf("ok\n");
 	return T_EXIT_PASS;

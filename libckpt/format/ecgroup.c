@@ -95,7 +95,17 @@ typedef struct rb {
 	const char *const *names;
 	uint8_t *buf[CKPT_EC_MAX_PIECES], *dec[CKPT_EC_MAX_PIECES], *out;
 	char bad[CKPT_EC_MAX_PIECES][96]; /* why each piece of the stripe is not used; "" while it may be */
+	/* Members found unreachable: not asked again in later stripes (a
+	 * dead node would cost a timeout per stripe). */
+	char gone[CKPT_EC_MAX_PIECES][96];
 } rb;
+
+/* A new stripe: every piece may be used but those of unreachable members. */
+static void rb_stripe(rb *x, unsigned s)
+{
+	for (unsigned q = 0; q < x->g->n; q++)
+		memcpy(x->bad[q], x->gone[ckpt__ecg_holder(x->g, s, q)], sizeof(x->bad[q]));
+}
 
 static int rb_open(rb *x, const ckpt_ecg *g, const ckpt_ec *e, ckpt_ecg_fetch_fn fetch, void *arg,
                    const char *const *names, int parity)
@@ -143,6 +153,7 @@ static int rb_block(rb *x, unsigned s, unsigned p, uint64_t b, char *why, size_t
 		int fr = x->fetch(x->arg, s, q, b, x->buf[q], &sum, fw, sizeof(fw));
 		if (fr < 0) {
 			snprintf(x->bad[q], sizeof(x->bad[q]), "unreachable: %.70s", fw[0] ? fw : strerror(-fr));
+			memcpy(x->gone[ckpt__ecg_holder(g, s, q)], x->bad[q], sizeof(x->gone[0]));
 			continue;
 		}
 		if (ckpt_kern_checksum(x->buf[q], bl) != sum) {
@@ -220,8 +231,7 @@ int ckpt__ecg_rebuild(const ckpt_ecg *g, const ckpt_ec *e, unsigned lost, ckpt_e
 		if (!have)
 			continue;
 		unsigned s = ckpt__ecg_stripe(g, lost, d);
-		for (unsigned q = 0; q < g->n; q++)
-			x.bad[q][0] = '\0';
+		rb_stripe(&x, s);
 		snprintf(x.bad[d], sizeof(x.bad[d]), "lost");
 		for (uint64_t b = 0; b * CKPT_ECG_BLOCK < have; b++) {
 			if ((r = rb_block(&x, s, d, b, why, cap)) < 0)
@@ -249,6 +259,7 @@ int ckpt__ecg_rebuild_parity(const ckpt_ecg *g, const ckpt_ec *e, unsigned lost,
 	if ((r = rb_open(&x, g, e, fetch, arg, names, 1)) < 0)
 		goto out;
 	unsigned s = (lost + g->n - t) % g->n;
+	rb_stripe(&x, s);
 	snprintf(x.bad[g->k + t], sizeof(x.bad[0]), "lost");
 	for (uint64_t b = 0; b < ckpt__ecg_blocks(g); b++) {
 		if ((r = rb_block(&x, s, g->k + t, b, why, cap)) < 0)

@@ -50,6 +50,8 @@
  *  - Regions: a registered region's memory must stay valid until the context
  *    is closed or the region removed (ckpt_region_remove). A save copies it
  *    before ckpt_save() returns; after that the caller may change it freely.
+ *    A file region (ckpt_region_add_file) is read from its file instead,
+ *    chunk by chunk through the staging pool, whatever its size.
  *  - CUDA: regions may be device memory (CKPT_DEVICE_CUDA) in a build with
  *    CUDA. libckpt uses the device that is current when the first CUDA
  *    region is added, creates its own non-blocking stream there and pins
@@ -115,6 +117,9 @@ enum {
 	                   or the index says so) but no copy of this rank's shard
 	                   could be reached; the log names where the copies were.
 	                   Never start from scratch on this error. */
+	CKPT_ECHANGED,  /* a file region's file changed while a save read it (its
+	                   size or modification time), or is shorter than the
+	                   region: the save fails, nothing of it is committed */
 	CKPT_ELAST
 };
 
@@ -259,8 +264,11 @@ typedef struct ckpt_config {
 	                           new shards overwrite them: writes run at the disk's
 	                           overwrite speed instead of its new-file speed. The pool
 	                           holds only what deletions freed (at most 64 files).
-	                           0 (default): deleted files are unlinked, and opening a
-	                           context empties the root's pool. CKPT_RECYCLE */
+	                           0: deleted files are unlinked, and opening a context
+	                           empties the root's pool. -1 (default, auto): 1 with
+	                           keep_versions and no daemon (the library deletes a
+	                           version per save: the pool holds about one shard), else
+	                           0. CKPT_RECYCLE=auto|on|off */
 	uint32_t keep_versions; /* retention without a daemon: once a save commits a version,
 	                           committed versions older than the newest keep_versions
 	                           are deleted (their files recycled when recycle is on).
@@ -367,6 +375,26 @@ CKPT_API void ckpt_region_desc_init(ckpt_region_desc *d, const char *name, void 
  * -EINVAL for inconsistent shape/offsets; -CKPT_ESTATE while a snapshot is
  * being taken. */
 CKPT_API int ckpt_region_add(ckpt_ctx *ctx, const ckpt_region_desc *desc);
+
+/* Registers a region whose bytes come from a file instead of memory: bytes
+ * [offset, offset + bytes) of the open descriptor fd, a regular file. Each
+ * save reads them chunk by chunk straight into the staging pool (or the
+ * LOCAL_MEM segment) with pread, so the save holds no more of the file in
+ * memory than the pool, whatever the file's size: a file larger than the
+ * pool streams through it, ckpt_save returning once its last chunk is read
+ * (the read is in the stall). The file must not change during the save: one
+ * shorter than offset + bytes, or whose size or modification time changed
+ * between its first and last read, fails the save with -CKPT_ECHANGED
+ * (nothing of that version is committed; the log names the region). A
+ * restore writes the bytes back into the file with pwrite at the same
+ * offset (fd must then be open for writing, else the restore fails with
+ * -EBADF). The region is an opaque blob (dtype BYTES, no shape), named as
+ * in ckpt_region_add; fd is borrowed until ckpt_ctx_close or
+ * ckpt_region_remove.
+ * Returns 0; -CKPT_ENAME for a bad or duplicate name; -EBADF if fd is not
+ * open; -EINVAL if it is not a regular file, offset + bytes overflows, or an
+ * argument is NULL. */
+CKPT_API int ckpt_region_add_file(ckpt_ctx *ctx, const char *name, int fd, uint64_t offset, uint64_t bytes);
 
 /* Unregisters the region named name: later saves leave it out and restores
  * no longer fill it, and its memory is no longer borrowed once this returns

@@ -71,8 +71,9 @@ static const cfg_entry table[] = {
 	  "when ckpt_step asks for a save: off, N (every N steps), or auto (the coordinator's Young/Daly advice)" },
 	{ "keep_versions", T_U32, F(keep_versions), "0", "CKPT_KEEP_VERSIONS",
 	  "without a daemon: after each commit, delete committed versions older than the newest N (0: keep all)" },
-	{ "recycle", T_BOOL, F(recycle), "0", "CKPT_RECYCLE",
-	  "keep deleted versions' shard files allocated in <root>/recycle/ and overwrite them with new shards (0 empties the pool)" },
+	{ "recycle", T_AUTOBOOL, F(recycle), "auto", "CKPT_RECYCLE",
+	  "keep deleted versions' shard files allocated in <root>/recycle/ and overwrite them with new shards: "
+	  "auto (on with keep_versions and no daemon), on, off (off empties the pool)" },
 	{ "heartbeat_timeout_ms", T_U32, F(heartbeat_timeout_ms), "10000", "CKPT_HEARTBEAT_TIMEOUT_MS",
 	  "the agent is lost (saves go to local disk only) once it has not answered a heartbeat within this many ms; one goes at a quarter of it while the link is quiet (0: none)" },
 	{ "snapshot_threads", T_U32, F(snapshot_threads), "0", "CKPT_SNAPSHOT_THREADS",

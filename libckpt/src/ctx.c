@@ -191,6 +191,11 @@ static int link_daemon(ckpt_ctx *ctx)
  * turning it off gives the space back. Failures cost speed, not data. */
 static void setup_recycling(ckpt_ctx *ctx)
 {
+	/* auto: on where the library's own retention deletes as many versions
+	 * as it saves, so the pool holds about one shard and every save
+	 * overwrites; elsewhere deletions may be meant to free space. */
+	if (ctx->cfg.recycle < 0)
+		ctx->cfg.recycle = ctx->cfg.keep_versions > 0 && !(ctx->cfg.daemon && *ctx->cfg.daemon);
 	if (ctx->cfg.recycle) {
 		int pfd = ckpt__recycle_open(ctx->root, 1);
 		if (pfd < 0)

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "base/common.h"
 #include "base/faults.h"
@@ -27,6 +28,10 @@ typedef struct ckpt_region {
 	uint64_t offsets[CKPT_MAX_DIMS];
 	uint64_t extents[CKPT_MAX_DIMS];
 	ckpt_dev_region dev;     /* CUDA regions only */
+	int fd;                  /* a file region (ckpt_region_add_file): its bytes are
+	                            read from fd at fd_off; -1 for memory */
+	uint64_t fd_off;
+	struct stat fd_st;       /* snapshot: the file as its first read found it */
 } ckpt_region;
 
 typedef struct ckpt_save_op ckpt_save_op;

@@ -34,12 +34,15 @@ static int restore_sink(void *arg, uint32_t ri, uint64_t off, const void *data, 
 		return -CKPT_ECORRUPT;
 	if (r->device == CKPT_DEVICE_CUDA)
 		return ckpt__dev_h2d(a->ctx->dev, (uint8_t *)r->ptr + off, data, len);
+	if (r->fd >= 0)
+		return ckpt__pwrite_full(r->fd, data, len, r->fd_off + off);
 	memcpy((uint8_t *)r->ptr + off, data, len);
 	return 0;
 }
 
 /* Where region ri's bytes [off, off+len) go in host memory, for a copy
- * fused with the checksum; NULL when they take the sink (device memory) or
+ * fused with the checksum; NULL when they take the sink (device memory, a
+ * file region) or
  * are not wanted. *bad: the range lies outside the region. */
 static uint8_t *restore_place(struct restore_arg *a, uint32_t ri, uint64_t off, size_t len, int *bad)
 {
@@ -52,7 +55,7 @@ static uint8_t *restore_place(struct restore_arg *a, uint32_t ri, uint64_t off, 
 		*bad = 1;
 		return NULL;
 	}
-	if (r->device == CKPT_DEVICE_CUDA)
+	if (r->device == CKPT_DEVICE_CUDA || r->fd >= 0)
 		return NULL;
 	return (uint8_t *)r->ptr + off;
 }

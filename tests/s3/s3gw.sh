@@ -5,12 +5,15 @@
 # docs/testing.md ("Tests against a real S3 server") describes the use.
 #
 #   s3gw.sh start [--dir DIR] [--owner PID] [--env-file F] [--store memstore|bluestore]
-#                 [--store-size BYTES] [--bucket NAME] [--min-part BYTES]
+#                 [--store-size BYTES] [--osd-dir D] [--bucket NAME] [--min-part BYTES]
 #                 [--set 'option = value']... [--max-seconds N]
 #       Starts the cluster, creates an S3 user, a second one without rights
 #       on the first one's buckets, and a bucket, and prints the environment
 #       (KEY=VALUE lines, also written to DIR/env and --env-file).
 #       --min-part: the smallest multipart part but the last (S3's 5 MiB).
+#       --osd-dir: the OSD's data (bluestore's file) there instead of DIR/osd
+#       (a disk, not a tmpfs: bluestore writes with O_DIRECT); emptied at
+#       start, left for the caller to remove.
 #       Everything is stopped, and DIR removed, when PID (default: the
 #       caller) exits, after --max-seconds (default 7200), or on `stop`.
 #   s3gw.sh stop DIR|ENV_FILE                stops every daemon, removes DIR
@@ -213,8 +216,8 @@ start_watch() {
 }
 
 write_conf() {
-	local dir=$1 fsid=$2 mport=$3 store=$4 size=$5
-	shift 5
+	local dir=$1 fsid=$2 mport=$3 store=$4 size=$5 osd=$6
+	shift 6
 	cat >"$dir/ceph.conf" <<EOF
 # written by s3gw.sh: a throwaway one-node cluster on loopback
 [global]
@@ -242,7 +245,7 @@ mon allow pool delete = true
 mon allow pool size one = true
 mon warn on pool no redundancy = false
 mon max pg per osd = 2000
-osd data = $dir/osd
+osd data = $osd
 osd pool default size = 1
 osd pool default min size = 1
 osd pool default pg num = 8
@@ -262,7 +265,6 @@ EOF
 	;;
 	bluestore) cat >>"$dir/ceph.conf" <<EOF
 osd objectstore = bluestore
-bluestore block path = $dir/osd/block
 bluestore block create = true
 bluestore block size = $size
 bluestore fsck on mkfs = false
@@ -305,7 +307,7 @@ start_failed() {
 }
 
 cmd_start() {
-	local dir="" owner=$PPID envfile="" store=memstore size="" bucket=ckpt-test max=7200 minpart=5242880
+	local dir="" owner=$PPID envfile="" store=memstore size="" bucket=ckpt-test max=7200 minpart=5242880 osddir=""
 	local sets=()
 	while [ $# -gt 0 ]; do
 		case $1 in
@@ -317,12 +319,16 @@ cmd_start() {
 		--bucket) bucket=$2; shift 2 ;;
 		--set) sets+=("$2"); shift 2 ;;
 		--min-part) minpart=$2; shift 2 ;;
+		--osd-dir) osddir=$2; shift 2 ;;
 		--max-seconds) max=$2; shift 2 ;;
 		*) die "start: unknown argument '$1'" ;;
 		esac
 	done
 	need_ceph
 	[[ $minpart =~ ^[0-9]+$ ]] || die "--min-part $minpart: bytes"
+	if [ -n "$osddir" ] && [ -e "$osddir" ] && [ -n "$(ls -A "$osddir")" ]; then
+		die "--osd-dir $osddir is not empty"
+	fi
 	sets+=("rgw multipart min part size = $minpart")
 	[ -n "$size" ] || { [ "$store" = memstore ] && size=$((2 << 30)) || size=$((32 << 30)); }
 	if [ -z "$dir" ]; then
@@ -343,7 +349,7 @@ cmd_start() {
 	trap start_failed EXIT
 	while :; do
 		tries=$((tries + 1))
-		if start_cluster "$dir" "$store" "$size" "${sets[@]+"${sets[@]}"}"; then break; fi
+		if start_cluster "$dir" "$store" "$size" "${osddir:-$dir/osd}" "${sets[@]+"${sets[@]}"}"; then break; fi
 		[ $tries -lt 3 ] || die "the cluster did not start (3 tries)"
 		echo "s3gw: retrying with other ports" >&2
 		local f
@@ -398,13 +404,15 @@ EOF
 # One attempt at monitor, OSD and first gateway on fresh ports; 1 if one of
 # them did not come up (a port taken meanwhile, most likely).
 start_cluster() {
-	local dir=$1 store=$2 size=$3 fsid mport uuid
-	shift 3
-	mkdir -p "$dir/run" "$dir/crash" "$dir/mon" "$dir/osd" "$dir/gw" || return 1
+	local dir=$1 store=$2 size=$3 osd=$4 fsid mport uuid
+	shift 4
+	# (a retry's: what an earlier attempt left there is ours, the folder was empty)
+	[ ! -d "$osd" ] || find "$osd" -mindepth 1 -delete || return 1
+	mkdir -p "$dir/run" "$dir/crash" "$dir/mon" "$osd" "$dir/gw" || return 1
 	fsid=$(cat /proc/sys/kernel/random/uuid)
 	uuid=$(cat /proc/sys/kernel/random/uuid)
 	mport=$(free_port) && free_port >"$dir/gw/gw.port" || return 1
-	write_conf "$dir" "$fsid" "$mport" "$store" "$size" "$@" || return 1
+	write_conf "$dir" "$fsid" "$mport" "$store" "$size" "$osd" "$@" || return 1
 	# Every key at once: the monitor's mkfs loads them, with their caps, into
 	# its auth database, so nothing needs `ceph auth add` afterwards.
 	local k="$dir/keyring" log="$dir/log/mkfs.out"
@@ -413,7 +421,7 @@ start_cluster() {
 		ceph-authtool "$k" --gen-key -n client.admin --cap mon 'allow *' --cap osd 'allow *' --cap mgr 'allow *' &&
 		ceph-authtool "$k" --gen-key -n osd.0 --cap mon 'allow profile osd' --cap osd 'allow *' --cap mgr 'allow profile osd' &&
 		ceph-authtool "$k" --gen-key -n client.rgw.gw --cap mon 'allow rw' --cap osd 'allow rwx' &&
-		ceph-authtool --create-keyring "$dir/osd/keyring" -n osd.0 --add-key "$(ceph-authtool "$k" -n osd.0 -p)" &&
+		ceph-authtool --create-keyring "$osd/keyring" -n osd.0 --add-key "$(ceph-authtool "$k" -n osd.0 -p)" &&
 		monmaptool --create --add a "v1:127.0.0.1:$mport" --fsid "$fsid" "$dir/monmap"
 	} >>"$log" 2>&1 || { tail -n 5 "$log" >&2; return 1; }
 	ceph-mon -c "$dir/ceph.conf" --mkfs -i a --monmap "$dir/monmap" --keyring "$k" >>"$log" 2>&1 || return 1

@@ -41,7 +41,9 @@ t0=$(date +%s%3N)
 bash "$GW" start --dir "$tmp/a" --owner $$ >"$tmp/a.env" 2>"$tmp/a.err" & pa=$!
 sleep 600 & owner=$!
 bash "$GW" start --dir "$tmp/b" --owner "$owner" --bucket other --min-part 1048576 >"$tmp/b.env" 2>"$tmp/b.err" & pb=$!
-bash "$GW" start --dir "$tmp/e" --owner $$ >"$tmp/e.env" 2>"$tmp/e.err" & pe=$!
+# e: bluestore in a sparse file, its OSD's data in a folder of its own
+bash "$GW" start --dir "$tmp/e" --owner $$ --store bluestore --store-size 4G --osd-dir "$tmp/e-osd" \
+	>"$tmp/e.env" 2>"$tmp/e.err" & pe=$!
 wait $pa || fail "start a: $(tail -n 20 "$tmp/a.err")"
 wait $pb || fail "start b: $(tail -n 20 "$tmp/b.err")"
 wait $pe || fail "start e: $(tail -n 20 "$tmp/e.err")"
@@ -54,6 +56,17 @@ EB=$(envget "$tmp/b.env" S3GW_ENDPOINT)
 [ "$EA" != "$EB" ] || fail "both gateways on $EA"
 case $EA in http://127.0.0.1:[0-9]*) ;; *) fail "endpoint $EA not on loopback" ;; esac
 grep -q '^auth cluster required = cephx' "$A/ceph.conf" || fail "cephx not required"
+
+EE=$(envget "$tmp/e.env" S3GW_ENDPOINT)
+[ -f "$tmp/e-osd/block" ] && [ ! -e "$tmp/e/osd" ] || fail "e's bluestore file is not in --osd-dir"
+head -c 6000000 /dev/urandom >"$tmp/eobj"
+bash "$GW" curl "$tmp/e" -sS -f -T "$tmp/eobj" "$EE/ckpt-test/e" || fail "PUT to bluestore"
+bash "$GW" curl "$tmp/e" -sS -f -o "$tmp/eback" "$EE/ckpt-test/e" || fail "GET from bluestore"
+cmp -s "$tmp/eobj" "$tmp/eback" || fail "bluestore returned other bytes"
+rc=0
+bash "$GW" start --dir "$tmp/f" --owner $$ --osd-dir "$tmp/e-osd" >/dev/null 2>"$tmp/f.err" || rc=$?
+[ $rc -ne 0 ] && grep -q "not empty" "$tmp/f.err" || fail "--osd-dir of another cluster accepted: $(cat "$tmp/f.err")"
+[ -f "$tmp/e-osd/block" ] || fail "a refused start touched another cluster's --osd-dir"
 
 # --- round trip, bit-exact; wrong keys and missing buckets refused -------
 head -c 3000000 /dev/urandom >"$tmp/obj"

@@ -42,6 +42,7 @@ typedef struct sim_spec {
 	enum sim_kind kind;
 	int has_interval;   /* given as KIND:INTERVAL */
 	double interval_min; /* 0: auto */
+	unsigned k, m;      /* ckpt@rs:K+M: the peer tier's scheme; 0, 0: partner copies */
 } sim_spec;
 
 typedef struct sim_opts {
@@ -115,7 +116,7 @@ static const opt_def opt_table[] = {
 	{ "from-bench", OT_PATH, OFF(from_bench), NULL, "FILE",
 	  "ckpt: stall, durable and restore from ckpt-bench --json, scaled to --state-per-gpu" },
 	{ "strategy", OT_STRATEGY, 0, "remote:30,remote,ckpt", "LIST",
-	  "KIND[:INTERVAL],...; KIND remote or ckpt" },
+	  "KIND[:INTERVAL],...; KIND remote, ckpt (partner copies) or ckpt@rs:K+M (rs groups in peer DRAM)" },
 	{ "interval", OT_INTERVAL, OFF(interval_min), "auto", "MIN|auto",
 	  "interval of strategies listed without one; auto: Young/Daly" },
 	{ "json", OT_FLAG, OFF(json), NULL, NULL, "JSON instead of the tables" },
@@ -281,6 +282,20 @@ static int parse_interval(const char *s, double *out)
 	return 0;
 }
 
+/* "partner" (0, 0) or "rs:K+M": K, M >= 1, K + M <= 64 (as ckptd takes them). */
+static int parse_scheme(const char *one, unsigned *k, unsigned *m)
+{
+	int used = -1;
+	size_t n = strlen(one);
+	*k = *m = 0;
+	if (!strcmp(one, "partner"))
+		return 0;
+	if (sscanf(one, "rs:%2u+%2u%n", k, m, &used) != 2 || used != (int)n || !one[3] || !strchr("123456789", one[3]) ||
+	    !strchr("123456789", one[strcspn(one, "+") + 1]) || *k < 1 || *m < 1 || *k + *m > 64)
+		return -1;
+	return 0;
+}
+
 static int parse_strategies(const char *s, sim_opts *o, char *why, size_t wn)
 {
 	char buf[512];
@@ -291,12 +306,19 @@ static int parse_strategies(const char *s, sim_opts *o, char *why, size_t wn)
 	char *save = NULL;
 	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		sim_spec sp = { 0 };
-		char *colon = strchr(tok, ':');
+		/* ckpt@rs:K+M[:INTERVAL]: the scheme's own colon comes first. */
+		char *at = strchr(tok, '@'), *sc = at ? strchr(at, ':') : NULL;
+		char *colon = strchr(sc ? sc + 1 : tok, ':');
 		if (colon) {
 			*colon = '\0';
 			if (parse_interval(colon + 1, &sp.interval_min) < 0)
 				return why_set(why, wn, "'%s': interval '%s' is neither minutes > 0 nor auto", tok, colon + 1);
 			sp.has_interval = 1;
+		}
+		if (at) {
+			*at = '\0';
+			if (strcmp(tok, "ckpt") || parse_scheme(at + 1, &sp.k, &sp.m) < 0)
+				return why_set(why, wn, "'%s@%s': a scheme goes with ckpt: ckpt@partner or ckpt@rs:K+M", tok, at + 1);
 		}
 		if (!strcmp(tok, "remote"))
 			sp.kind = KIND_REMOTE;
@@ -314,7 +336,7 @@ static int parse_strategies(const char *s, sim_opts *o, char *why, size_t wn)
 	return 0;
 }
 
-/* "partner,rs:8+2,...": K, M >= 1, K + M <= 64 (as ckptd takes them). */
+/* "partner,rs:8+2,...". */
 static int parse_schemes(const char *v, sim_opts *o, char *why, size_t wn)
 {
 	o->nschemes = 0;
@@ -324,14 +346,11 @@ static int parse_schemes(const char *v, sim_opts *o, char *why, size_t wn)
 		size_t n = e ? (size_t)(e - p) : strlen(p);
 		char one[32];
 		unsigned k = 0, m = 0;
-		int used = -1;
 		if (n == 0 || n >= sizeof(one) || o->nschemes == SIM_MAX_SCHEMES)
 			return why_set(why, wn, "'%s': at most %d schemes, comma-separated", v, SIM_MAX_SCHEMES);
 		memcpy(one, p, n);
 		one[n] = '\0';
-		if (strcmp(one, "partner") &&
-		    (sscanf(one, "rs:%2u+%2u%n", &k, &m, &used) != 2 || used != (int)n || !strchr("123456789", one[3]) ||
-		     !strchr("123456789", one[strcspn(one, "+") + 1]) || k < 1 || m < 1 || k + m > 64))
+		if (parse_scheme(one, &k, &m) < 0)
 			return why_set(why, wn, "'%s' is not partner or rs:K+M (K, M >= 1, K + M <= 64)", one);
 		o->schemes[o->nschemes++] = (sim_scheme){ k, m };
 		p += n + (e != NULL);
@@ -477,6 +496,17 @@ typedef struct cell {
 	double by_class[SIM_FAIL_COUNT];
 } cell;
 
+/* A strategy's name in the tables: "remote", "ckpt tiers", "ckpt rs:8+2". */
+static const char *kind_label(const sim_spec *sp, char *buf, size_t n)
+{
+	if (sp->kind == KIND_REMOTE)
+		return "remote";
+	if (!sp->k)
+		return "ckpt tiers";
+	snprintf(buf, n, "ckpt rs:%u+%u", sp->k, sp->m);
+	return buf;
+}
+
 static const char *kind_name(enum sim_kind k)
 {
 	return k == KIND_REMOTE ? "remote" : "ckpt";
@@ -499,6 +529,7 @@ static int build_cell(const sim_opts *o, const sim_bench *bench, const sim_spec 
 	c->nodes = (gpus + o->gpus_per_node - 1) / o->gpus_per_node;
 	c->job_mtbf_s = o->mtbf_gpu_h * 3600.0 / (double)gpus;
 	sim_strategy *s = &c->s;
+	char lab[32];
 	double state = (double)o->state_bytes;
 	/* A node writes what its GPUs hold; a partly filled last node is
 	 * counted full: the job waits for its slowest node. */
@@ -522,17 +553,21 @@ static int build_cell(const sim_opts *o, const sim_bench *bench, const sim_spec 
 			local_durable = s->stall_s;
 			local_read = state / o->local_read_bw;
 		}
+		/* Partner copies send the state once and read it back once; rs:K+M
+		 * sends M times the state (a slice to each parity holder) and a
+		 * lost node's rebuild reads K times it (K pieces of each slice). */
 		double peer = state / o->peer_bw;
+		double send = sp->k ? sp->m * peer : peer, back = sp->k ? sp->k * peer : peer;
 		s->tier[SIM_TIER_LOCAL] = (sim_tier_cost){ .present = 1, .durable_s = local_durable, .read_s = local_read };
-		s->tier[SIM_TIER_PEER] = (sim_tier_cost){ .present = 1, .durable_s = s->stall_s + peer, .read_s = peer };
+		s->tier[SIM_TIER_PEER] = (sim_tier_cost){ .present = 1, .durable_s = s->stall_s + send, .read_s = back };
+		s->peer_tolerance = sp->k ? sp->m : 1;
 		s->tier[SIM_TIER_SHARED] = (sim_tier_cost){ .present = 1, .flush_s = node_bytes / wr,
 		                                            .read_s = remote_read };
 	}
 	double minutes = sp->has_interval ? sp->interval_min : o->interval_min;
 	if (minutes > 0) {
 		s->interval_s = minutes * 60;
-		snprintf(s->name, sizeof(s->name), "%s every %g min", sp->kind == KIND_REMOTE ? "remote" : "ckpt tiers",
-		         minutes);
+		snprintf(s->name, sizeof(s->name), "%s every %g min", kind_label(sp, lab, sizeof(lab)), minutes);
 	} else {
 		c->auto_interval = 1;
 		s->interval_s = sim_daly_interval(s->stall_s, c->job_mtbf_s);
@@ -545,7 +580,7 @@ static int build_cell(const sim_opts *o, const sim_bench *bench, const sim_spec 
 			if (s->tier[j].present && !(s->tier[j].flush_s > 0) &&
 			    s->tier[j].durable_s - s->stall_s > s->interval_s)
 				s->interval_s = s->tier[j].durable_s - s->stall_s;
-		snprintf(s->name, sizeof(s->name), "%s, Young/Daly", sp->kind == KIND_REMOTE ? "remote" : "ckpt tiers");
+		snprintf(s->name, sizeof(s->name), "%s, Young/Daly", kind_label(sp, lab, sizeof(lab)));
 	}
 	/* Each save is a few events: bound a run's work, not the model. */
 	if (o->hours * 3600 / s->interval_s > SIM_MAX_SAVES)
@@ -555,7 +590,7 @@ static int build_cell(const sim_opts *o, const sim_bench *bench, const sim_spec 
 		c->durable[k] = c->restore[k] = HUGE_VAL;
 		for (int j = 0; j < SIM_TIER_COUNT; j++) {
 			const sim_tier_cost *t = &s->tier[j];
-			if (!t->present || !sim_tier_survives(j, k))
+			if (!t->present || !sim_strategy_survives(&c->s, j, k))
 				continue;
 			double d = t->flush_s > 0 ? s->stall_s + t->flush_s : t->durable_s;
 			if (d < c->durable[k])

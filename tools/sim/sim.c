@@ -59,6 +59,13 @@ int sim_tier_survives(enum sim_tier t, enum sim_class c)
 	}
 }
 
+int sim_strategy_survives(const sim_strategy *s, enum sim_tier t, enum sim_class c)
+{
+	if (t == SIM_TIER_PEER && c == SIM_FAIL_NODE2)
+		return s->peer_tolerance >= 2;
+	return sim_tier_survives(t, c);
+}
+
 double sim_daly_interval(double ckpt_s, double mtbf_s)
 {
 	if (!(ckpt_s > 0) || !(mtbf_s > 0) || !isfinite(mtbf_s) || !isfinite(ckpt_s))
@@ -225,7 +232,7 @@ static void roll_back(sim_state *st, enum sim_class c)
 	for (unsigned i = st->count; i-- > 0 && !best;) {
 		const sim_version *v = ring_at(st, i);
 		for (int j = 0; j < SIM_TIER_COUNT; j++)
-			if (s->tier[j].present && sim_tier_survives(j, c) && v->at[j] <= st->t) {
+			if (s->tier[j].present && sim_strategy_survives(s, j, c) && v->at[j] <= st->t) {
 				best = v;
 				if (s->tier[j].read_s < read)
 					read = s->tier[j].read_s;
@@ -238,7 +245,7 @@ static void roll_back(sim_state *st, enum sim_class c)
 		/* Nothing newer left: the floor (at worst the initial state). */
 		from = st->floor;
 		for (int j = 0; j < SIM_TIER_COUNT; j++)
-			if (s->tier[j].present && sim_tier_survives(j, c) && from.at[j] <= st->t &&
+			if (s->tier[j].present && sim_strategy_survives(s, j, c) && from.at[j] <= st->t &&
 			    s->tier[j].read_s < read)
 				read = s->tier[j].read_s;
 		if (read == HUGE_VAL) {
@@ -284,7 +291,7 @@ static double emergency_cost(const sim_strategy *s)
 {
 	double best = HUGE_VAL;
 	for (int j = 0; j < SIM_TIER_COUNT; j++)
-		if (s->tier[j].present && sim_tier_survives(j, SIM_FAIL_PREEMPT) && s->tier[j].flush_s <= 0) {
+		if (s->tier[j].present && sim_strategy_survives(s, j, SIM_FAIL_PREEMPT) && s->tier[j].flush_s <= 0) {
 			double d = tier_durable(s, j);
 			if (d < best)
 				best = d;

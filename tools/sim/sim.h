@@ -43,6 +43,10 @@ typedef struct sim_strategy {
 	double stall_s;    /* training blocked per save */
 	double interval_s; /* compute time between the end of a save and the next */
 	sim_tier_cost tier[SIM_TIER_COUNT];
+	/* Nodes a peer copy outlives at once: 0 or 1 partner copies (a node and
+	 * its partner lost together lose it), M for rs:K+M groups (M >= 2
+	 * outlive SIM_FAIL_NODE2). */
+	unsigned peer_tolerance;
 } sim_strategy;
 
 typedef struct sim_failures {
@@ -66,8 +70,11 @@ typedef struct sim_result {
 	uint64_t saves;           /* saves completed (emergency ones included) */
 } sim_result;
 
-/* 1 when a copy at tier t outlives a failure of class c. */
+/* 1 when a copy at tier t outlives a failure of class c (partner copies
+ * for the peer tier). */
 int sim_tier_survives(enum sim_tier t, enum sim_class c);
+/* The same for strategy s: its peer tier's tolerance counted. */
+int sim_strategy_survives(const sim_strategy *s, enum sim_tier t, enum sim_class c);
 
 /* Runs one job of wall_s seconds; a failure costs restart_s before the
  * restore. The failure arrivals and classes depend only on seed and f, not
