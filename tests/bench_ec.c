@@ -45,6 +45,7 @@
 
 #define TIMEOUT_MS 60000
 #define ITERS_MAX 20
+#define NSTAGE 4     /* staging slots on a holder: slices in flight or folding */
 #define RA_BLOCKS 16 /* read-ahead of a rebuild's fetches: blocks per fi_read */
 
 typedef struct opts {
@@ -138,7 +139,7 @@ static int passive_main(const opts *o, int sock)
 	if (!h.rc)
 		h.rc = ckpt_ec_new(o->k, o->m, &e, h.err, sizeof(h.err));
 	uint64_t arena_len = (uint64_t)g.n * (g.k + g.m) * g.slice;
-	uint8_t *stage = abuf(2 * g.slice), *raw = abuf(o->size), *arena = abuf(arena_len);
+	uint8_t *stage = abuf(NSTAGE * g.slice), *raw = abuf(o->size), *arena = abuf(arena_len);
 	uint8_t *par[CKPT_EC_MAX_PIECES] = { 0 };
 	for (unsigned t = 0; t < o->m; t++)
 		par[t] = abuf(g.slice);
@@ -172,7 +173,7 @@ static int passive_main(const opts *o, int sock)
 	}
 	if (!h.rc)
 		h.rc = ckpt_fab_open(NULL, "127.0.0.1", 1, &f, h.err, sizeof(h.err));
-	if (!h.rc && !(h.rc = ckpt_fab_mr_reg(f, stage, 2 * g.slice, CKPT_FAB_REMOTE_WRITE, &mr[0], h.err, sizeof(h.err))))
+	if (!h.rc && !(h.rc = ckpt_fab_mr_reg(f, stage, NSTAGE * g.slice, CKPT_FAB_REMOTE_WRITE, &mr[0], h.err, sizeof(h.err))))
 		h.rc = ckpt_fab_mr_remote(f, mr[0], &h.stage);
 	if (!h.rc && !(h.rc = ckpt_fab_mr_reg(f, raw, o->size, CKPT_FAB_REMOTE_WRITE | CKPT_FAB_REMOTE_READ, &mr[1],
 	                                      h.err, sizeof(h.err))))
@@ -185,13 +186,17 @@ static int passive_main(const opts *o, int sock)
 	/* Serve folds until told to stop. */
 	cmd c;
 	while (ok && !h.rc && full_io(sock, &c, sizeof(c), 0) == 0 && c.op != CMD_QUIT) {
-		if (c.op == CMD_FOLD)
+		/* The ack says how long the fold took (its CPU cost on this side). */
+		float took = 0;
+		if (c.op == CMD_FOLD) {
+			double f0 = now_s();
 			ckpt_ec_update(e, c.t, c.d, c.len, stage + (uint64_t)c.slot * g.slice, par[c.t]);
+			took = (float)(now_s() - f0);
+		}
 		else if (c.op == CMD_RESET)
 			for (unsigned t = 0; t < o->m; t++)
 				memset(par[t], 0, g.slice);
-		char ack = 1;
-		ok = full_io(sock, &ack, 1, 1) == 0;
+		ok = full_io(sock, &took, sizeof(took), 1) == 0;
 	}
 	for (int i = 0; i < 3; i++)
 		ckpt_fab_mr_close(mr[i]);
@@ -238,6 +243,7 @@ typedef struct act {
 	int stop;
 	uint64_t read_bytes;
 	int reader_on;
+	double fold_s; /* the holder's time folding slices, summed over protects */
 	char err[512];
 } act;
 
@@ -265,13 +271,15 @@ static int send_cmd(act *a, uint32_t op, uint32_t t, uint32_t d, uint32_t slot, 
 
 static int wait_ack(act *a, uint64_t *wire)
 {
-	char ack;
-	*wire += 1;
-	return full_io(a->sock, &ack, 1, 0);
+	float took;
+	*wire += sizeof(took);
+	int rc = full_io(a->sock, &took, sizeof(took), 0);
+	a->fold_s += took;
+	return rc;
 }
 
 /* One protect: every slice to each parity row's holder, folded or not.
- * Two staging slots: the next slice is written while the last one folds. */
+ * NSTAGE staging slots: the next slices are written while the last ones fold. */
 static int protect(act *a, int fold, double *secs, uint64_t *wire)
 {
 	const ckpt_ecg *g = &a->g;
@@ -282,15 +290,15 @@ static int protect(act *a, int fold, double *secs, uint64_t *wire)
 	for (unsigned t = 0; t < g->m && !rc; t++)
 		for (unsigned d = 0; d < g->k && !rc; d++, n++) {
 			uint64_t have = ckpt__ecg_have(g, a->lost, d);
-			if (out == 2) {
+			if (out == NSTAGE) {
 				rc = wait_ack(a, &w);
 				out--;
 			}
 			if (!rc)
-				rc = xfer(a, CKPT_FAB_WRITE, a->mr_img, a->img + d * g->slice, have, &a->h.stage, (n % 2) * g->slice);
+				rc = xfer(a, CKPT_FAB_WRITE, a->mr_img, a->img + d * g->slice, have, &a->h.stage, (n % NSTAGE) * g->slice);
 			w += have;
 			if (!rc)
-				rc = send_cmd(a, fold ? CMD_FOLD : CMD_STUB, t, d, n % 2, have, &w);
+				rc = send_cmd(a, fold ? CMD_FOLD : CMD_STUB, t, d, n % NSTAGE, have, &w);
 			out++;
 		}
 	while (!rc && out--)
@@ -495,10 +503,12 @@ static int active_main(const opts *o, act *a)
 	double raw_w = (double)o->size / median(t1, it) / 1e9, raw_r = (double)o->size / median(t2, it) / 1e9;
 	/* protect, folded and stubbed, alternated */
 	uint64_t wire = 0;
+	a->fold_s = 0;
 	for (unsigned i = 0; i < it; i++) {
 		if (protect(a, 1, &t1[i], &wire) || protect(a, 0, &t2[i], &wire))
 			return 1;
 	}
+	double fold_each = a->fold_s / it;
 	double p_fold = median(t1, it), p_stub = median(t2, it);
 	/* rebuild of member 0 and its parity rows; partner re-protection: two shard copies */
 	double rb[ITERS_MAX], rr[ITERS_MAX], pair[ITERS_MAX];
@@ -553,6 +563,8 @@ static int active_main(const opts *o, act *a)
 	printf("raw fabric: write %.3f GB/s, read %.3f GB/s (median)\n", raw_w, raw_r);
 	printf("protect (this node's slices to %u holders, folded as they arrive): %.3f s; transfers alone %.3f s: %.3f\n",
 	       m, p_fold, p_stub, p_fold / p_stub);
+	printf("  the holder's folds took %.3f s of it (ISA-L ec_encode_data_update, %.2f GB/s)\n", fold_each,
+	       (double)m * g->len[0] / fold_each / 1e9);
 	printf("wire bytes sent per node: %.3f x the shard (RMA %llu + control)\n", wire_x,
 	       (unsigned long long)((uint64_t)m * g->len[0]));
 	printf("DRAM per node: %.3f x the shard (partner copies: 2.000)\n", mem);

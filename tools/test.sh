@@ -56,7 +56,7 @@ import glob, sys, zipfile
 w = glob.glob(sys.argv[1] + "/ckpt-*.whl")
 assert len(w) == 1, f"pip wheel .: expected one ckpt wheel, found {w}"
 names = zipfile.ZipFile(w[0]).namelist()
-for want in ("ckpt/__init__.py", "ckpt/checkpointer.py", "ckpt/torch.py", "ckpt/dcp.py"):
+for want in ("ckpt/__init__.py", "ckpt/checkpointer.py", "ckpt/torch.py", "ckpt/dcp.py", "ckpt/lightning.py"):
     assert want in names, f"the wheel lacks {want}"
 so = [n for n in names if n.startswith("ckpt/_ckpt") and n.endswith(".so")]
 assert so, "the wheel lacks the extension"

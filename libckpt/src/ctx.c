@@ -241,11 +241,12 @@ int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 		LOG_I(&ctx->log, CKPT_NO_VERSION, "O_DIRECT not supported under %s; using buffered I/O", ctx->root);
 	if ((err = ckpt__index_open(ctx->root, &ctx->log, &ctx->index)) < 0)
 		goto fail;
-	if ((err = ckpt__pool_init(&ctx->pool, cfg->staging_bytes, cfg->chunk_bytes, &ctx->log)) < 0) {
+	if ((err = ckpt__pool_init(&ctx->pool, ckpt__staging_open_bytes(&ctx->cfg), cfg->chunk_bytes, &ctx->log)) < 0) {
 		LOG_E(&ctx->log, CKPT_NO_VERSION, "cannot allocate a staging pool of %llu bytes: %s",
-		      (unsigned long long)cfg->staging_bytes, ckpt_strerror(err));
+		      (unsigned long long)ckpt__staging_open_bytes(&ctx->cfg), ckpt_strerror(err));
 		goto fail;
 	}
+	ctx->pool_auto = ctx->cfg.staging_bytes == 0;
 	if ((cfg->compress && (err = alloc_cbufs(ctx)) < 0) || (err = open_backend(ctx)) < 0)
 		goto fail;
 	setup_recycling(ctx);

@@ -151,6 +151,9 @@ struct ckpt_ctx {
 	uint32_t nregions, cap_regions;
 
 	ckpt_pool pool;
+	int pool_auto;           /* staging_bytes auto: not yet sized by a save (staging.c) */
+	int pool_warned;         /* a save larger than the pool was logged */
+	uint64_t pool_need;      /* staging slots the last save needed */
 	uint8_t **cbufs;         /* compression outputs, aligned */
 	size_t cbuf_bytes;
 	uint32_t ncbufs;
@@ -235,6 +238,11 @@ void ckpt__op_release(ckpt_save_op *op);
 void ckpt__op_ref(ckpt_save_op *op);
 /* A staging slot for a snapshot or a restore: waits for one (and lets a
  * held-back pipeline run, since only it and restores free slots). */
+/* staging.c: the pool a context opens with, in bytes; at a save needing
+ * `slots` staging slots, the pool sized from the state (the first save with
+ * staging_bytes auto) and the warning when the save will not fit. */
+uint64_t ckpt__staging_open_bytes(const ckpt_config *cfg);
+int ckpt__staging_fit(struct ckpt_ctx *ctx, uint64_t version, uint64_t slots);
 int ckpt__slot_take(struct ckpt_ctx *ctx);
 /* Gives it back and wakes whoever waits for one. */
 void ckpt__slot_give(struct ckpt_ctx *ctx, int slot);

@@ -89,6 +89,19 @@ static void fab_drop(struct ckpt_peer *p)
 	p->fab = NULL;
 }
 
+void ckpt__peer_pool_moved(struct ckpt_ctx *ctx)
+{
+	struct ckpt_peer *p = ctx->peer;
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->fab_mu);
+	if (p->fab) {
+		LOG_I(&ctx->log, CKPT_NO_VERSION, "peer: the staging pool was resized; the fabric reopens on its next use");
+		fab_drop(p);
+	}
+	pthread_mutex_unlock(&p->fab_mu);
+}
+
 /* With fab_mu: an endpoint of the partner's provider, with the agent's pool
  * mapping (when there is one), the staging pool and the scratch buffer
  * registered. */

@@ -24,6 +24,9 @@ struct ckpt_save_op;
 int ckpt__peer_start(struct ckpt_ctx *ctx);
 /* Stops the thread; copies not done fail with -ECANCELED. */
 void ckpt__peer_stop(struct ckpt_ctx *ctx);
+/* The staging pool is about to be replaced (nothing in flight): the fabric,
+ * which registered it, is closed, and opens again on its next use. */
+void ckpt__peer_pool_moved(struct ckpt_ctx *ctx);
 /* io thread, after op's LOCAL_MEM report: queue its image for partners. */
 void ckpt__peer_enqueue(struct ckpt_ctx *ctx, struct ckpt_save_op *op);
 /* op finished without its image queued: settles its PEER_MEM result. */

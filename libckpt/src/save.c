@@ -554,7 +554,8 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 	/* Into a segment, only device chunks take staging slots (they cross
 	 * through pinned memory); the rest is checked again if no segment comes. */
 	int mem = ctx->mem_tier && ckpt__daemon_segments(ctx);
-	if ((r = pipeline_admits(ctx, version, mem ? ndev : nchunks)) < 0)
+	if ((r = ckpt__staging_fit(ctx, version, mem ? ndev : nchunks)) < 0 ||
+	    (r = pipeline_admits(ctx, version, mem ? ndev : nchunks)) < 0)
 		return r;
 
 	ckpt_save_op *op;

@@ -22,6 +22,9 @@ enum {
 #define VERSION_LATEST UINT64_MAX
 #define VERSION_ALL (UINT64_MAX - 1)
 #define VERSION_UNSET (UINT64_MAX - 2)
+/* The staging pool of ckpt import when staging_bytes is auto:
+ * it streams a file set through it, whatever its size. */
+#define CLI_STAGING (256ull << 20)
 
 typedef struct cli {
 	const char *root;

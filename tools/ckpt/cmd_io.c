@@ -324,8 +324,9 @@ int cmd_save(cli *c, int argc, char **argv)
 		goto out;
 	/* The files stream through the pool: a few chunks in flight keep the
 	 * disk busy, so the default is 16 of them (or the files' size, if
-	 * smaller), not the library's default; CKPT_STAGING_BYTES chooses. */
-	uint64_t pool = getenv("CKPT_STAGING_BYTES") ? cfg.staging_bytes : 16 * cfg.chunk_bytes;
+	 * smaller), not the library's default; CKPT_STAGING_BYTES chooses
+	 * (its "auto" means that default here). */
+	uint64_t pool = getenv("CKPT_STAGING_BYTES") && cfg.staging_bytes ? cfg.staging_bytes : 16 * cfg.chunk_bytes;
 	cfg.staging_bytes = CKPT_MAX(cfg.chunk_bytes, CKPT_MIN(total, pool));
 	int err = ckpt_ctx_open(&cfg, &ctx);
 	if (err < 0) {
