@@ -103,7 +103,7 @@ void ckptd_steps_on_slow(ckptd_steps *s, ckptd_steps_slow_fn fn, void *arg);
 
 /* ---------------------------------------------------------------- persistent stragglers */
 
-/* A rank slow for --straggler-persist judgements in a row (stragglers.c):
+/* A rank slow for --straggler-windows judgements in a row (stragglers.c):
  * its node's agent is asked for evidence once (ask), the answer kept until
  * the rank is no longer slow, and listed for `ckpt stragglers`. A question
  * not answered within 3 s is recorded as such (the agent is down, or older

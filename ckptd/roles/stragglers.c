@@ -1,5 +1,5 @@
 /* Persistent stragglers on the coordinator (roles_int.h): a rank the judge
- * (steps.c) flags slow for --straggler-persist judgements in a row gets its
+ * (steps.c) flags slow for --straggler-windows judgements in a row gets its
  * node's evidence from that node's agent (ckptd/health), once; the evidence
  * is logged, kept for `ckpt stragglers --daemon` and `ckpt status`, turned
  * into metrics, and handed to the recovery side (found) which may replace
@@ -106,7 +106,7 @@ void ckptd_stragglers_judged(void *arg, const char *job, uint32_t rank, const ch
                              uint64_t step_ns, uint64_t fastest_ns, uint64_t now_ns)
 {
 	ckptd_stragglers *s = arg;
-	uint32_t persist = s->cfg->straggler_persist;
+	uint32_t persist = s->cfg->straggler_windows;
 	tracked *t = find(s, job, rank);
 	if (!slow_runs) { /* no longer slow */
 		if (t) {

@@ -54,7 +54,7 @@ typedef struct ckptd_config {
 	uint64_t straggler_window_ms; /* coordinator: step reports older than this are ignored */
 	uint32_t straggler_slowest;   /* percent: stragglers only when the slowest rank exceeds this of the fastest */
 	uint32_t straggler_rank;      /* percent: a rank above this of the fastest is a straggler */
-	uint32_t straggler_persist;   /* judgements in a row that make a straggler persistent (0: never) */
+	uint32_t straggler_windows;   /* judgements in a row that make a straggler persistent (0: never) */
 	char *health_proc, *health_cgroup, *health_kmsg; /* agent: where the node's health is read; NULL: the defaults */
 	uint64_t mtbf_ms;             /* coordinator: the jobs' MTBF for interval advice; 0: observed */
 	uint64_t peer_pool_size; /* agent: DRAM for partners' copies (PEER_MEM), bytes; 0: none */

@@ -1,6 +1,6 @@
 /* Persistent stragglers and their node evidence, end to end: three real
  * libckpt ranks step through a `ckptd --role both` started with
- * --straggler-persist 3 and its health files pointed at a tree this test
+ * --straggler-windows 3 and its health files pointed at a tree this test
  * writes (--health-proc, --health-cgroup, --health-kmsg), where the node
  * shows CPU steal rising, the ranks' cgroup throttled, memory pressure and
  * an OOM kill in the kernel log. Rank 1 is three times slower than the
@@ -156,7 +156,7 @@ int main(void)
 	put("kmsg", "6,1,%llu,-;Out of memory: Killed process 777 (dataloader) total-vm:1kB\n",
 	    (unsigned long long)mono_us());
 	daemon_t d;
-	const char *const args[] = { "--role", "both", "--straggler-window", "30s", "--straggler-persist", "3",
+	const char *const args[] = { "--role", "both", "--straggler-window", "30s", "--straggler-windows", "3",
 	                             "--retention-interval", "0", "--health-proc", proc, "--health-cgroup", cg,
 	                             "--health-kmsg", km, NULL };
 	rt_daemon(&env, &d, "n1", 0, args);

@@ -77,7 +77,7 @@ static void print_persistent(const cli *c, const ckptd_node_evidence *ev, uint32
 	}
 	if (!n)
 		return;
-	printf("\npersistent stragglers (slow for --straggler-persist judgements in a row), with their node's evidence:\n");
+	printf("\npersistent stragglers (slow for --straggler-windows judgements in a row), with their node's evidence:\n");
 	for (uint32_t i = 0; i < n; i++)
 		printf("  %s\n", ev[i].text);
 }
@@ -209,7 +209,7 @@ void help_stragglers(FILE *o)
 	           "time and its ratio to the fastest rank. A rank is a straggler when the slowest\n"
 	           "rank takes more than --straggler-slowest percent (150) of the fastest's step and it\n"
 	           "takes more than --straggler-rank percent (120); the coordinator logs each change.\n"
-	           "A straggler in --straggler-persist judgements in a row (10, one a second) is\n"
+	           "A straggler in --straggler-windows judgements in a row (10, one a second) is\n"
 	           "persistent: its node's agent gathers evidence (CPU steal and iowait from\n"
 	           "/proc/stat, its cgroup's CPU throttling, pressure stall information, the worst\n"
 	           "disk's time per I/O, OOM kills and hardware errors in the kernel log, its recent\n"
