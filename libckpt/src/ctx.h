@@ -54,6 +54,7 @@ typedef struct ckpt_chunk_task {
 	                       once the snapshot, or for a device chunk the worker, put them
 	                       there); NULL when staged */
 	uint64_t img_off;   /* LOCAL_MEM: its offset in the segment's shard image */
+	uint64_t seal;      /* LOCAL_MEM: ckpt_kern_seal of the raw bytes (format/seal.h) */
 	void *out;          /* what gets written: slot, segment or compression buffer */
 	uint32_t raw_len;
 	int dev;            /* the bytes come from the device: wait for the slot's copy */

@@ -53,6 +53,7 @@ struct ckpt_daemon {
 	 * reader of the DRAM copy) runs, the idle fill stays off, so that
 	 * the readers' threads have the CPUs to themselves. */
 	uint32_t readers;
+	int warmed;            /* io thread: ckpt__daemon_warm ran */
 	ckptd_secret *secret;  /* the job's: partner agents are dialled with it */
 	char agent_listen[CKPTD_ADDR_MAX + 1]; /* the agent's --listen (1.3); "" unknown */
 	uint32_t seg_wait_ms;  /* the agent's --segment-wait, as it said (or its default) */
@@ -502,6 +503,30 @@ int ckpt__daemon_prefault_idle(ckpt_ctx *ctx, uint64_t budget)
 	int more = d->pop_left > 0;
 	pthread_mutex_unlock(&d->pop_mu);
 	return more;
+}
+
+void ckpt__daemon_warm(ckpt_ctx *ctx)
+{
+	struct ckpt_daemon *d = ctx->daemon;
+	if (!d || d->warmed || !ctx->mem_tier || !ckpt__daemon_segments(ctx))
+		return;
+	d->warmed = 1;
+	uint64_t *v = NULL, id, len;
+	size_t n = 0;
+	const uint8_t *img;
+	int cold;
+	/* The copy a restart restores first: the newest committed version. */
+	if (ckpt__daemon_versions(ctx, &v, &n) == 0 && n &&
+	    ckpt__daemon_segment_read(ctx, v[n - 1], &img, &len, &cold, &id) == 0) {
+		pthread_mutex_lock(&d->pop_mu);
+		if (d->map.addr && img >= (const uint8_t *)d->map.addr)
+			d->pop_next = (size_t)((uint64_t)(img - (const uint8_t *)d->map.addr) / POP_UNIT);
+		pthread_mutex_unlock(&d->pop_mu);
+		ckpt__daemon_segment_release(ctx, id);
+		LOG_T(&ctx->log, v[n - 1], "LOCAL_MEM: this node holds the newest version (%llu bytes): its page tables "
+		      "are built while idle, before a restore asks", (unsigned long long)len);
+	}
+	free(v);
 }
 
 /* With d->mu held: an answer other than a grant may still carry an fd. */

@@ -6,6 +6,7 @@
 #include "pipeline.h"
 #include "format/admin.h"
 #include "format/recycle.h"
+#include "format/seal.h"
 #include "base/dirs.h"
 #include "daemon.h"
 #include "peer.h"
@@ -193,8 +194,8 @@ static int pool_skip(ckpt_ctx *ctx, uint64_t version, uint64_t slots)
 }
 
 /* The shard image a LOCAL_MEM segment holds (docs/format.md): header, every
- * chunk stored uncompressed at its aligned place in table order, footer and
- * tail. Places each chunk; returns the image's length. */
+ * chunk stored uncompressed at its aligned place in table order, footer,
+ * seal table and tail. Places each chunk; returns the image's length. */
 static uint64_t image_layout(ckpt_ctx *ctx, ckpt_save_op *op)
 {
 	uint64_t cb = ctx->cfg.chunk_bytes, off = CKPT_FMT_HEADER_LEN, ci = 0;
@@ -204,7 +205,7 @@ static uint64_t image_layout(ckpt_ctx *ctx, ckpt_save_op *op)
 			off += CKPT_ALIGN_UP(CKPT_MIN(cb, ctx->regions[i].bytes - r), CKPT_ALIGN);
 		}
 	op->img_footer_off = off;
-	return off + ckpt__fmt_trailer_len(&op->footer);
+	return off + ckpt__seal_trailer_len(&op->footer);
 }
 
 /* Undoes a save that failed before anything was queued. */

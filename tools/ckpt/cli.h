@@ -130,4 +130,9 @@ const char *cli_text(const char *s, char *buf, size_t cap);
 const char *cli_human(uint64_t bytes, char *buf, size_t cap);
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* cmd_ops.c: ckpt status --job's line on the job's persistent stragglers
+ * (STRAGGLERS, 1.4); JSON: a "persistent_stragglers" member. */
+struct ckptd_client;
+void cli_status_stragglers(cli *c, struct ckptd_client *cl);
+
 #endif

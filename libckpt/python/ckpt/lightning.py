@@ -130,6 +130,7 @@ class CheckpointIO(_Base):
         self._pending: List[Future] = []
         self._error: Optional[BaseException] = None
         self._next = 0  # the lowest version a new save may take
+        self._written: set = set()  # (real root, job) this plugin saved into: the only versions it deletes
 
     # -------------------------------------------------------------- helpers
 
@@ -178,6 +179,10 @@ class CheckpointIO(_Base):
         pointer beside it still names it."""
         if not old:
             return
+        if (os.path.realpath(old["root"]), old["job"]) not in self._written:
+            # A pointer this plugin did not write (copied in, another job's):
+            # its version is not ours to delete.
+            return
         folder = os.path.dirname(os.path.abspath(path))
         if self._still_named(folder, old["root"], old["job"], old["version"], but=path):
             return
@@ -197,6 +202,7 @@ class CheckpointIO(_Base):
         root = self.root or os.path.join(os.path.dirname(os.path.abspath(path)), ".ckpt")
         root = os.path.abspath(root)
         ck = self._checkpointer(root, self.job)
+        self._written.add((os.path.realpath(root), self.job))
         vs = ck.versions()
         version = max([self._next] + [v.version + 1 for v in vs]) if vs or self._next else 1
         self._next = version + 1
