@@ -10,7 +10,8 @@
 #  3. recycled shard files are the default with --keep: the fourth save
 #     overwrites the file of version 1, which the third one's retention
 #     deleted (same inode), two versions stay; --no-recycle and a save
-#     without --keep empty the pool.
+#     without --keep empty the pool; --keep with --daemon is refused (the
+#     coordinator's retention rules there).
 # Sizes: CKPT_TEST_SMALL (the sanitizer run) halves the file.
 set -uo pipefail
 BIN=${CKPT_BIN:?}
@@ -128,6 +129,13 @@ n=$(find "$tmp/r3/recycle" -name 'p*.free' 2>/dev/null | wc -l)
 "$BIN/ckpt" save --root "$tmp/r3" --job k --version 7 "$tmp/c.bin" >"$tmp/out" 2>&1 || fail "save 7: $(cat "$tmp/out")"
 n=$(find "$tmp/r3/recycle" -name 'p*.free' 2>/dev/null | wc -l)
 [ "$n" = 0 ] && ok "a save without --keep empties the pool" || fail "a save without --keep left $n pooled files"
+
+# Through a daemon the coordinator's retention rules: --keep is refused there.
+"$BIN/ckpt" save --root "$tmp/r4" --job k --version 1 --daemon "unix:$tmp/none.sock" --keep 2 "$tmp/c.bin" \
+	>"$tmp/out" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -q "coordinator's retention" "$tmp/out" && ok "--keep with --daemon refused (exit 2)" ||
+	fail "--keep with --daemon: exit $rc: $(cat "$tmp/out")"
 
 [ "$fails" = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all passed"

@@ -31,7 +31,8 @@ void help_save(FILE *o)
 	           "(CKPT_STAGING_BYTES; by default 16 chunks, 128 MiB, or the files' size if\n"
 	           "smaller). A file that shrinks or changes while it is read fails the save.\n\n"
 	           "  --keep N      once the version commits, delete the job's committed versions\n"
-	           "                older than the newest N (as ckpt gc --keep N; CKPT_KEEP_VERSIONS)\n"
+	           "                older than the newest N (as ckpt gc --keep N; CKPT_KEEP_VERSIONS;\n"
+	           "                not with --daemon, where the coordinator's retention rules)\n"
 	           "  --recycle     deleted versions' shard files stay allocated in DIR/recycle/ and\n"
 	           "                new shards overwrite them: writes at the disk's overwrite speed,\n"
 	           "                often far faster than new files (ext4: no block allocation). On\n"
@@ -101,6 +102,8 @@ static int save_parse(cli *c, int argc, char **argv, save_args *a)
 	}
 	if (cli_need(c, 1, 1) < 0 || c->version >= VERSION_UNSET || c->version == VERSION_ALL || !a->nfiles)
 		return cli_usage("save", "--root, --job, --version N and at least one FILE are required");
+	if (a->keep > 0 && c->daemon_flag)
+		return cli_usage("save", "--keep: through --daemon the coordinator's retention rules (ckpt gc --daemon, ckptd --keep-disk)");
 	return 0;
 }
 
