@@ -557,7 +557,11 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 	/* The rank's call waits this long plus its own timeout: never gives
 	 * up while this agent may still answer (the config caps it). */
 	ok.u.ok.wait_ms = (uint32_t)a->cfg->segment_wait_ms;
-	int r = ckptd_session_send(s, &ok, -1);
+	/* The job's pool, when it is ready, goes with the answer: the rank maps
+	 * it and builds its page tables while it starts up, so that its first
+	 * save copies at the speed of the others (docs/protocol.md). */
+	ckptd_pool *pool = rs->pool_ref ? ckptd_jpools_get(a->pools, rs->job, NULL) : NULL;
+	int r = ckptd_session_send(s, &ok, pool ? ckptd_pool_fd(pool) : -1);
 	/* A rank that joins (or comes back) saves at the steps the others do. */
 	for (size_t i = 0; r == 0 && i < a->nadvice; i++)
 		if (!strcmp(a->advice[i].job, rs->job)) {

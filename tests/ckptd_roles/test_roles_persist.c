@@ -8,7 +8,7 @@
  * - STRAGGLERS (what `ckpt stragglers` lists) names rank 1, and only it,
  *   with evidence the agent gathered: every source available, the verdict
  *   naming CPU steal, CPU throttling, memory pressure and the OOM kill, the
- *   kernel message, its own step times (about 60 ms);
+ *   kernel message, its own step times (at least the 60 ms it sleeps);
  * - the coordinator logs "persistent straggler", and `ckpt stragglers
  *   --json` and `ckpt status --job --json` show it;
  * - a fast rank is never named. */
@@ -193,7 +193,9 @@ int main(void)
 	T_ASSERT(strstr(e.verdict, "OOM kill") && strstr(e.verdict, "CPU steal") && strstr(e.verdict, "CPU throttling") &&
 	         strstr(e.verdict, "memory pressure") && !strstr(e.verdict, "slow disk"));
 	/* Its own step times, as the agent saw its reports: about 60 ms. */
-	T_ASSERT(strstr(e.text, "its step times (ms, oldest first): 6") && e.step_ns > 2 * e.fastest_ns);
+	const char *h = strstr(e.text, "its step times (ms, oldest first): ");
+	T_ASSERT(h && atof(h + strlen("its step times (ms, oldest first): ")) >= SLOW_MS - 5);
+	T_ASSERT(e.step_ns * 10 > e.fastest_ns * 15); /* what made it a straggler */
 	T_ASSERT(td_log_has(&d, "persistent straggler: rank 1 on n1"));
 	cli_shows(&env, &d);
 	for (uint32_t r = 0; r < WORLD; r++) {
