@@ -397,7 +397,8 @@ CKPT_API int ckpt_region_add(ckpt_ctx *ctx, const ckpt_region_desc *desc);
  * LOCAL_MEM segment) with pread, so the save holds no more of the file in
  * memory than the pool, whatever the file's size: a file larger than the
  * pool streams through it, ckpt_save returning once its last chunk is read
- * (the read is in the stall). The file must not change during the save: one
+ * (the read is in the stall). Its chunks do not count when the library
+ * sizes the pool (staging_bytes auto) or warns of a save larger than it. The file must not change during the save: one
  * shorter than offset + bytes, or whose size or modification time changed
  * between its first and last read, fails the save with -CKPT_ECHANGED
  * (nothing of that version is committed; the log names the region). A
@@ -482,8 +483,8 @@ CKPT_API int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_han
 CKPT_API int ckpt_fence(ckpt_ctx *ctx);
 
 /* The staging pool's size now (*pool_bytes) and what the last save needed
- * of it (*need_bytes: its chunks staged there, each a whole slot; 0 before
- * the first save). need > pool means that save streamed through the pool
+ * of it (*need_bytes: its chunks staged there, each a whole slot, file
+ * regions' left out: they stream by design; 0 before the first save). need > pool means that save streamed through the pool
  * under CKPT_POOL_WAIT: its stall included disk time (the library logs a
  * warning naming staging_bytes, once per context). Either pointer may be
  * NULL. Returns 0, or -EINVAL when ctx is NULL. */

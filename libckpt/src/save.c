@@ -245,16 +245,19 @@ static void take_segment(ckpt_ctx *ctx, ckpt_save_op *op)
 		      "this save goes to local disk only", ckpt_strerror(r));
 }
 
-/* Chunks of the registered regions, in all and on the device. */
-static void count_chunks(ckpt_ctx *ctx, uint64_t *nchunks, uint64_t *ndev)
+/* Chunks of the registered regions, in all, on the device, and read from
+ * files (file regions stream through the pool by design). */
+static void count_chunks(ckpt_ctx *ctx, uint64_t *nchunks, uint64_t *ndev, uint64_t *nfile)
 {
 	uint64_t cb = ctx->cfg.chunk_bytes;
-	*nchunks = *ndev = 0;
+	*nchunks = *ndev = *nfile = 0;
 	for (uint32_t i = 0; i < ctx->nregions; i++) {
 		uint64_t n = (ctx->regions[i].bytes + cb - 1) / cb;
 		*nchunks += n;
 		if (ctx->regions[i].device == CKPT_DEVICE_CUDA)
 			*ndev += n;
+		if (ctx->regions[i].fd >= 0)
+			*nfile += n;
 	}
 }
 
@@ -544,8 +547,8 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 		return -CKPT_ESTATE;
 	}
 	uint64_t t0 = ckpt__now_ns();
-	uint64_t nchunks, ndev;
-	count_chunks(ctx, &nchunks, &ndev);
+	uint64_t nchunks, ndev, nfile;
+	count_chunks(ctx, &nchunks, &ndev, &nfile);
 	if (nchunks > UINT32_MAX)
 		return -CKPT_ETOOBIG;
 	int r;
@@ -554,7 +557,10 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 	/* Into a segment, only device chunks take staging slots (they cross
 	 * through pinned memory); the rest is checked again if no segment comes. */
 	int mem = ctx->mem_tier && ckpt__daemon_segments(ctx);
-	if ((r = ckpt__staging_fit(ctx, version, mem ? ndev : nchunks)) < 0 ||
+	/* The pool is sized for (and a save larger than it is warned of) the
+	 * memory regions only: a file region's chunks are read from its file
+	 * into whatever slots are free, its memory bounded by the pool. */
+	if ((r = ckpt__staging_fit(ctx, version, mem ? ndev : nchunks - nfile)) < 0 ||
 	    (r = pipeline_admits(ctx, version, mem ? ndev : nchunks)) < 0)
 		return r;
 

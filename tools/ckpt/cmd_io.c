@@ -129,6 +129,9 @@ static int save_config(cli *c, const save_args *a, ckpt_config *cfg)
 	 * CKPT_SNAPSHOT_OVERLAP says otherwise). */
 	if (!getenv("CKPT_SNAPSHOT_OVERLAP"))
 		cfg->snapshot_overlap = 1;
+	/* The files stream through a pool smaller than them: a save never
+	 * skipped for that (CKPT_POOL_POLICY=skip is for training loops). */
+	cfg->pool_policy = CKPT_POOL_WAIT;
 	/* --daemon: through the node's agent, into its DRAM as well by default. */
 	if (c->daemon_flag) {
 		cfg->daemon = c->daemon;
