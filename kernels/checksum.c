@@ -8,7 +8,7 @@
 /* The tree checksum of src; with dst, each leaf is first copied there and
  * hashed from the copy, while it is still in the cache: one pass over
  * memory instead of two, and what is hashed is what the caller keeps. */
-static uint64_t tree_sum(void *dst, const void *src, size_t len)
+static uint64_t tree_sum(void *dst, const void *src, size_t len, ckpt_seal_state *seal)
 {
 	/* Leaf hashes are folded 64 at a time into a small stack buffer and
 	 * streamed into the final hash, so any chunk size works without heap. */
@@ -29,6 +29,8 @@ static uint64_t tree_sum(void *dst, const void *src, size_t len)
 			leaf = d + off;
 		}
 		uint64_t h = XXH3_64bits(leaf, n);
+		if (seal)
+			ckpt_kern_seal_update(seal, NULL, leaf, n);
 		for (int i = 0; i < 8; i++)
 			buf[nbuf + (size_t)i] = (uint8_t)(h >> (8 * i));
 		nbuf += 8;
@@ -44,12 +46,21 @@ static uint64_t tree_sum(void *dst, const void *src, size_t len)
 
 uint64_t ckpt_kern_checksum(const void *data, size_t len)
 {
-	return tree_sum(NULL, data, len);
+	return tree_sum(NULL, data, len, NULL);
+}
+
+uint64_t ckpt_kern_checksum_sealed(const void *data, size_t len, uint64_t *seal)
+{
+	ckpt_seal_state st;
+	ckpt_kern_seal_init(&st);
+	uint64_t h = tree_sum(NULL, data, len, &st);
+	*seal = ckpt_kern_seal_final(&st);
+	return h;
 }
 
 uint64_t ckpt_kern_checksum_copy(void *dst, const void *src, size_t len)
 {
-	return tree_sum(dst, src, len);
+	return tree_sum(dst, src, len, NULL);
 }
 
 uint64_t ckpt_kern_hash(const void *data, size_t len)

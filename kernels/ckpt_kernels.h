@@ -22,6 +22,34 @@ uint64_t ckpt_kern_checksum(const void *data, size_t len);
  * price of a memcpy instead of a memcpy plus a pass over the data. */
 uint64_t ckpt_kern_checksum_copy(void *dst, const void *src, size_t len);
 
+/* The tree checksum of data, and its seal (below) in the same pass: each
+ * leaf is summed while it is in the cache from hashing it. */
+uint64_t ckpt_kern_checksum_sealed(const void *data, size_t len, uint64_t *seal);
+
+/* ---- seal: the node-DRAM copy's restore check (docs/format.md 6.4) ----
+ * The bytes, zero-padded to a multiple of 64, as little-endian u64 words
+ * w_0, w_1, ...; word i goes to lane i % 8, and each lane keeps
+ * a += w, b += a (mod 2^64) in order. The seal is XXH3_64bits_withSeed of
+ * a_0..a_7, b_0..b_7 (128 bytes, little-endian), seed = len. Any change
+ * confined to one word (every flipped bit or byte) changes a lane's a;
+ * the sums cost nothing beside a copy's loads, where the tree checksum
+ * costs as much as the copy. It is taken from the same bytes as the tree
+ * checksum when a chunk is saved into node DRAM, and checked instead of it
+ * when that copy is restored. */
+typedef struct ckpt_seal_state {
+	uint64_t st[16]; /* a_0..a_7, b_0..b_7 */
+	uint64_t len;
+} ckpt_seal_state;
+void ckpt_kern_seal_init(ckpt_seal_state *s);
+/* Adds len bytes of src (a multiple of 64 except in the last update); with
+ * dst, copies them there too (no overlap). */
+void ckpt_kern_seal_update(ckpt_seal_state *s, void *dst, const void *src, size_t len);
+uint64_t ckpt_kern_seal_final(const ckpt_seal_state *s);
+uint64_t ckpt_kern_seal(const void *data, size_t len);
+/* Copies len bytes to dst and returns the seal of what was read: the
+ * price of a memcpy. */
+uint64_t ckpt_kern_seal_copy(void *dst, const void *src, size_t len);
+
 /* Plain XXH3-64 of a small record (headers, footers, index values). */
 uint64_t ckpt_kern_hash(const void *data, size_t len);
 

@@ -1,16 +1,8 @@
-/* libfabric RMA for the peer-DRAM tier; see fabric.h. The only file that
- * includes <rdma/...>: what a provider asks of us (mr_mode bits, keys,
- * progress) is honoured here, as fi_getinfo(3) and fi_mr(3) describe. */
-#include "fabric.h"
-#include "fabric_lib.h"
-
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_eq.h>
-#include <rdma/fi_errno.h>
-#include <rdma/fi_rma.h>
+/* libfabric RMA for the peer-DRAM tier; see fabric.h. With fabric_fetch.c
+ * (pipelined reads) the only files that include <rdma/...> (through
+ * fabric_int.h): what a provider asks of us (mr_mode bits, keys, progress)
+ * is honoured here, as fi_getinfo(3) and fi_mr(3) describe. */
+#include "fabric_int.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -22,72 +14,10 @@
 #include <string.h>
 #include <time.h>
 
-/* 1.9 is old enough for every distribution we meet, new enough for
- * FI_CONTEXT2 and the mr_mode bits. */
-#define FAB_API FI_VERSION(1, 9)
-/* The registration modes we can follow; the provider clears what it does
- * not need. */
-#define FAB_MR_WANT (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | \
-                     FI_MR_ENDPOINT)
-#define FAB_PIECE_DEFAULT ((size_t)4 << 20)
-#define FAB_DEPTH_DEFAULT 8u
-#define FAB_TIMEOUT_DEFAULT 30000
-#define FAB_CQ_BATCH 16
-#define FAB_IDLE_NS 50000L /* poll interval where there is nothing to wait on */
-
-/* One operation in flight; its context is what the provider hands back. */
-struct fab_slot {
-	struct fi_context2 ctx; /* first: op_context points here */
-	size_t len;
-	struct fab_slot *next_free;
-};
-
-struct fab_peer {
-	uint8_t addr[CKPT_FAB_ADDR_MAX];
-	uint32_t len;
-	fi_addr_t fa;
-};
-
-struct ckpt_fab_mr {
-	ckpt_fab *f;
-	struct fid_mr *mr;
-	uint8_t *buf;
-	size_t len;
-	uint64_t key;
-	unsigned access;      /* CKPT_FAB_* */
-	ckpt_fab_mr *prev, *next;
-};
-
-struct ckpt_fab {
-	struct fi_info *info; /* the entry this fab was opened from */
-	struct fid_fabric *fabric;
-	struct fid_domain *domain;
-	struct fid_av *av;
-	struct fid_cq *cq;
-	struct fid_ep *ep;
-	uint64_t mr_mode;     /* the FI_MR_* bits the provider requires */
-	uint64_t wflags;      /* op flags of a WRITE */
-	int passive;
-	int cq_wait;          /* the CQ has a wait object: fi_cq_sread works */
-	int broken;
-	uint8_t addr[CKPT_FAB_ADDR_MAX];
-	uint32_t addr_len;
-	pthread_mutex_t lock; /* mrs, next_key */
-	ckpt_fab_mr *mrs;
-	uint64_t next_key;
-	struct fab_peer *peers;
-	unsigned npeers, peer_cap;
-	struct fab_slot slots[CKPT_FAB_DEPTH_MAX];
-	struct fab_slot *free_slots;
-	pthread_t thread;
-	int thread_on;
-	atomic_int stop;
-};
-
 /* --- errors ------------------------------------------------------------ */
 
 /* libfabric errors above FI_ERRNO_OFFSET have no errno; they become -EIO. */
-static int fab_errno(long fi_rc)
+int ckpt__fab_errno(long fi_rc)
 {
 	long e = fi_rc < 0 ? -fi_rc : fi_rc;
 	return -(int)(e > 0 && e < FI_ERRNO_OFFSET ? e : EIO);
@@ -95,13 +25,13 @@ static int fab_errno(long fi_rc)
 
 /* Every fabric object comes from the loaded library, so it is there by the
  * time any error about one is described. */
-static const char *fab_strerror(int e)
+const char *ckpt__fab_strerror(int e)
 {
 	const ckpt_fab_lib *l = ckpt__fab_lib(NULL, 0);
 	return l ? l->strerror(e) : "libfabric not loaded";
 }
 
-static int fab_fail(char *err, size_t cap, int rc, const char *fmt, ...)
+int ckpt__fab_fail(char *err, size_t cap, int rc, const char *fmt, ...)
 {
 	if (err && cap) {
 		va_list ap;
@@ -113,13 +43,13 @@ static int fab_fail(char *err, size_t cap, int rc, const char *fmt, ...)
 }
 
 /* "what: <fi_strerror text>", returning the errno equivalent of fi_rc. */
-static int fab_fi_fail(char *err, size_t cap, long fi_rc, const char *what)
+int ckpt__fab_fi_fail(char *err, size_t cap, long fi_rc, const char *what)
 {
-	return fab_fail(err, cap, fab_errno(fi_rc), "%s: %s (%ld)", what,
-	                fab_strerror((int)(fi_rc < 0 ? -fi_rc : fi_rc)), fi_rc);
+	return ckpt__fab_fail(err, cap, ckpt__fab_errno(fi_rc), "%s: %s (%ld)", what,
+	                ckpt__fab_strerror((int)(fi_rc < 0 ? -fi_rc : fi_rc)), fi_rc);
 }
 
-static int64_t fab_now_ms(void)
+int64_t ckpt__fab_now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -185,10 +115,10 @@ static int fab_check_mr_mode(ckpt_fab *f, char *err, size_t cap)
 	uint64_t extra = f->mr_mode & ~(uint64_t)FAB_MR_WANT;
 	const char *prov = f->info->fabric_attr->prov_name;
 	if (f->mr_mode & FI_MR_RAW)
-		return fab_fail(err, cap, -ENOTSUP, "provider %s needs raw memory keys "
+		return ckpt__fab_fail(err, cap, -ENOTSUP, "provider %s needs raw memory keys "
 		                "(FI_MR_RAW), which ckpt_fab does not support", prov);
 	if (extra)
-		return fab_fail(err, cap, -ENOTSUP, "provider %s needs mr_mode bits %#llx "
+		return ckpt__fab_fail(err, cap, -ENOTSUP, "provider %s needs mr_mode bits %#llx "
 		                "that ckpt_fab does not support", prov, (unsigned long long)extra);
 	return 0;
 }
@@ -213,25 +143,25 @@ static int fab_open_ep(ckpt_fab *f, char *err, size_t cap)
 	struct fi_av_attr aa = { .type = f->info->domain_attr->av_type, .count = 64 };
 	int rc;
 	if ((rc = ckpt__fab_lib(NULL, 0)->fabric(f->info->fabric_attr, &f->fabric, NULL)))
-		return fab_fi_fail(err, cap, rc, "fi_fabric");
+		return ckpt__fab_fi_fail(err, cap, rc, "fi_fabric");
 	if ((rc = fi_domain(f->fabric, f->info, &f->domain, NULL)))
-		return fab_fi_fail(err, cap, rc, "fi_domain");
+		return ckpt__fab_fi_fail(err, cap, rc, "fi_domain");
 	if ((rc = fab_open_cq(f)))
-		return fab_fi_fail(err, cap, rc, "fi_cq_open");
+		return ckpt__fab_fi_fail(err, cap, rc, "fi_cq_open");
 	if ((rc = fi_av_open(f->domain, &aa, &f->av, NULL)))
-		return fab_fi_fail(err, cap, rc, "fi_av_open");
+		return ckpt__fab_fi_fail(err, cap, rc, "fi_av_open");
 	if ((rc = fi_endpoint(f->domain, f->info, &f->ep, NULL)))
-		return fab_fi_fail(err, cap, rc, "fi_endpoint");
+		return ckpt__fab_fi_fail(err, cap, rc, "fi_endpoint");
 	if ((rc = fi_ep_bind(f->ep, &f->av->fid, 0)))
-		return fab_fi_fail(err, cap, rc, "fi_ep_bind(av)");
+		return ckpt__fab_fi_fail(err, cap, rc, "fi_ep_bind(av)");
 	/* RECV too: some providers progress RMA aimed at us through it. */
 	if ((rc = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV)))
-		return fab_fi_fail(err, cap, rc, "fi_ep_bind(cq)");
+		return ckpt__fab_fi_fail(err, cap, rc, "fi_ep_bind(cq)");
 	if ((rc = fi_enable(f->ep)))
-		return fab_fi_fail(err, cap, rc, "fi_enable");
+		return ckpt__fab_fi_fail(err, cap, rc, "fi_enable");
 	size_t len = sizeof(f->addr);
 	if ((rc = fi_getname(&f->ep->fid, f->addr, &len)))
-		return fab_fi_fail(err, cap, rc, "fi_getname");
+		return ckpt__fab_fi_fail(err, cap, rc, "fi_getname");
 	f->addr_len = (uint32_t)len;
 	return 0;
 }
@@ -314,7 +244,7 @@ static int fab_open_one(const struct fi_info *i, int passive, int dc, ckpt_fab *
 		goto fail;
 	if (passive && f->info->domain_attr->data_progress != FI_PROGRESS_AUTO) {
 		if ((rc = -pthread_create(&f->thread, NULL, fab_progress_main, f))) {
-			fab_fail(err, cap, rc, "progress thread: %s", strerror(-rc));
+			ckpt__fab_fail(err, cap, rc, "progress thread: %s", strerror(-rc));
 			goto fail;
 		}
 		f->thread_on = 1;
@@ -330,7 +260,7 @@ int ckpt_fab_open(const char *provider, const char *host, int passive, ckpt_fab 
                   char *err, size_t errcap)
 {
 	if (!out)
-		return fab_fail(err, errcap, -EINVAL, "ckpt_fab_open: out is NULL");
+		return ckpt__fab_fail(err, errcap, -EINVAL, "ckpt_fab_open: out is NULL");
 	*out = NULL;
 	if (!provider || !*provider)
 		provider = getenv("CKPT_FABRIC_PROVIDER");
@@ -339,15 +269,15 @@ int ckpt_fab_open(const char *provider, const char *host, int passive, ckpt_fab 
 	char why[256] = "";
 	const ckpt_fab_lib *l = ckpt__fab_lib(why, sizeof(why));
 	if (!l)
-		return fab_fail(err, errcap, -ENODATA, "no libfabric: %s", why);
+		return ckpt__fab_fail(err, errcap, -ENODATA, "no libfabric: %s", why);
 	struct fi_info *list = NULL;
 	int dc, rc = fab_getinfo(l, provider, host, &list, &dc);
 	if (rc == -FI_ENODATA)
-		return fab_fail(err, errcap, -ENODATA, "no libfabric provider%s%s offers RMA on "
+		return ckpt__fab_fail(err, errcap, -ENODATA, "no libfabric provider%s%s offers RMA on "
 		                "FI_EP_RDM at %s: %s", provider ? " " : "", provider ? provider : "",
-		                host ? host : "any address", fab_strerror(FI_ENODATA));
+		                host ? host : "any address", ckpt__fab_strerror(FI_ENODATA));
 	if (rc)
-		return fab_fi_fail(err, errcap, rc, "fi_getinfo");
+		return ckpt__fab_fi_fail(err, errcap, rc, "fi_getinfo");
 	/* The first that opens: a provider can list a device it cannot use. */
 	rc = -ENODATA;
 	for (struct fi_info *i = list; i && rc; i = i->next)
@@ -360,6 +290,16 @@ void ckpt_fab_close(ckpt_fab *f)
 {
 	if (f)
 		fab_free(f);
+}
+
+int ckpt_fab_broken(const ckpt_fab *f)
+{
+	return f && f->broken;
+}
+
+int ckpt_fab_needs_local_mr(const ckpt_fab *f)
+{
+	return f && (f->mr_mode & FI_MR_LOCAL) != 0;
 }
 
 const char *ckpt_fab_provider_name(const ckpt_fab *f)
@@ -388,9 +328,9 @@ static int fab_mr_bind(ckpt_fab *f, ckpt_fab_mr *m, char *err, size_t cap)
 	if (!(f->mr_mode & FI_MR_ENDPOINT))
 		return 0;
 	if ((rc = fi_mr_bind(m->mr, &f->ep->fid, 0)))
-		return fab_fi_fail(err, cap, rc, "fi_mr_bind");
+		return ckpt__fab_fi_fail(err, cap, rc, "fi_mr_bind");
 	if ((rc = fi_mr_enable(m->mr)))
-		return fab_fi_fail(err, cap, rc, "fi_mr_enable");
+		return ckpt__fab_fi_fail(err, cap, rc, "fi_mr_enable");
 	return 0;
 }
 
@@ -398,7 +338,7 @@ int ckpt_fab_mr_reg(ckpt_fab *f, void *buf, size_t len, unsigned access, ckpt_fa
                     char *err, size_t errcap)
 {
 	if (!f || !buf || !len || !out || !fab_access(access))
-		return fab_fail(err, errcap, -EINVAL, "ckpt_fab_mr_reg: bad arguments");
+		return ckpt__fab_fail(err, errcap, -EINVAL, "ckpt_fab_mr_reg: bad arguments");
 	ckpt_fab_mr *m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
@@ -412,13 +352,13 @@ int ckpt_fab_mr_reg(ckpt_fab *f, void *buf, size_t len, unsigned access, ckpt_fa
 	int rc = fi_mr_reg(f->domain, buf, len, fab_access(access), 0, want_key, 0, &m->mr, NULL);
 	if (rc) {
 		free(m);
-		return fab_fi_fail(err, errcap, rc, "fi_mr_reg");
+		return ckpt__fab_fi_fail(err, errcap, rc, "fi_mr_reg");
 	}
 	if ((rc = fab_mr_bind(f, m, err, errcap)))
 		goto fail;
 	m->key = fi_mr_key(m->mr);
 	if (m->key == FI_KEY_NOTAVAIL) {
-		rc = fab_fail(err, errcap, -ENOTSUP, "fi_mr_key: no key available");
+		rc = ckpt__fab_fail(err, errcap, -ENOTSUP, "fi_mr_key: no key available");
 		goto fail;
 	}
 	pthread_mutex_lock(&f->lock);
@@ -470,7 +410,7 @@ int ckpt_fab_mr_remote(ckpt_fab *f, const ckpt_fab_mr *mr, ckpt_fab_remote *r)
 /* --- transfers --------------------------------------------------------- */
 
 /* The peer's fi_addr_t, inserting its address into the AV the first time. */
-static int fab_peer(ckpt_fab *f, const ckpt_fab_remote *r, fi_addr_t *fa, char *err, size_t cap)
+int ckpt__fab_peer(ckpt_fab *f, const ckpt_fab_remote *r, fi_addr_t *fa, char *err, size_t cap)
 {
 	for (unsigned i = 0; i < f->npeers; i++) {
 		struct fab_peer *p = &f->peers[i];
@@ -490,8 +430,8 @@ static int fab_peer(ckpt_fab *f, const ckpt_fab_remote *r, fi_addr_t *fa, char *
 	struct fab_peer *p = &f->peers[f->npeers];
 	int rc = fi_av_insert(f->av, r->addr, 1, &p->fa, 0, NULL);
 	if (rc != 1)
-		return fab_fail(err, cap, -EINVAL, "fi_av_insert: peer address not accepted: %s",
-		                fab_strerror(rc < 0 ? -rc : FI_EINVAL));
+		return ckpt__fab_fail(err, cap, -EINVAL, "fi_av_insert: peer address not accepted: %s",
+		                ckpt__fab_strerror(rc < 0 ? -rc : FI_EINVAL));
 	memcpy(p->addr, r->addr, r->addr_len);
 	p->len = r->addr_len;
 	f->npeers++;
@@ -547,17 +487,22 @@ static ssize_t fab_post(struct fab_run *x)
 	return 0;
 }
 
-static int fab_cq_error(struct fab_run *x, char *err, size_t cap)
+int ckpt__fab_cq_error(ckpt_fab *f, const char *what, char *err, size_t cap)
 {
 	struct fi_cq_err_entry e = { 0 };
-	char prov[160], what[256];
-	ssize_t rc = fi_cq_readerr(x->f->cq, &e, 0);
+	char prov[160];
+	ssize_t rc = fi_cq_readerr(f->cq, &e, 0);
 	if (rc < 0)
-		return fab_fi_fail(err, cap, rc, "fi_cq_readerr");
-	const char *ptxt = fi_cq_strerror(x->f->cq, e.prov_errno, e.err_data, prov, sizeof(prov));
-	return fab_fail(err, cap, fab_errno(e.err), "%s: completion error: %s (provider: %s)",
-	                fab_what(x, what, sizeof(what)), fab_strerror(e.err),
-	                ptxt ? ptxt : "no detail");
+		return ckpt__fab_fi_fail(err, cap, rc, "fi_cq_readerr");
+	const char *ptxt = fi_cq_strerror(f->cq, e.prov_errno, e.err_data, prov, sizeof(prov));
+	return ckpt__fab_fail(err, cap, ckpt__fab_errno(e.err), "%s: completion error: %s (provider: %s)", what,
+	                      ckpt__fab_strerror(e.err), ptxt ? ptxt : "no detail");
+}
+
+static int fab_cq_error(struct fab_run *x, char *err, size_t cap)
+{
+	char what[256];
+	return ckpt__fab_cq_error(x->f, fab_what(x, what, sizeof(what)), err, cap);
 }
 
 /* Reads completions, waiting up to wait_ms for one (0: just progress).
@@ -573,7 +518,7 @@ static int fab_reap(struct fab_run *x, int wait_ms, char *err, size_t cap)
 	if (n == -FI_EAVAIL)
 		return fab_cq_error(x, err, cap);
 	if (n < 0)
-		return fab_fi_fail(err, cap, n, "fi_cq_read");
+		return ckpt__fab_fi_fail(err, cap, n, "fi_cq_read");
 	for (ssize_t i = 0; i < n; i++) {
 		struct fab_slot *s = ev[i].op_context;
 		x->done += s->len;
@@ -589,25 +534,25 @@ static int fab_reap(struct fab_run *x, int wait_ms, char *err, size_t cap)
 static int fab_run(struct fab_run *x, int timeout_ms, char *err, size_t cap)
 {
 	char what[256];
-	int64_t last = fab_now_ms();
+	int64_t last = ckpt__fab_now_ms();
 	while (x->done < x->len) {
 		ssize_t rc = 0;
 		while (x->posted < x->len && x->inflight < x->depth && !(rc = fab_post(x)))
-			last = fab_now_ms();
+			last = ckpt__fab_now_ms();
 		if (rc && rc != -FI_EAGAIN)
-			return fab_fail(err, cap, fab_errno(rc), "%s: %s: %s", fab_what(x, what,
+			return ckpt__fab_fail(err, cap, ckpt__fab_errno(rc), "%s: %s: %s", fab_what(x, what,
 			                sizeof(what)), x->op == CKPT_FAB_WRITE ? "fi_writemsg"
-			                : "fi_readmsg", fab_strerror((int)-rc));
-		int64_t left = timeout_ms - (fab_now_ms() - last);
+			                : "fi_readmsg", ckpt__fab_strerror((int)-rc));
+		int64_t left = timeout_ms - (ckpt__fab_now_ms() - last);
 		if (left <= 0)
-			return fab_fail(err, cap, -ETIMEDOUT, "%s: no progress for %d ms (%u operations "
+			return ckpt__fab_fail(err, cap, -ETIMEDOUT, "%s: no progress for %d ms (%u operations "
 			                "in flight, %zu bytes done)", fab_what(x, what, sizeof(what)),
 			                timeout_ms, x->inflight, x->done);
 		int n = fab_reap(x, x->inflight ? (int)left : 0, err, cap);
 		if (n < 0)
 			return n;
 		if (n > 0)
-			last = fab_now_ms();
+			last = ckpt__fab_now_ms();
 		else if (!x->inflight)
 			nanosleep(&(struct timespec){ 0, FAB_IDLE_NS }, NULL); /* connecting */
 		else if (!x->f->cq_wait)
@@ -621,16 +566,16 @@ static int fab_xfer_check(ckpt_fab *f, int op, ckpt_fab_mr *local, const void *b
 {
 	const uint8_t *b = buf;
 	if (!f || !r || (op != CKPT_FAB_WRITE && op != CKPT_FAB_READ) || (len && !buf))
-		return fab_fail(err, cap, -EINVAL, "ckpt_fab_xfer: bad arguments");
+		return ckpt__fab_fail(err, cap, -EINVAL, "ckpt_fab_xfer: bad arguments");
 	if (f->passive)
-		return fab_fail(err, cap, -EINVAL, "ckpt_fab_xfer: a passive fab does not initiate");
+		return ckpt__fab_fail(err, cap, -EINVAL, "ckpt_fab_xfer: a passive fab does not initiate");
 	if (r->addr_len == 0 || r->addr_len > CKPT_FAB_ADDR_MAX || roff + len < roff)
-		return fab_fail(err, cap, -EINVAL, "ckpt_fab_xfer: bad remote region");
+		return ckpt__fab_fail(err, cap, -EINVAL, "ckpt_fab_xfer: bad remote region");
 	if (local && (local->f != f || !(local->access & CKPT_FAB_LOCAL) || b < local->buf ||
 	              len > local->len || (size_t)(b - local->buf) > local->len - len))
-		return fab_fail(err, cap, -EINVAL, "ckpt_fab_xfer: buffer outside its region");
+		return ckpt__fab_fail(err, cap, -EINVAL, "ckpt_fab_xfer: buffer outside its region");
 	if (!local && len && (f->mr_mode & FI_MR_LOCAL))
-		return fab_fail(err, cap, -EINVAL, "ckpt_fab_xfer: provider %s needs registered "
+		return ckpt__fab_fail(err, cap, -EINVAL, "ckpt_fab_xfer: provider %s needs registered "
 		                "local buffers (FI_MR_LOCAL)", f->info->fabric_attr->prov_name);
 	return 0;
 }
@@ -643,14 +588,14 @@ int ckpt_fab_xfer(ckpt_fab *f, int op, ckpt_fab_mr *local, void *buf, size_t len
 	if (rc)
 		return rc;
 	if (f->broken)
-		return fab_fail(err, errcap, -EPIPE, "ckpt_fab_xfer: fab broken by an earlier error");
+		return ckpt__fab_fail(err, errcap, -EPIPE, "ckpt_fab_xfer: fab broken by an earlier error");
 	if (len == 0)
 		return 0;
 	struct fab_run x = { .f = f, .r = r, .roff = roff, .op = op, .buf = buf, .len = len,
 	                     .key = r->key, .raddr = r->base + roff };
 	if (local && (f->mr_mode & FI_MR_LOCAL))
 		x.desc = fi_mr_desc(local->mr);
-	if ((rc = fab_peer(f, r, &x.dest, err, errcap)))
+	if ((rc = ckpt__fab_peer(f, r, &x.dest, err, errcap)))
 		return rc;
 	size_t max_msg = f->info->ep_attr->max_msg_size;
 	x.piece = piece ? piece : FAB_PIECE_DEFAULT;

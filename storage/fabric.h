@@ -126,4 +126,57 @@ int ckpt_fab_xfer(ckpt_fab *f, int op, ckpt_fab_mr *local, void *buf, size_t len
                   const ckpt_fab_remote *r, uint64_t roff, size_t piece, unsigned depth,
                   int timeout_ms, char *err, size_t errcap);
 
+/* 1 if the provider needs every local buffer of a transfer registered
+ * (FI_MR_LOCAL): a NULL region is then refused. */
+int ckpt_fab_needs_local_mr(const ckpt_fab *f);
+
+/* 1 once a transfer error broke f (see Caveats): close it. */
+int ckpt_fab_broken(const ckpt_fab *f);
+
+/* ---- pipelined reads ----
+ * One piece of a ckpt_fab_fetch: len bytes at roff of the remote region,
+ * landing in buf (inside mr, registered CKPT_FAB_LOCAL; mr NULL only where
+ * the provider needs no local registration), or, with buf NULL, in one of
+ * the fetch's bounce buffers (len <= bounce_bytes). */
+typedef struct ckpt_fab_piece {
+	uint64_t roff;
+	size_t len;
+	void *buf;
+	ckpt_fab_mr *mr;
+} ckpt_fab_piece;
+
+/* Called once per piece, as soon as all of it has landed: data is buf or
+ * the bounce buffer (valid only during the call), len the piece's. Calls
+ * for different pieces may run at once on different threads, in any order.
+ * A negative return stops the fetch (nothing more is posted, what is in
+ * flight is drained) and is what ckpt_fab_fetch returns. */
+typedef int (*ckpt_fab_landed_fn)(void *arg, size_t i, const void *data, size_t len);
+
+typedef struct ckpt_fab_fetch_opts {
+	uint32_t size;         /* sizeof(ckpt_fab_fetch_opts): lets it grow */
+	unsigned depth;        /* reads in flight; 0: 16; capped like ckpt_fab_xfer's */
+	size_t op_bytes;       /* bytes per read; 0: 4 MiB; capped at max_msg_size */
+	unsigned threads;      /* threads calling landed, besides the caller, which
+	                          drives the fabric; 0: landed runs on the caller's
+	                          thread between completions. At most 16 */
+	void *const *bounce;   /* nbounce buffers of bounce_bytes each */
+	ckpt_fab_mr *bounce_mr;/* the region they all lie in */
+	size_t bounce_bytes;
+	unsigned nbounce;
+	int timeout_ms;        /* no progress for this long: -ETIMEDOUT; <= 0: 30 s */
+} ckpt_fab_fetch_opts;
+
+/* Reads n pieces of the region r describes with up to depth reads in flight
+ * and hands each to landed (on the fetch's threads) while later ones are
+ * still on the wire: the read of a piece and the caller's work on the one
+ * before overlap. The partner-read path of restores and of an agent pulling
+ * a lost node's state into its own pool. Returns 0 once every piece landed
+ * and every landed call returned 0; landed's error; -EINVAL for bad
+ * arguments (nothing posted, the fab stays usable); otherwise a fabric or
+ * completion error, which breaks the fab as ckpt_fab_xfer's do. One fetch
+ * or xfer per fab at a time. */
+int ckpt_fab_fetch(ckpt_fab *f, const ckpt_fab_remote *r, const ckpt_fab_piece *pieces, size_t n,
+                   const ckpt_fab_fetch_opts *o, ckpt_fab_landed_fn landed, void *arg, char *err,
+                   size_t errcap);
+
 #endif

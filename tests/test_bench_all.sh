@@ -59,7 +59,11 @@ bash "$here/../tools/bench-all.sh" --steps "$tmp/steps" --only demo --doc "$tmp/
 grep -qE '^\| demo \| a demo ratio \| 0.50 \| >= 0.80 \| \*\*no\*\* \|' "$tmp/doc.md" || fail "a target not met is not said"
 grep -q "^| roles |" "$tmp/doc.md" || fail "the rerun dropped the other steps' rows"
 demo null ">= 0.80"
-! bash "$here/../tools/bench-all.sh" --steps "$tmp/steps" --only demo >"$tmp/demo.md" 2>/dev/null ||
+! bash "$here/../tools/bench-all.sh" --steps "$tmp/steps" --only demo >"$tmp/demo.md" 2>"$tmp/demo.err" ||
 	fail "a missing figure did not fail the run"
+# The failed run keeps its folder for its logs, and says where: not here.
+kept=$(sed -n 's/^bench-all.sh: logs kept in //p' "$tmp/demo.err")
+[ -n "$kept" ] && [ -d "$kept" ] || fail "the failed run does not say where it kept its logs"
+case "$kept" in */bench-all-*) rm -rf "$kept" ;; esac
 grep -qF '| demo | a demo ratio | **missing** |' "$tmp/demo.md" || fail "a missing figure is not reported"
 echo "bench-all.sh --smoke: every step ran and reported its figures; contributed steps' rows merge"

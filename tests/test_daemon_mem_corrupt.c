@@ -5,7 +5,10 @@
  * the region's last, partial chunk (the ends of a chunk need not be
  * page-aligned). Flipping the byte back makes the copy restorable again, so
  * the failure came from that byte. The copy is corrupted the way a stray
- * writer would: through the agent's pool memfd, reached from /proc. */
+ * writer would: through the agent's pool memfd, reached from /proc. The
+ * copy is checked by its seals (docs/format.md 6.4), and the flips are
+ * caught by them; with its seal table damaged, the tree checksums check it
+ * instead, and catch the flip too. */
 #include "daemon_test.h"
 
 #include <ckpt.h>
@@ -24,6 +27,27 @@
 /* Region 0: six whole 1 MiB chunks and a partial one; region 1: one. */
 static const size_t sizes[NREG] = { (6u << 20) + 12345, 1u << 20 };
 #define CHUNK (1u << 20)
+
+static uint64_t le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+/* 1 if the file holds the text (a rank's log). */
+static int t_file_contains(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "r");
+	char line[1024];
+	int found = 0;
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, text) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
 
 static void fill(uint8_t **bufs)
 {
@@ -156,19 +180,38 @@ int main(void)
 		t_rmrf(e.dir);
 		return T_EXIT_SKIP;
 	}
+	/* The image carries a seal table (format.md 6.4): the restore checks
+	 * chunks by their seals, and a flipped byte must be caught by them. */
+	uint8_t *seal = memmem(r0, (size_t)(map + maplen - r0), "CKPTSEAL", 8);
+	T_ASSERT(seal && le64(seal + 16) == 8); /* 7 chunks of region 0, 1 of region 1 */
+	char errlog[700];
+	snprintf(errlog, sizeof(errlog), "%s/restore.err", e.dir);
 	/* A middle chunk (the fourth), then the last, partial one. */
 	const size_t at[2] = { 3 * (size_t)CHUNK + 100000, sizes[0] - 3 };
 	for (int k = 0; k < 2; k++) {
 		r0[at[k]] ^= 0x10;
-		st = dt_child(rank_restore_corrupt, &e, NULL);
+		st = dt_child(rank_restore_corrupt, &e, errlog);
 		r0[at[k]] ^= 0x10;
 		if (st != 0) {
 			dt_stop(&e);
 			T_FAIL("byte %zu of region 0 flipped in DRAM: the restoring rank exited %d (want CKPT_ECORRUPT); "
 			       "daemon log %s", at[k], st, e.log);
 		}
+		T_ASSERT(t_file_contains(errlog, "seal mismatch"));
 		T_ASSERT(dt_child(rank_restore_ok, &e, NULL) == 0);
 	}
+	/* A damaged seal table is not used: the tree checksums check the
+	 * chunks instead, so an intact copy restores bit-exact ... */
+	seal[32 + 8 * 2] ^= 0x01;
+	T_ASSERT(dt_child(rank_restore_ok, &e, errlog) == 0);
+	T_ASSERT(t_file_contains(errlog, "seal table does not check"));
+	/* ... and a flipped byte is still caught, by them. */
+	r0[at[0]] ^= 0x10;
+	st = dt_child(rank_restore_corrupt, &e, errlog);
+	r0[at[0]] ^= 0x10;
+	seal[32 + 8 * 2] ^= 0x01;
+	T_ASSERT(st == 0 && t_file_contains(errlog, "checksum mismatch"));
+	T_ASSERT(dt_child(rank_restore_ok, &e, NULL) == 0);
 	munmap(map, maplen);
 	dt_stop(&e);
 	t_rmrf(e.dir);

@@ -23,6 +23,86 @@ static uint64_t tree_ref(const uint8_t *p, size_t len)
 	return r;
 }
 
+/* The seal as docs/format.md 6.4 defines it, word by word. */
+static uint64_t seal_ref(const uint8_t *p, size_t len)
+{
+	uint64_t a[8] = { 0 }, b[8] = { 0 };
+	size_t padded = (len + 63) / 64 * 64;
+	for (size_t i = 0; i * 8 < padded; i++) {
+		uint64_t w = 0;
+		for (int k = 7; k >= 0; k--) {
+			size_t at = i * 8 + (size_t)k;
+			w = (w << 8) | (at < len ? p[at] : 0);
+		}
+		a[i % 8] += w;
+		b[i % 8] += a[i % 8];
+	}
+	uint8_t out[128];
+	for (int i = 0; i < 16; i++)
+		for (int k = 0; k < 8; k++)
+			out[i * 8 + k] = (uint8_t)((i < 8 ? a[i] : b[i - 8]) >> (8 * k));
+	return XXH3_64bits_withSeed(out, sizeof(out), len);
+}
+
+static void seal_tests(uint8_t *a, uint8_t *c, const size_t *sizes, size_t nsizes)
+{
+	for (size_t i = 0; i < nsizes; i++) {
+		size_t n = sizes[i];
+		t_fill(a, n, 3 * n + 11);
+		uint64_t s = ckpt_kern_seal(a, n), sealed = 0;
+		T_ASSERT(s == seal_ref(a, n));
+		/* The copy gives the same seal and the same bytes, at odd addresses. */
+		memset(c, 0xee, n + 16);
+		T_ASSERT(ckpt_kern_seal_copy(c + 5, a + 1, n) == seal_ref(a + 1, n));
+		T_ASSERT(!memcmp(c + 5, a + 1, n) && c[4] == 0xee && c[n + 5] == 0xee);
+		/* Taken with the tree checksum in one pass: both as on their own. */
+		T_ASSERT(ckpt_kern_checksum_sealed(a, n, &sealed) == ckpt_kern_checksum(a, n) && sealed == s);
+		/* In leaf-sized updates, as the checksum feeds it. */
+		ckpt_seal_state st;
+		ckpt_kern_seal_init(&st);
+		for (size_t off = 0; off < n; off += CKPT_CSUM_LEAF)
+			ckpt_kern_seal_update(&st, NULL, a + off, n - off < CKPT_CSUM_LEAF ? n - off : CKPT_CSUM_LEAF);
+		T_ASSERT(ckpt_kern_seal_final(&st) == s);
+		if (!n)
+			continue;
+		/* Every single flipped bit is caught, wherever it is. */
+		for (size_t at = 0; at < n; at += n / 7 + 1)
+			for (int bit = 0; bit < 8; bit += 3) {
+				a[at] ^= (uint8_t)(1u << bit);
+				T_ASSERT(ckpt_kern_seal(a, n) != s);
+				a[at] ^= (uint8_t)(1u << bit);
+			}
+		a[n - 1] ^= 0x80; /* the top bit of the last word */
+		T_ASSERT(ckpt_kern_seal(a, n) != s);
+		a[n - 1] ^= 0x80;
+		if (n >= 128) {
+			/* Two words swapped (another lane, then the same lane). */
+			uint8_t tmp[8];
+			size_t w1 = 8, w2s[2] = { 24, 72 };
+			for (int k = 0; k < 2; k++) {
+				size_t w2 = w2s[k];
+				if (!memcmp(a + w1, a + w2, 8))
+					continue;
+				memcpy(tmp, a + w1, 8), memcpy(a + w1, a + w2, 8), memcpy(a + w2, tmp, 8);
+				T_ASSERT(ckpt_kern_seal(a, n) != s);
+				memcpy(tmp, a + w1, 8), memcpy(a + w1, a + w2, 8), memcpy(a + w2, tmp, 8);
+			}
+		}
+	}
+	/* docs/format.md 6.4's vectors, D[j] = (7*j) mod 251. */
+	static const struct { size_t len; uint64_t seal; } vec[] = {
+		{ 0, 0x093c29f27ecfcf21ull }, { 3, 0x62cd66ccc50c6b39ull }, { 64, 0x9b657009ac5bdd05ull },
+		{ 65536, 0xa134d3de242e94afull }, { 65537, 0x37a94092550344fbull }, { 200000, 0xc81d62d6bceca9d8ull },
+	};
+	for (size_t j = 0; j < 200000; j++)
+		a[j] = (uint8_t)((7 * j) % 251);
+	for (size_t i = 0; i < sizeof(vec) / sizeof(vec[0]); i++)
+		T_ASSERT(ckpt_kern_seal(a, vec[i].len) == vec[i].seal);
+	/* Zero padding is told apart by the length. */
+	memset(a, 0, 128);
+	T_ASSERT(ckpt_kern_seal(a, 63) != ckpt_kern_seal(a, 64));
+}
+
 int main(void)
 {
 	/* XXH3-64 of the empty input, seed 0: the published vector. */
@@ -48,6 +128,7 @@ int main(void)
 		T_ASSERT(ckpt_kern_checksum_copy(c + 5, a, n) == s);
 		T_ASSERT(!memcmp(c + 5, a, n) && c[4] == 0xee && c[n + 5] == 0xee);
 	}
+	seal_tests(a, c, sizes, sizeof(sizes) / sizeof(sizes[0]));
 	/* Same bytes, different length: different checksum (seed = length). */
 	memset(a, 0, 100);
 	T_ASSERT(ckpt_kern_checksum(a, 99) != ckpt_kern_checksum(a, 100));

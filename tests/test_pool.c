@@ -4,6 +4,9 @@
 #include "helpers.h"
 #include "ckpt.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #define CHUNK (64u << 10)
 
 static ckpt_ctx *open_ctx(const char *root, const char *job, ckpt_pool_policy pol, uint64_t staging,
@@ -20,6 +23,121 @@ static ckpt_ctx *open_ctx(const char *root, const char *job, ckpt_pool_policy po
 	ckpt_ctx *ctx;
 	T_OK(ckpt_ctx_open(&cfg, &ctx));
 	return ctx;
+}
+
+/* Runs fn with stderr in a file; returns how many lines of it hold what. */
+static int count_logged(const char *root, const char *what, void (*fn)(void *), void *arg)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/stderr.log", root);
+	fflush(stderr);
+	int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	T_ASSERT(saved >= 0 && fd >= 0);
+	dup2(fd, 2);
+	close(fd);
+	fn(arg);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	size_t len = 0;
+	char *log = t_slurp(path, &len);
+	int n = 0;
+	for (char *p = log; p && (p = strstr(p, what)); p++)
+		n++;
+	free(log);
+	return n;
+}
+
+struct twice {
+	ckpt_ctx *ctx;
+	uint64_t stall_ns[2];
+};
+
+static void save_twice(void *arg)
+{
+	struct twice *t = arg;
+	for (int i = 0; i < 2; i++) {
+		ckpt_handle *h;
+		ckpt_status st = { .size = sizeof(st) };
+		T_OK(ckpt_save(t->ctx, 10 + (uint64_t)i, 0, &h));
+		T_OK(ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, 60000, &st));
+		t->stall_ns[i] = st.stall_ns;
+		ckpt_handle_free(h);
+	}
+}
+
+/* staging_bytes auto (the default): the context opens with a restore's read
+ * buffers, the first save sizes the pool from the state, so that a save of
+ * a state larger than the old fixed default does not wait for a slow disk;
+ * staging_max_bytes bounds it, and a save larger than the pool is logged
+ * once, naming the setting. */
+static void auto_sizing(const char *root)
+{
+	const uint64_t nch = 40;
+	size_t n = nch * CHUNK;
+	uint8_t *s = malloc(n), *back = malloc(n);
+	t_fill(s, n, 7);
+	ckpt_config cfg;
+	T_OK(ckpt_config_init(&cfg));
+	T_ASSERT(cfg.staging_bytes == 0 && cfg.staging_max_bytes == 0); /* auto */
+	cfg.root = root;
+	cfg.job_id = "auto";
+	cfg.chunk_bytes = CHUNK;
+	cfg.faults = "persist.chunk=delay:50";
+	ckpt_ctx *ctx;
+	T_OK(ckpt_ctx_open(&cfg, &ctx));
+	uint64_t pool = 0, need = 1;
+	T_OK(ckpt_staging_size(ctx, &pool, &need));
+	T_ASSERT(pool == (cfg.io_depth + 1ull) * CHUNK && need == 0);
+	ckpt_region_desc d;
+	ckpt_region_desc_init(&d, "s", s, n);
+	T_OK(ckpt_region_add(ctx, &d));
+	struct twice t = { .ctx = ctx };
+	T_ASSERT(count_logged(root, "staging_bytes (CKPT_STAGING_BYTES)", save_twice, &t) == 0);
+	T_OK(ckpt_staging_size(ctx, &pool, &need));
+	T_ASSERT(pool == (nch + 2) * CHUNK && need == nch * CHUNK); /* 2 chunks to grow */
+	/* Streaming 40 chunks through 9 slots with two workers at 50 ms a
+	 * chunk would stall >= 700 ms; sized, the save is the copy alone (the
+	 * first one also allocates and faults in the pool). */
+	T_ASSERT(t.stall_ns[1] < 300000000ull);
+	memset(back, 0, n);
+	ckpt_region_desc_init(&d, "s", back, n);
+	T_OK(ckpt_region_remove(ctx, "s"));
+	T_OK(ckpt_region_add(ctx, &d));
+	uint64_t got;
+	T_OK(ckpt_restore(ctx, CKPT_LATEST, 0, &got));
+	T_ASSERT(got == 11 && !memcmp(s, back, n));
+	T_OK(ckpt_ctx_close(ctx));
+
+	/* Bounded: staging_max_bytes 16 chunks. Both saves stream (each waits
+	 * for the slow disk) and the warning comes once. */
+	cfg.job_id = "auto-max";
+	cfg.staging_max_bytes = 16 * CHUNK;
+	cfg.faults = "persist.chunk=delay:5";
+	T_OK(ckpt_ctx_open(&cfg, &ctx));
+	ckpt_region_desc_init(&d, "s", s, n);
+	T_OK(ckpt_region_add(ctx, &d));
+	t.ctx = ctx;
+	T_ASSERT(count_logged(root, "staging_bytes (CKPT_STAGING_BYTES)", save_twice, &t) == 1);
+	T_OK(ckpt_staging_size(ctx, &pool, &need));
+	T_ASSERT(pool == 16 * CHUNK && need == nch * CHUNK);
+	T_OK(ckpt_ctx_close(ctx));
+
+	/* Set by the caller: allocated at open, never resized. */
+	cfg.job_id = "fixed";
+	cfg.staging_bytes = 4 * CHUNK;
+	cfg.staging_max_bytes = 0;
+	cfg.faults = NULL;
+	T_OK(ckpt_ctx_open(&cfg, &ctx));
+	T_OK(ckpt_region_add(ctx, &d));
+	t.ctx = ctx;
+	T_ASSERT(count_logged(root, "staging_bytes (CKPT_STAGING_BYTES)", save_twice, &t) == 1);
+	T_OK(ckpt_staging_size(ctx, &pool, &need));
+	T_ASSERT(pool == 4 * CHUNK && need == nch * CHUNK);
+	T_OK(ckpt_ctx_close(ctx));
+	T_ERR(ckpt_staging_size(NULL, &pool, &need), -EINVAL);
+	free(s);
+	free(back);
 }
 
 int main(void)
@@ -103,6 +221,7 @@ int main(void)
 	T_ERR(ckpt_restore(ctx, CKPT_LATEST, 0, NULL), -CKPT_ENOVERSION);
 	T_OK(ckpt_ctx_close(ctx));
 
+	auto_sizing(root);
 	free(a);
 	free(b);
 	t_rmrf(root);

@@ -343,6 +343,20 @@ class Shard:
         self.chunks = chunks
 
     # -------------------------------------------------------------- strict
+    def _seal_table(self, gap, start):
+        """The seal table in the footer-to-tail gap, checked, or None."""
+        if gap[start:start + 8] != b"CKPTSEAL":
+            return None
+        n = len(self.chunks)
+        body = gap[start:start + 32 + 8 * n]
+        if len(gap) < start + 40 + 8 * n:
+            raise Invalid("strict: seal table does not fit before the tail")
+        version, _, count, fsum = struct.unpack_from("<IIQQ", body, 8)
+        (tsum,) = struct.unpack_from("<Q", gap, start + 32 + 8 * n)
+        if version != 1 or count != n or fsum != self.tail["footer_checksum"] or h64(body) != tsum:
+            raise Invalid("strict: seal table does not check")
+        return struct.unpack_from("<%dQ" % n, body, 32)
+
     def _strict_checks(self, f):
         """What the writer guarantees beyond the validation rules."""
         h = self._read(0, HEADER_LEN)
@@ -357,9 +371,16 @@ class Shard:
         if len(versions) != 1:
             raise Invalid("strict: header, footer and tail give different format versions")
         fo, fl = self.tail["footer_offset"], self.tail["footer_length"]
-        if self.file_length != fo + align_up(fl + TAIL_LEN, ALIGN):
-            raise Invalid("strict: file length is not footer_offset + ALIGN_UP(footer_length + 64)")
         gap = self._read(fo + fl, self.file_length - TAIL_LEN - fo - fl)
+        table = self._seal_table(gap, align_up(fl, 64) - fl)
+        if table is not None:
+            # A node-DRAM image's seal table (format.md 6.4), then zeros.
+            start, tlen = align_up(fl, 64) - fl, 40 + 8 * len(self.chunks)
+            if self.file_length != fo + align_up(align_up(fl, 64) + tlen + TAIL_LEN, ALIGN):
+                raise Invalid("strict: file length does not fit the footer and its seal table")
+            gap = gap[:start] + gap[start + tlen:]
+        elif self.file_length != fo + align_up(fl + TAIL_LEN, ALIGN):
+            raise Invalid("strict: file length is not footer_offset + ALIGN_UP(footer_length + 64)")
         if any(gap):
             raise Invalid("strict: padding between footer and tail not zero")
         for r in self.regions:

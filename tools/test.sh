@@ -15,6 +15,11 @@ export TMPDIR=${TMPDIR:-/tmp}
 # baseline checks use it too.
 echo "== python environment (tools/deps.sh: .venv)"
 ckpt_python_env
+# The package itself too, before the C suites: test_bench_all's python
+# step (tools/bench/all.d/python.sh) imports it from this environment. A
+# persistent build folder (pyproject.toml): only what changed is rebuilt.
+echo "== python package (pip install . into the test environment)"
+"$CKPT_PY" -m pip install -q --disable-pip-version-check --no-build-isolation .
 
 echo "== layers (libckpt/README.md)"
 python3 tools/layers/check-layers.py
@@ -45,9 +50,7 @@ echo "== tests under sanitizers"
 echo "== tests"
 (cd build && ctest -j"$jobs" --output-on-failure)
 
-echo "== python (pip install . into the test environment, then pytest)"
-# A persistent build folder (pyproject.toml): only what changed is rebuilt.
-"$CKPT_PY" -m pip install -q --disable-pip-version-check --no-build-isolation .
+echo "== python (the package installed above; a wheel, then pytest)"
 # A wheel builds too (pip wheel .), holding the extension and the package.
 whl=$(mktemp -d "$TMPDIR/ckpt-wheel-XXXXXX")
 "$CKPT_PY" -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation -w "$whl" .
@@ -56,7 +59,7 @@ import glob, sys, zipfile
 w = glob.glob(sys.argv[1] + "/ckpt-*.whl")
 assert len(w) == 1, f"pip wheel .: expected one ckpt wheel, found {w}"
 names = zipfile.ZipFile(w[0]).namelist()
-for want in ("ckpt/__init__.py", "ckpt/checkpointer.py", "ckpt/torch.py", "ckpt/dcp.py"):
+for want in ("ckpt/__init__.py", "ckpt/checkpointer.py", "ckpt/torch.py", "ckpt/dcp.py", "ckpt/lightning.py"):
     assert want in names, f"the wheel lacks {want}"
 so = [n for n in names if n.startswith("ckpt/_ckpt") and n.endswith(".so")]
 assert so, "the wheel lacks the extension"

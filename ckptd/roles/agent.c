@@ -220,6 +220,8 @@ static void on_link(ckptd_server *srv, int fd, uint32_t events, void *arg)
 			ckptd__peer_partners(a, &m.u.partners);
 		} else if (m.type == CKPTD_MSG_EMERGENCY) {
 			ckptd__agent_emergency(a, &m.u.emergency);
+		} else if (m.type == CKPTD_MSG_EVIDENCE_REQUEST) {
+			ckptd__agent_evidence(a, &m.u.evidence_request);
 		} else if (!a->flen) {
 			CKPTD_WARN(a->log, a->cfg->coordinator, NULL, "unexpected %s from the coordinator",
 			           ckptd_msg_name(m.type) ? ckptd_msg_name(m.type) : "message");
@@ -388,6 +390,8 @@ static void local_from_coord(void *arg, const ckptd_msg *m)
 		ckptd__peer_partners(a, &m->u.partners);
 	else if (m->type == CKPTD_MSG_EMERGENCY)
 		ckptd__agent_emergency(a, &m->u.emergency);
+	else if (m->type == CKPTD_MSG_EVIDENCE_REQUEST)
+		ckptd__agent_evidence(a, &m->u.evidence_request);
 }
 
 /* The pool evicted a segment to make room: the copy is gone. */
@@ -469,6 +473,8 @@ static void rank_sess_free(void *arg)
 		ckptd_pool_seg_unpin(pool, rs->pinned[i]);
 	if (rs->pool_ref)
 		ckptd_jpools_unref(a->pools, rs->job);
+	if (rs->registered)
+		ckptd__agent_health_rank(a, rs, 0, 1);
 	ckptd__peer_session_gone(a, rs->serial);
 	if (rs->nwriting)
 		CKPTD_INFO(a->log, NULL, rs->job, "rank %u left before SHARD_DONE: %zu segments freed", rs->rank, rs->nwriting);
@@ -537,6 +543,10 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 			return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "agent index write failed");
 	}
 	CKPTD_DEBUG(a->log, ckptd_session_peer(s), rs->job, "rank %u/%u registered", rs->rank, rs->world_size);
+	/* Its pid is the socket's (checked above); over TCP it names a process
+	 * of another host, whose cgroup is not this node's to read. */
+	if (ckptd_session_transport(s) == CKPTD_TRANSPORT_UNIX)
+		ckptd__agent_health_rank(a, rs, m->pid, 0);
 	if (rs->pool_ref)
 		ckptd__prefetch_register(a, rs->job, rs->rank);
 	ckptd_msg ok = { .type = CKPTD_MSG_OK };
@@ -547,7 +557,11 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 	/* The rank's call waits this long plus its own timeout: never gives
 	 * up while this agent may still answer (the config caps it). */
 	ok.u.ok.wait_ms = (uint32_t)a->cfg->segment_wait_ms;
-	int r = ckptd_session_send(s, &ok, -1);
+	/* The job's pool, when it is ready, goes with the answer: the rank maps
+	 * it and builds its page tables while it starts up, so that its first
+	 * save copies at the speed of the others (docs/protocol.md). */
+	ckptd_pool *pool = rs->pool_ref ? ckptd_jpools_get(a->pools, rs->job, NULL) : NULL;
+	int r = ckptd_session_send(s, &ok, pool ? ckptd_pool_fd(pool) : -1);
 	/* A rank that joins (or comes back) saves at the steps the others do. */
 	for (size_t i = 0; r == 0 && i < a->nadvice; i++)
 		if (!strcmp(a->advice[i].job, rs->job)) {
@@ -750,6 +764,7 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 		 * is down (the next report, a second later, says the same). */
 		ckptd_msg fw = *m;
 		snprintf(fw.u.step_report.node, sizeof(fw.u.step_report.node), "%s", a->node);
+		ckptd__agent_health_step(a, &m->u.step_report);
 		ckptd__agent_link_send(a, &fw, FWD_IGNORE, 0);
 		ckptd_msg ok = { .type = CKPTD_MSG_OK };
 		return ckptd_session_send(s, &ok, -1);
@@ -892,6 +907,8 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 	}
 	if ((r = ckptd__peer_open(a, err, errcap)) < 0 || (r = ckptd__agent_notices_start(a, err, errcap)) < 0)
 		goto fail;
+	if ((r = ckptd__agent_health_start(a, err, errcap)) < 0)
+		goto fail;
 	if ((r = ckptd__prefetch_start(a)) < 0) {
 		snprintf(err, errcap, "cannot set up prefetching: %s", strerror(-r));
 		goto fail;
@@ -928,6 +945,7 @@ void ckptd_agent_free(ckptd_agent *a)
 	/* Sessions are gone (the server is freed first); their records too. */
 	ckptd__agent_notices_stop(a);
 	ckptd__prefetch_stop(a);
+	ckptd__agent_health_stop(a);
 	ckptd_client_close(a->link);
 	/* Verifications still reading pinned segments end before the pools go. */
 	ckptd__agent_verify_join(a);

@@ -1,7 +1,7 @@
 /* What the ckpt tool asks an agent: VERIFY (every copy this node holds,
  * read on a thread), LOCATE (where a shard is here), READ grants of its
  * job's DRAM copies (restore --daemon), and questions for the coordinator
- * (LIST_VERSIONS, SHOW_VERSION, STEP_STATS, GOODPUT), passed on. */
+ * (LIST_VERSIONS, SHOW_VERSION, STEP_STATS, GOODPUT, STRAGGLERS), passed on. */
 #include "agent_int.h"
 
 #include "format/index.h"
@@ -276,6 +276,7 @@ int ckptd__agent_cli(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	case CKPTD_MSG_SHOW_VERSION:
 	case CKPTD_MSG_STEP_STATS:
 	case CKPTD_MSG_GOODPUT:
+	case CKPTD_MSG_STRAGGLERS:
 		if (ckptd__agent_link_send(a, m, FWD_LIST, rs->serial) < 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_BUSY, "coordinator unreachable; try again");
 		return 0;

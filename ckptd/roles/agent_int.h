@@ -82,6 +82,7 @@ struct ckptd_agent {
 	struct agent_notices *notices; /* preemption-notice pollers; NULL: none configured */
 	struct agent_prefetch *prefetch; /* copies fetched from partners for ranks that register here */
 	struct ckptd_shared *shared; /* the flush to --shared-dir (agent_shared.c); NULL: none */
+	struct ckptd_health *health; /* the node's health, for straggler evidence (agent_health.c) */
 };
 
 /* agent.c */
@@ -99,6 +100,15 @@ int ckptd__agent_release(ckptd_agent *a, ckptd_session *s, rank_sess *rs, uint64
 /* Queues a durable copy: recorded in the agent index after this loop turn,
  * then OK to rs (may be NULL) and SHARD_DONE on to the coordinator. */
 int ckptd__agent_done_push(ckptd_agent *a, rank_sess *rs, const ckptd_shard_done *d);
+
+/* agent_health.c: the node sampled for straggler evidence. */
+int ckptd__agent_health_start(ckptd_agent *a, char *err, size_t errcap);
+void ckptd__agent_health_stop(ckptd_agent *a);
+/* A local rank registered (its pid, checked against the socket) or gone. */
+void ckptd__agent_health_rank(ckptd_agent *a, const rank_sess *rs, uint32_t pid, int gone);
+void ckptd__agent_health_step(ckptd_agent *a, const ckptd_step_report *r);
+/* The coordinator's EVIDENCE_REQUEST: NODE_EVIDENCE back. */
+void ckptd__agent_evidence(ckptd_agent *a, const ckptd_evidence_request *rq);
 
 /* agent_peer.c: the peer pool (see there) */
 typedef struct ckptd_peerpool ckptd_peerpool;

@@ -712,6 +712,7 @@ static void judge_steps(ckptd_server *srv, void *arg)
 	ckptd_coordinator *c = arg;
 	ckptd_emerg_tick(c->emerg, ckpt__now_ns());
 	ckptd_steps_judge(c->steps, ckpt__now_ns());
+	ckptd_stragglers_tick(c->stragglers, ckpt__now_ns());
 }
 
 /* ---------------------------------------------------------------- handlers */
@@ -751,6 +752,12 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		ckptd_msg ok = { .type = CKPTD_MSG_OK };
 		return ckptd_session_send(s, &ok, -1);
 	}
+	case CKPTD_MSG_NODE_EVIDENCE:
+		if (role != CKPTD_ROLE_AGENT || !as || !as->p)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "node evidence comes from a node's agent");
+		return ckptd__coord_evidence_in(c, s, as->p, &m->u.node_evidence);
+	case CKPTD_MSG_STRAGGLERS:
+		return ckptd__coord_stragglers_query(c, s, &m->u.stragglers);
 	case CKPTD_MSG_AGENT_INVENTORY:
 	case CKPTD_MSG_SHARD_DONE:
 		if (role != CKPTD_ROLE_AGENT)
@@ -881,6 +888,8 @@ int ckptd_coordinator_local_msg(ckptd_coordinator *c, const char *node, const ck
 	}
 	case CKPTD_MSG_STEP_REPORT:
 		return ckptd_steps_report(c->steps, &m->u.step_report, ckpt__now_ns());
+	case CKPTD_MSG_NODE_EVIDENCE:
+		return ckptd__coord_evidence_in(c, NULL, p, &m->u.node_evidence);
 	case CKPTD_MSG_PREEMPT:
 		ckptd_coordinator_preempt(c, &m->u.preempt);
 		return 0;
@@ -918,6 +927,7 @@ int ckptd_coordinator_new(ckptd_server *srv, const ckptd_config *cfg, const ckpt
 	    (r = ckptd_steps_new(cfg, log, c->mx, announce_interval, c, &c->steps)) < 0 ||
 	    (r = ckptd_emerg_new(cfg, log, c->mx, c->steps, &ckptd__coord_emerg_ops,
 	                         c, &c->emerg)) < 0 ||
+	    (r = ckptd__coord_stragglers_open(c)) < 0 ||
 	    (r = ckptd_server_every(srv, 1000, judge_steps, c)) < 0 ||
 	    (cfg->retention_interval_ms && (r = ckptd_server_every(srv, cfg->retention_interval_ms, retention, c)) < 0)) {
 		snprintf(err, errcap, "cannot install the coordinator's timers: %s", strerror(-r));
@@ -941,6 +951,7 @@ void ckptd_coordinator_free(ckptd_coordinator *c)
 	}
 	ckptd_coord_close(c->db);
 	ckptd_emerg_free(c->emerg);
+	ckptd_stragglers_free(c->stragglers);
 	ckptd_steps_free(c->steps);
 	free(c->q);
 	free(c->batch);

@@ -58,6 +58,10 @@ struct ckptd_coordinator {
 	ckptd_metrics *mx;
 	ckptd_steps *steps;
 	ckptd_emerg *emerg;
+	ckptd_stragglers *stragglers;
+	/* Called when a persistent straggler's evidence is known (or its agent
+	 * did not answer): the recovery side's, NULL when unset. */
+	void (*straggler_hook)(ckptd_coordinator *c, const ckptd_node_evidence *ev);
 	uint64_t silence_tick_ns; /* the last liveness pass: a late one means this process stalled */
 };
 
@@ -72,6 +76,15 @@ void ckptd__coord_flush_batch(ckptd_coordinator *c);
 /* coord_partners.c */
 /* Tells every agent that is up where its ranks replicate (PARTNERS). */
 void ckptd__coord_place_partners(ckptd_coordinator *c);
+
+/* coord_stragglers.c */
+int ckptd__coord_stragglers_open(ckptd_coordinator *c);
+/* An agent's NODE_EVIDENCE (s: its session, answered; NULL: in-process). */
+int ckptd__coord_evidence_in(ckptd_coordinator *c, ckptd_session *s, peer *p, const ckptd_node_evidence *ev);
+/* STRAGGLERS from the tool. */
+int ckptd__coord_stragglers_query(ckptd_coordinator *c, ckptd_session *s, const ckptd_straggler_query *q);
+/* The persistent straggler's evidence as one line, or NULL (events, logs). */
+const char *ckptd__coord_evidence(ckptd_coordinator *c, const char *job, uint32_t rank);
 
 /* coord_emerg.c */
 extern const ckptd_emerg_ops ckptd__coord_emerg_ops;

@@ -55,11 +55,14 @@ static int route(ckptd_server *srv, ckptd_session *s, const ckptd_msg *m, void *
 	case CKPTD_MSG_SHOW_VERSION:
 	case CKPTD_MSG_STEP_STATS:
 	case CKPTD_MSG_GOODPUT:
+	case CKPTD_MSG_STRAGGLERS:
+	case CKPTD_MSG_NODE_EVIDENCE:
 	case CKPTD_MSG_COPIES_GONE:
 		if (r->coord)
 			return ckptd_coordinator_handle(r->coord, s, m);
 		/* Questions the tool asks an agent-only daemon: it passes them on. */
-		if (from_cli && r->agent && m->type != CKPTD_MSG_COPIES_GONE && m->type != CKPTD_MSG_GC)
+		if (from_cli && r->agent && m->type != CKPTD_MSG_COPIES_GONE && m->type != CKPTD_MSG_GC &&
+		    m->type != CKPTD_MSG_NODE_EVIDENCE)
 			return ckptd_agent_handle(r->agent, s, m);
 		break;
 	case CKPTD_MSG_HEARTBEAT:
@@ -145,7 +148,7 @@ int ckptd_roles_start(ckptd_server *srv, const ckptd_config *cfg, const ckptd_se
 		CKPTD_MSG_AGENT_HELLO,   CKPTD_MSG_AGENT_INVENTORY, CKPTD_MSG_DELETE_VERSION,
 		CKPTD_MSG_SEGMENT_RELEASE, CKPTD_MSG_GC, CKPTD_MSG_SHOW_VERSION, CKPTD_MSG_COPIES_GONE, CKPTD_MSG_VERIFY,
 		CKPTD_MSG_STEP_REPORT, CKPTD_MSG_STEP_STATS, CKPTD_MSG_GOODPUT, CKPTD_MSG_PEER_LEASE, CKPTD_MSG_PEER_COMMIT,
-		CKPTD_MSG_PREEMPT, CKPTD_MSG_HEARTBEAT,
+		CKPTD_MSG_PREEMPT, CKPTD_MSG_HEARTBEAT, CKPTD_MSG_STRAGGLERS, CKPTD_MSG_NODE_EVIDENCE,
 	};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 		if ((r = ckptd_server_on(srv, types[i], route, ro)) < 0)

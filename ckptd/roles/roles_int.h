@@ -94,6 +94,46 @@ int ckptd_steps_goodput(ckptd_steps *s, const char *job, ckptd_goodput_reply *ou
 /* A page of a job's ranks from start (entries malloc'd; free them). */
 int ckptd_steps_query(ckptd_steps *s, const char *job, uint64_t start, ckptd_step_stats_reply *out);
 
+/* Called by the judge for every rank flagged slow in this judgement, and once
+ * more when it is not any longer (slow_runs 0): slow_runs is the number of
+ * judgements in a row it was slow in. */
+typedef void (*ckptd_steps_slow_fn)(void *arg, const char *job, uint32_t rank, const char *node, uint32_t slow_runs,
+                                    uint64_t step_ns, uint64_t fastest_ns, uint64_t now_ns);
+void ckptd_steps_on_slow(ckptd_steps *s, ckptd_steps_slow_fn fn, void *arg);
+
+/* ---------------------------------------------------------------- persistent stragglers */
+
+/* A rank slow for --straggler-windows judgements in a row (stragglers.c):
+ * its node's agent is asked for evidence once (ask), the answer kept until
+ * the rank is no longer slow, and listed for `ckpt stragglers`. A question
+ * not answered within 3 s is recorded as such (the agent is down, or older
+ * than 1.4). Bounded: 1024 stragglers over all jobs. */
+typedef struct ckptd_stragglers ckptd_stragglers;
+/* Sends the question to the agent of rq's node; returns 0, or a negative
+ * code when that agent cannot be asked (then the record says so at once). */
+typedef int (*ckptd_stragglers_ask_fn)(void *arg, const char *node, const ckptd_evidence_request *rq);
+/* A straggler's evidence arrived (or its question timed out): for the
+ * recovery side (events, --replace-stragglers). May be NULL. */
+typedef void (*ckptd_stragglers_found_fn)(void *arg, const ckptd_node_evidence *ev);
+int ckptd_stragglers_new(const ckptd_config *cfg, const ckptd_log *log, ckptd_metrics *mx, ckptd_stragglers_ask_fn ask,
+                         ckptd_stragglers_found_fn found, void *arg, ckptd_stragglers **out);
+void ckptd_stragglers_free(ckptd_stragglers *s);
+/* The steps judge's hook (ckptd_steps_slow_fn; arg: the ckptd_stragglers). */
+void ckptd_stragglers_judged(void *s, const char *job, uint32_t rank, const char *node, uint32_t slow_runs,
+                             uint64_t step_ns, uint64_t fastest_ns, uint64_t now_ns);
+/* An agent's NODE_EVIDENCE. from: the node that sent it (an agent speaks for
+ * its own node only). Returns 0, -ENOENT (nobody asked for it: dropped) or
+ * -EPERM (another node's). */
+int ckptd_stragglers_evidence(ckptd_stragglers *s, const ckptd_node_evidence *ev, const char *from, uint64_t now_ns);
+/* Once a second: questions past their time. */
+void ckptd_stragglers_tick(ckptd_stragglers *s, uint64_t now_ns);
+/* The job's persistent stragglers with their evidence (entries malloc'd;
+ * free them). */
+int ckptd_stragglers_list(ckptd_stragglers *s, const char *job, ckptd_stragglers_reply *out);
+/* The evidence of (job, rank) as one line, or NULL: not a persistent
+ * straggler, or nothing known yet. Valid until the next call into s. */
+const char *ckptd_stragglers_text(ckptd_stragglers *s, const char *job, uint32_t rank);
+
 /* A job's pace (ckptd_steps_pace): over the ranks reporting recently, the
  * step each is estimated to be at now (last report + steps since at its
  * pace), the furthest and the least, and the slowest rank's step time. */

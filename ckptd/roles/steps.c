@@ -27,6 +27,7 @@ typedef struct rank_steps {
 	double ns;            /* smoothed step time */
 	char node[CKPTD_NAME_MAX + 1];
 	uint8_t seen, flagged;
+	uint32_t slow_runs;   /* judgements in a row it was flagged in */
 } rank_steps;
 
 /* Where a job's time went, judged from one rank's reports (the pace rank:
@@ -56,6 +57,8 @@ struct ckptd_steps {
 	ckptd_metrics *mx;
 	ckptd_steps_announce_fn announce;
 	void *announce_arg;
+	ckptd_steps_slow_fn slow;
+	void *slow_arg;
 	job_steps *jobs;
 	uint32_t njobs;
 };
@@ -73,6 +76,12 @@ int ckptd_steps_new(const ckptd_config *cfg, const ckptd_log *log, ckptd_metrics
 	s->mx = mx;
 	*out = s;
 	return 0;
+}
+
+void ckptd_steps_on_slow(ckptd_steps *s, ckptd_steps_slow_fn fn, void *arg)
+{
+	s->slow = fn;
+	s->slow_arg = arg;
 }
 
 void ckptd_steps_free(ckptd_steps *s)
@@ -293,6 +302,9 @@ static void judge_job(ckptd_steps *s, job_steps *j, uint64_t now_ns)
 			CKPTD_INFO(s->log, e->node[0] ? e->node : NULL, j->job, "rank %u is no longer a straggler", i);
 		if (now_flag || e->flagged)
 			ckptd_metrics_set(s->mx, CKPTD_M_STRAGGLER_STEP, j->job, rk, now_flag ? e->ns / 1e9 : 0);
+		e->slow_runs = now_flag ? e->slow_runs + (e->slow_runs < UINT32_MAX) : 0;
+		if (s->slow && (now_flag || e->flagged))
+			s->slow(s->slow_arg, j->job, i, e->node, e->slow_runs, (uint64_t)e->ns, (uint64_t)fastest, now_ns);
 		e->flagged = (uint8_t)now_flag;
 		flagged += (uint32_t)now_flag;
 	}

@@ -54,6 +54,8 @@ typedef struct ckptd_config {
 	uint64_t straggler_window_ms; /* coordinator: step reports older than this are ignored */
 	uint32_t straggler_slowest;   /* percent: stragglers only when the slowest rank exceeds this of the fastest */
 	uint32_t straggler_rank;      /* percent: a rank above this of the fastest is a straggler */
+	uint32_t straggler_windows;   /* judgements in a row that make a straggler persistent (0: never) */
+	char *health_proc, *health_cgroup, *health_kmsg; /* agent: where the node's health is read; NULL: the defaults */
 	uint64_t mtbf_ms;             /* coordinator: the jobs' MTBF for interval advice; 0: observed */
 	uint64_t peer_pool_size; /* agent: DRAM for partners' copies (PEER_MEM), bytes; 0: none */
 	uint32_t peer_replicas;  /* coordinator: partner copies of each shard */
@@ -67,7 +69,7 @@ typedef struct ckptd_config {
 	char *shared_dir;        /* agent: the SHARED tier's directory (a shared filesystem); NULL: none */
 	char *rank_roots;        /* agent: ':'-separated directories ranks' roots must lie in; NULL: any the rank's uid owns */
 	uint64_t shared_rate;    /* agent: bytes/s the flush to shared_dir may move; 0: unthrottled */
-	uint8_t source[48];      /* per table entry: where its value came from */
+	uint8_t source[64];      /* per table entry: where its value came from */
 } ckptd_config;
 
 enum { CKPTD_SRC_DEFAULT = 0, CKPTD_SRC_FILE, CKPTD_SRC_ENV, CKPTD_SRC_FLAG };

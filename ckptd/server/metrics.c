@@ -116,6 +116,10 @@ static const family families[CKPTD_M__COUNT] = {
 	                            "agent: bytes of the peer pool a job's partner copies and leases hold" },
 	[CKPTD_M_PEER_PROTECTED] = { "ckpt_peer_protected_bytes", M_GAUGE, { "ckpt_job" },
 	                             "agent: of those, the copies of the job's newest committed versions (its restore point), which are never evicted" },
+	[CKPTD_M_STRAGGLER_PERSIST] = { "ckpt_straggler_persistent_total", M_COUNTER, { "ckpt_job" },
+	                                "coordinator: ranks that stayed stragglers for --straggler-persist judgements (their node's evidence was gathered)" },
+	[CKPTD_M_STRAGGLER_CAUSES] = { "ckpt_straggler_causes_total", M_COUNTER, { "ckpt_job", "cause" },
+	                               "coordinator: persistent stragglers by what their node's evidence named (cpu_steal, cpu_throttling, cpu_contention, memory_pressure, io_pressure, slow_disk, oom_kill, hardware_errors; none_found; no_evidence)" },
 };
 
 /* Seconds: a fast DRAM snapshot to a slow shared-storage flush. */

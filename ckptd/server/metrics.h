@@ -87,6 +87,8 @@ enum ckptd_metric {
 	CKPTD_M_COORD_LINK,          /* gauge: agent's coordinator link answers (1) or not (0) */
 	CKPTD_M_PEER_JOB_USED,       /* gauge {job}: peer pool bytes a job's copies and leases hold */
 	CKPTD_M_PEER_PROTECTED,      /* gauge {job}: of which its restore point's copies (never evicted) */
+	CKPTD_M_STRAGGLER_PERSIST,   /* counter {job}: ranks that became persistent stragglers */
+	CKPTD_M_STRAGGLER_CAUSES,    /* counter {job, cause}: what their node's evidence named */
 	CKPTD_M__COUNT
 };
 

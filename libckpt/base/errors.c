@@ -24,6 +24,7 @@ static const char *const own_errors[] = {
 	[CKPT_EUNREACHABLE - CKPT_ERRNO_OFFSET] =
 		"a committed checkpoint exists but none of its copies could be reached (see the log for where they are); "
 		"do not start from scratch",
+	[CKPT_ECHANGED - CKPT_ERRNO_OFFSET] = "a file changed, or was shorter than its region, while a save read it",
 };
 /* Every code has its text: a new code without one fails to compile. */
 _Static_assert(sizeof(own_errors) / sizeof(own_errors[0]) == CKPT_ELAST - CKPT_ERRNO_OFFSET,

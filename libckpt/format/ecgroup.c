@@ -1,5 +1,7 @@
 /* One Reed–Solomon group's layout and a lost member's rebuild (ecgroup.h). */
 #include "format/ecgroup.h"
+#include "format/format.h"
+#include "format/global.h"
 
 #include "ckpt_kernels.h"
 
@@ -242,6 +244,36 @@ int ckpt__ecg_rebuild(const ckpt_ecg *g, const ckpt_ec *e, unsigned lost, ckpt_e
 	}
 out:
 	rb_close(&x);
+	return r;
+}
+
+int ckpt__ecg_rebuild_shard(const ckpt_ecg *g, const ckpt_ec *e, unsigned lost, ckpt_ecg_fetch_fn fetch, void *arg,
+                            const char *const *names, uint8_t *dst, char *why, size_t cap)
+{
+	int r = ckpt__ecg_rebuild(g, e, lost, fetch, arg, names, dst, why, cap);
+	if (r < 0)
+		return r;
+	ckpt_shard sh;
+	char w[300] = "";
+	char nm[32];
+	const char *who = name_of(names, lost, nm, sizeof(nm));
+	if ((r = ckpt__shard_parse_mem(dst, g->len[lost], &sh, w, sizeof(w))) < 0) {
+		snprintf(why, cap, "the shard of %s rebuilt from rs:%u+%u is not a valid image: %s", who, g->k, g->m, w);
+		return r;
+	}
+	ckpt_chunk_scratch cs = { 0 };
+	for (uint64_t ci = 0; ci < sh.footer.chunk_count && r == 0; ci++) {
+		const uint8_t *raw;
+		const ckpt_fmt_chunk *c = &sh.footer.chunks[ci];
+		if (c->offset > g->len[lost] || c->stored_len > g->len[lost] - c->offset) {
+			snprintf(why, cap, "the shard of %s rebuilt: chunk %llu lies outside the image", who, (unsigned long long)ci);
+			r = -CKPT_ECORRUPT;
+		} else if ((r = ckpt__chunk_verify(&sh.footer, ci, dst + c->offset, &cs, &raw, w, sizeof(w))) < 0) {
+			snprintf(why, cap, "the shard of %s rebuilt from rs:%u+%u: %s", who, g->k, g->m, w);
+		}
+	}
+	ckpt__chunk_scratch_free(&cs);
+	ckpt__shard_close(&sh);
 	return r;
 }
 

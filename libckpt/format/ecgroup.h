@@ -70,6 +70,13 @@ typedef int (*ckpt_ecg_fetch_fn)(void *arg, unsigned s, unsigned p, uint64_t b, 
  * corrupt; -ENOMEM. */
 int ckpt__ecg_rebuild(const ckpt_ecg *g, const ckpt_ec *e, unsigned lost, ckpt_ecg_fetch_fn fetch, void *arg,
                       const char *const *names, uint8_t *dst, char *why, size_t cap);
+/* ckpt__ecg_rebuild, then the rebuilt image read as any copy is: its
+ * header, footer and every chunk's checksum checked (a piece corrupt
+ * before it was protected decodes to the same corrupt bytes: only the
+ * image's own checksums can catch that). Returns 0, the rebuild's error,
+ * or -CKPT_ECORRUPT with the region and chunk named in why. */
+int ckpt__ecg_rebuild_shard(const ckpt_ecg *g, const ckpt_ec *e, unsigned lost, ckpt_ecg_fetch_fn fetch, void *arg,
+                            const char *const *names, uint8_t *dst, char *why, size_t cap);
 /* The parity row t that member lost held (of stripe (lost - t) mod n),
  * made again from k good pieces of that stripe, into dst (slice bytes):
  * what re-protects a group once a replacement takes the lost member's

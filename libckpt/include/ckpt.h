@@ -41,7 +41,10 @@
  *    trainer's collectives do (trainer/comm.c), and reach ckpt_step.
  *  - Memory: the staging pool is allocated, pre-faulted and (where the memlock
  *    limit allows) locked when the context opens, and reused for every save.
- *    Its size bounds the memory libckpt uses for snapshots; it never grows.
+ *    Its size bounds the memory libckpt uses for snapshots. With the default
+ *    staging_bytes (auto) it is replaced once, inside the first save that
+ *    needs more, by one sized from the registered state (staging_max_bytes
+ *    bounds it); it never grows after that.
  *    With the LOCAL_MEM tier (a ckptd agent on a Unix socket) a save
  *    snapshots host regions straight into a segment of the agent's shared
  *    memory instead, so the copy outlives the process; the staging pool then
@@ -50,6 +53,8 @@
  *  - Regions: a registered region's memory must stay valid until the context
  *    is closed or the region removed (ckpt_region_remove). A save copies it
  *    before ckpt_save() returns; after that the caller may change it freely.
+ *    A file region (ckpt_region_add_file) is read from its file instead,
+ *    chunk by chunk through the staging pool, whatever its size.
  *  - CUDA: regions may be device memory (CKPT_DEVICE_CUDA) in a build with
  *    CUDA. libckpt uses the device that is current when the first CUDA
  *    region is added, creates its own non-blocking stream there and pins
@@ -115,6 +120,9 @@ enum {
 	                   or the index says so) but no copy of this rank's shard
 	                   could be reached; the log names where the copies were.
 	                   Never start from scratch on this error. */
+	CKPT_ECHANGED,  /* a file region's file changed while a save read it (its
+	                   size or modification time), or is shorter than the
+	                   region: the save fails, nothing of it is committed */
 	CKPT_ELAST
 };
 
@@ -192,7 +200,9 @@ typedef struct ckpt_config {
 	uint32_t world_size;    /* ranks in the job. CKPT_WORLD_SIZE */
 	const char *root;       /* checkpoint root directory. CKPT_ROOT */
 	uint64_t chunk_bytes;   /* chunk size, multiple of 4096, 64 KiB..256 MiB. CKPT_CHUNK_BYTES */
-	uint64_t staging_bytes; /* staging pool size. CKPT_STAGING_BYTES */
+	uint64_t staging_bytes; /* staging pool size; 0 ("auto", the default): sized from the
+	                           state at the first save, see staging_max_bytes.
+	                           CKPT_STAGING_BYTES */
 	int compress;           /* 1: byte-shuffle + zstd where it pays. CKPT_COMPRESS */
 	int compress_level;     /* zstd level (negative = faster). CKPT_COMPRESS_LEVEL */
 	uint32_t tiers;         /* ckpt_tier mask wanted. CKPT_TIERS */
@@ -259,8 +269,11 @@ typedef struct ckpt_config {
 	                           new shards overwrite them: writes run at the disk's
 	                           overwrite speed instead of its new-file speed. The pool
 	                           holds only what deletions freed (at most 64 files).
-	                           0 (default): deleted files are unlinked, and opening a
-	                           context empties the root's pool. CKPT_RECYCLE */
+	                           0: deleted files are unlinked, and opening a context
+	                           empties the root's pool. -1 (default, auto): 1 with
+	                           keep_versions and no daemon (the library deletes a
+	                           version per save: the pool holds about one shard), else
+	                           0. CKPT_RECYCLE=auto|on|off */
 	uint32_t keep_versions; /* retention without a daemon: once a save commits a version,
 	                           committed versions older than the newest keep_versions
 	                           are deleted (their files recycled when recycle is on).
@@ -276,6 +289,16 @@ typedef struct ckpt_config {
 	                           memcpy reaches only part of the memory bandwidth, and
 	                           that copy is the stall. 0 (default): the CPUs online,
 	                           at most 4; 1: the caller alone. CKPT_SNAPSHOT_THREADS */
+	uint64_t staging_max_bytes; /* with staging_bytes auto (0): the context opens with a
+	                           pool of io_depth + 1 chunks (a restore's read buffers);
+	                           the first ckpt_save that needs more replaces it, once,
+	                           by one holding every chunk of the regions registered
+	                           then (each chunk takes a whole slot) and a sixteenth
+	                           more (at least 2 chunks) to grow, allocated and
+	                           pre-faulted inside that save, and never resized again.
+	                           This bounds that size; 0 ("auto", the default): an
+	                           eighth of the machine's physical memory, at least
+	                           256 MiB. CKPT_STAGING_MAX_BYTES */
 } ckpt_config;
 
 /* Fills cfg with defaults, then applies CKPT_* environment variables.
@@ -368,6 +391,26 @@ CKPT_API void ckpt_region_desc_init(ckpt_region_desc *d, const char *name, void 
  * being taken. */
 CKPT_API int ckpt_region_add(ckpt_ctx *ctx, const ckpt_region_desc *desc);
 
+/* Registers a region whose bytes come from a file instead of memory: bytes
+ * [offset, offset + bytes) of the open descriptor fd, a regular file. Each
+ * save reads them chunk by chunk straight into the staging pool (or the
+ * LOCAL_MEM segment) with pread, so the save holds no more of the file in
+ * memory than the pool, whatever the file's size: a file larger than the
+ * pool streams through it, ckpt_save returning once its last chunk is read
+ * (the read is in the stall). The file must not change during the save: one
+ * shorter than offset + bytes, or whose size or modification time changed
+ * between its first and last read, fails the save with -CKPT_ECHANGED
+ * (nothing of that version is committed; the log names the region). A
+ * restore writes the bytes back into the file with pwrite at the same
+ * offset (fd must then be open for writing, else the restore fails with
+ * -EBADF). The region is an opaque blob (dtype BYTES, no shape), named as
+ * in ckpt_region_add; fd is borrowed until ckpt_ctx_close or
+ * ckpt_region_remove.
+ * Returns 0; -CKPT_ENAME for a bad or duplicate name; -EBADF if fd is not
+ * open; -EINVAL if it is not a regular file, offset + bytes overflows, or an
+ * argument is NULL. */
+CKPT_API int ckpt_region_add_file(ckpt_ctx *ctx, const char *name, int fd, uint64_t offset, uint64_t bytes);
+
 /* Unregisters the region named name: later saves leave it out and restores
  * no longer fill it, and its memory is no longer borrowed once this returns
  * (for a CUDA region, after the device copies of lazy saves still reading it
@@ -437,6 +480,14 @@ CKPT_API int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_han
  * returns at once when there are none (and always without CUDA).
  * Returns 0, or a CUDA error as -CKPT_EDEVICE. */
 CKPT_API int ckpt_fence(ckpt_ctx *ctx);
+
+/* The staging pool's size now (*pool_bytes) and what the last save needed
+ * of it (*need_bytes: its chunks staged there, each a whole slot; 0 before
+ * the first save). need > pool means that save streamed through the pool
+ * under CKPT_POOL_WAIT: its stall included disk time (the library logs a
+ * warning naming staging_bytes, once per context). Either pointer may be
+ * NULL. Returns 0, or -EINVAL when ctx is NULL. */
+CKPT_API int ckpt_staging_size(ckpt_ctx *ctx, uint64_t *pool_bytes, uint64_t *need_bytes);
 
 /* Sets the CUDA stream (a cudaStream_t) whose queued work a snapshot must
  * follow; NULL (the default) means the legacy default stream. Returns 0, or
@@ -578,6 +629,18 @@ typedef struct ckpt_version_info {
  * Returns 0 or -CKPT_EINDEX. */
 CKPT_API int ckpt_versions_list(ckpt_ctx *ctx, ckpt_version_info *out, size_t cap,
                                 size_t *count);
+
+/* Deletes one version of the context's job from its root, crash-safely, as
+ * `ckpt rm` does: marked DELETING first (never offered for restore from
+ * then on), its shard files removed, then its records; a deletion a crash
+ * interrupted is finished by the next context opened on the root. Any
+ * state (a PENDING version too). Not while a save of that version is in
+ * flight. Embedded mode only: with a ckptd agent the coordinator owns
+ * deletion (its retention, `ckpt rm --daemon`).
+ * Returns 0; -CKPT_ENOVERSION if the root holds no such version; -EBUSY (a
+ * save of it in flight); -ENOTSUP (a daemon is configured); -EINVAL;
+ * -CKPT_EINDEX or -errno from the index and the files. */
+CKPT_API int ckpt_version_delete(ckpt_ctx *ctx, uint64_t version);
 
 /* ---------------------------------------------------------------- reading a version */
 

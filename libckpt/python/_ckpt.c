@@ -573,6 +573,41 @@ static PyObject *context_cuda_stream_set(ContextObject *self, PyObject *args)
 	Py_RETURN_NONE;
 }
 
+/* version_delete(version): ckpt_version_delete. */
+static PyObject *context_version_delete(ContextObject *self, PyObject *args)
+{
+	unsigned long long version;
+	if (!PyArg_ParseTuple(args, "K", &version))
+		return NULL;
+	if (ctx_enter(self, "delete") < 0)
+		return NULL;
+	int err;
+	Py_BEGIN_ALLOW_THREADS
+	err = ckpt_version_delete(self->ctx, version);
+	Py_END_ALLOW_THREADS
+	ctx_leave(self);
+	if (err < 0) {
+		char what[64];
+		snprintf(what, sizeof(what), "delete version %llu", version);
+		return raise_err(err, what);
+	}
+	Py_RETURN_NONE;
+}
+
+/* staging_size() -> (pool bytes, bytes the last save staged). */
+static PyObject *context_staging_size(ContextObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (ctx_enter(self, "staging_size") < 0)
+		return NULL;
+	uint64_t pool = 0, need = 0;
+	int err = ckpt_staging_size(self->ctx, &pool, &need);
+	ctx_leave(self);
+	if (err < 0)
+		return raise_err(err, "staging_size");
+	return Py_BuildValue("(KK)", (unsigned long long)pool, (unsigned long long)need);
+}
+
 /* versions() -> [dict], oldest first. */
 static PyObject *context_versions(ContextObject *self, PyObject *unused)
 {
@@ -639,6 +674,9 @@ static PyMethodDef context_methods[] = {
 	{ "preempt_notice", (PyCFunction)context_preempt_notice, METH_VARARGS, "preempt_notice(deadline_ns=0)" },
 	{ "cuda_stream_set", (PyCFunction)context_cuda_stream_set, METH_VARARGS, "cuda_stream_set(stream or None)" },
 	{ "versions", (PyCFunction)context_versions, METH_NOARGS, "versions() -> [dict], oldest first" },
+	{ "version_delete", (PyCFunction)context_version_delete, METH_VARARGS, "version_delete(version)" },
+	{ "staging_size", (PyCFunction)context_staging_size, METH_NOARGS,
+	  "staging_size() -> (pool bytes, bytes the last save staged)" },
 	{ NULL }
 };
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <strings.h>
 
-enum cfg_type { T_STR, T_U32, T_U64, T_U64_SIZE, T_AUTOBOOL, T_BOOL, T_INT, T_POLICY, T_TIERS, T_ORDER };
+enum cfg_type { T_STR, T_U32, T_U64, T_U64_SIZE, T_SIZE_AUTO, T_AUTOBOOL, T_BOOL, T_INT, T_POLICY, T_TIERS, T_ORDER };
 
 typedef struct cfg_entry {
 	const char *name;
@@ -32,8 +32,10 @@ static const cfg_entry table[] = {
 	{ "root", T_STR, F(root), NULL, "CKPT_ROOT", "checkpoint root directory (required)" },
 	{ "chunk_bytes", T_U64_SIZE, F(chunk_bytes), "8M", "CKPT_CHUNK_BYTES",
 	  "chunk size: unit of pipelining, checksums and compression (64K..256M, multiple of 4K)" },
-	{ "staging_bytes", T_U64_SIZE, F(staging_bytes), "256M", "CKPT_STAGING_BYTES",
-	  "staging pool size, allocated once at open" },
+	{ "staging_bytes", T_SIZE_AUTO, F(staging_bytes), "auto", "CKPT_STAGING_BYTES",
+	  "staging pool size, allocated once; auto: every chunk of the state at the first save (at most staging_max_bytes); a save larger than the pool streams through it, its stall including disk time" },
+	{ "staging_max_bytes", T_SIZE_AUTO, F(staging_max_bytes), "auto", "CKPT_STAGING_MAX_BYTES",
+	  "the largest pool staging_bytes=auto makes (auto: 1/8 of physical memory, at least 256M)" },
 	{ "compress", T_BOOL, F(compress), "0", "CKPT_COMPRESS", "byte-shuffle + zstd each chunk where it pays" },
 	{ "compress_level", T_INT, F(compress_level), "1", "CKPT_COMPRESS_LEVEL", "zstd level (negative: faster)" },
 	{ "tiers", T_TIERS, F(tiers), "local_disk", "CKPT_TIERS",
@@ -71,8 +73,9 @@ static const cfg_entry table[] = {
 	  "when ckpt_step asks for a save: off, N (every N steps), or auto (the coordinator's Young/Daly advice)" },
 	{ "keep_versions", T_U32, F(keep_versions), "0", "CKPT_KEEP_VERSIONS",
 	  "without a daemon: after each commit, delete committed versions older than the newest N (0: keep all)" },
-	{ "recycle", T_BOOL, F(recycle), "0", "CKPT_RECYCLE",
-	  "keep deleted versions' shard files allocated in <root>/recycle/ and overwrite them with new shards (0 empties the pool)" },
+	{ "recycle", T_AUTOBOOL, F(recycle), "auto", "CKPT_RECYCLE",
+	  "keep deleted versions' shard files allocated in <root>/recycle/ and overwrite them with new shards: "
+	  "auto (on with keep_versions and no daemon), on, off (off empties the pool)" },
 	{ "heartbeat_timeout_ms", T_U32, F(heartbeat_timeout_ms), "10000", "CKPT_HEARTBEAT_TIMEOUT_MS",
 	  "the agent is lost (saves go to local disk only) once it has not answered a heartbeat within this many ms; one goes at a quarter of it while the link is quiet (0: none)" },
 	{ "snapshot_threads", T_U32, F(snapshot_threads), "0", "CKPT_SNAPSHOT_THREADS",
@@ -131,6 +134,12 @@ static int set_field(ckpt_config *cfg, const cfg_entry *e, const char *val)
 		return 0;
 	}
 	case T_U64_SIZE:
+		return ckpt__parse_size(val, (uint64_t *)base);
+	case T_SIZE_AUTO:
+		if (!strcasecmp(val, "auto")) {
+			*(uint64_t *)base = 0;
+			return 0;
+		}
 		return ckpt__parse_size(val, (uint64_t *)base);
 	case T_BOOL:
 		if (!strcmp(val, "1") || !strcasecmp(val, "true") || !strcasecmp(val, "yes") || !strcasecmp(val, "on"))
@@ -387,7 +396,7 @@ int ckpt__config_check(const ckpt_config *c, const ckpt_logger *lg)
 		      (unsigned long long)c->chunk_bytes);
 		return -CKPT_ECONFIG;
 	}
-	if (c->staging_bytes < c->chunk_bytes) {
+	if (c->staging_bytes && c->staging_bytes < c->chunk_bytes) {
 		LOG_E(lg, CKPT_NO_VERSION, "config: staging_bytes %llu smaller than one chunk",
 		      (unsigned long long)c->staging_bytes);
 		return -CKPT_ECONFIG;

@@ -191,6 +191,11 @@ static int link_daemon(ckpt_ctx *ctx)
  * turning it off gives the space back. Failures cost speed, not data. */
 static void setup_recycling(ckpt_ctx *ctx)
 {
+	/* auto: on where the library's own retention deletes as many versions
+	 * as it saves, so the pool holds about one shard and every save
+	 * overwrites; elsewhere deletions may be meant to free space. */
+	if (ctx->cfg.recycle < 0)
+		ctx->cfg.recycle = ctx->cfg.keep_versions > 0 && !(ctx->cfg.daemon && *ctx->cfg.daemon);
 	if (ctx->cfg.recycle) {
 		int pfd = ckpt__recycle_open(ctx->root, 1);
 		if (pfd < 0)
@@ -236,11 +241,12 @@ int ckpt_ctx_open(const ckpt_config *cfg, ckpt_ctx **out)
 		LOG_I(&ctx->log, CKPT_NO_VERSION, "O_DIRECT not supported under %s; using buffered I/O", ctx->root);
 	if ((err = ckpt__index_open(ctx->root, &ctx->log, &ctx->index)) < 0)
 		goto fail;
-	if ((err = ckpt__pool_init(&ctx->pool, cfg->staging_bytes, cfg->chunk_bytes, &ctx->log)) < 0) {
+	if ((err = ckpt__pool_init(&ctx->pool, ckpt__staging_open_bytes(&ctx->cfg), cfg->chunk_bytes, &ctx->log)) < 0) {
 		LOG_E(&ctx->log, CKPT_NO_VERSION, "cannot allocate a staging pool of %llu bytes: %s",
-		      (unsigned long long)cfg->staging_bytes, ckpt_strerror(err));
+		      (unsigned long long)ckpt__staging_open_bytes(&ctx->cfg), ckpt_strerror(err));
 		goto fail;
 	}
+	ctx->pool_auto = ctx->cfg.staging_bytes == 0;
 	if ((cfg->compress && (err = alloc_cbufs(ctx)) < 0) || (err = open_backend(ctx)) < 0)
 		goto fail;
 	setup_recycling(ctx);

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "base/common.h"
 #include "base/faults.h"
@@ -27,6 +28,10 @@ typedef struct ckpt_region {
 	uint64_t offsets[CKPT_MAX_DIMS];
 	uint64_t extents[CKPT_MAX_DIMS];
 	ckpt_dev_region dev;     /* CUDA regions only */
+	int fd;                  /* a file region (ckpt_region_add_file): its bytes are
+	                            read from fd at fd_off; -1 for memory */
+	uint64_t fd_off;
+	struct stat fd_st;       /* snapshot: the file as its first read found it */
 } ckpt_region;
 
 typedef struct ckpt_save_op ckpt_save_op;
@@ -49,6 +54,7 @@ typedef struct ckpt_chunk_task {
 	                       once the snapshot, or for a device chunk the worker, put them
 	                       there); NULL when staged */
 	uint64_t img_off;   /* LOCAL_MEM: its offset in the segment's shard image */
+	uint64_t seal;      /* LOCAL_MEM: ckpt_kern_seal of the raw bytes (format/seal.h) */
 	void *out;          /* what gets written: slot, segment or compression buffer */
 	uint32_t raw_len;
 	int dev;            /* the bytes come from the device: wait for the slot's copy */
@@ -145,6 +151,9 @@ struct ckpt_ctx {
 	uint32_t nregions, cap_regions;
 
 	ckpt_pool pool;
+	int pool_auto;           /* staging_bytes auto: not yet sized by a save (staging.c) */
+	int pool_warned;         /* a save larger than the pool was logged */
+	uint64_t pool_need;      /* staging slots the last save needed */
 	uint8_t **cbufs;         /* compression outputs, aligned */
 	size_t cbuf_bytes;
 	uint32_t ncbufs;
@@ -229,6 +238,11 @@ void ckpt__op_release(ckpt_save_op *op);
 void ckpt__op_ref(ckpt_save_op *op);
 /* A staging slot for a snapshot or a restore: waits for one (and lets a
  * held-back pipeline run, since only it and restores free slots). */
+/* staging.c: the pool a context opens with, in bytes; at a save needing
+ * `slots` staging slots, the pool sized from the state (the first save with
+ * staging_bytes auto) and the warning when the save will not fit. */
+uint64_t ckpt__staging_open_bytes(const ckpt_config *cfg);
+int ckpt__staging_fit(struct ckpt_ctx *ctx, uint64_t version, uint64_t slots);
 int ckpt__slot_take(struct ckpt_ctx *ctx);
 /* Gives it back and wakes whoever waits for one. */
 void ckpt__slot_give(struct ckpt_ctx *ctx, int slot);

@@ -53,6 +53,7 @@ struct ckpt_daemon {
 	 * reader of the DRAM copy) runs, the idle fill stays off, so that
 	 * the readers' threads have the CPUs to themselves. */
 	uint32_t readers;
+	int warmed;            /* io thread: ckpt__daemon_warm ran */
 	ckptd_secret *secret;  /* the job's: partner agents are dialled with it */
 	char agent_listen[CKPTD_ADDR_MAX + 1]; /* the agent's --listen (1.3); "" unknown */
 	uint32_t seg_wait_ms;  /* the agent's --segment-wait, as it said (or its default) */
@@ -150,6 +151,8 @@ static void link_lost(ckpt_ctx *ctx, int err)
 
 /* With d->mu held. A call whose answer must be `want`; an ERROR answer
  * becomes *code. */
+static int adopt_pool(ckpt_ctx *ctx, int fd, int write, uint64_t end);
+
 static int call_expect(ckpt_ctx *ctx, const ckptd_msg *req, uint16_t want, ckptd_msg *rep, uint32_t *code)
 {
 	if (ctx->daemon->broken)
@@ -244,6 +247,20 @@ int ckpt__daemon_open(ckpt_ctx *ctx)
 	if (err < 0) {
 		snprintf(why, sizeof(why), "REGISTER_RANK failed: %s", ckpt_strerror(err));
 		goto out;
+	}
+	/* The job's pool, when the agent has it ready, comes with the answer:
+	 * mapped now, its page tables built by the io thread while the trainer
+	 * starts, so that even the first save copies at memcpy's speed. */
+	int pfd = ckptd_client_take_fd(d->client);
+	if (pfd >= 0 && (ctx->cfg.tiers & CKPT_TIER_LOCAL_MEM) && d->unix_link) {
+		pthread_mutex_lock(&d->mu);
+		int pr = adopt_pool(ctx, pfd, 1, 0);
+		pthread_mutex_unlock(&d->mu);
+		if (pr < 0)
+			LOG_I(&ctx->log, CKPT_NO_VERSION, "daemon: the agent's pool could not be mapped ahead (%s); it is "
+			      "mapped at the first save", ckpt_strerror(pr));
+	} else if (pfd >= 0) {
+		close(pfd);
 	}
 	snprintf(d->agent_listen, sizeof(d->agent_listen), "%s", rep.u.ok.address);
 	d->seg_wait_ms = rep.u.ok.wait_ms ? rep.u.ok.wait_ms : CKPTD_SEGMENT_WAIT_DEFAULT_MS;
@@ -389,28 +406,24 @@ void ckpt__daemon_fault_in(const void *p, size_t len)
 	(void)x;
 }
 
-/* With d->mu held: the grant's bytes in our mapping of the pool. The whole
- * fd is mapped once (again only if the agent hands over another pool). A
- * write grant's range is faulted in the first time, so that the copy into it
- * runs at memcpy speed instead of taking a page fault per 4 KiB; for a read
- * grant *cold says whether the reader has to (it does so on its threads). */
-static int map_grant(ckpt_ctx *ctx, const ckptd_segment_grant *g, int write, uint8_t **out, int *cold)
+/* With d->mu held: maps the pool behind fd (the whole of it), unless the
+ * mapping we have is of that pool, writable if need be, and covers `end`
+ * bytes. Takes fd's ownership. */
+static int adopt_pool(ckpt_ctx *ctx, int fd, int write, uint64_t end)
 {
 	struct ckpt_daemon *d = ctx->daemon;
-	int fd = ckptd_client_take_fd(d->client), err = 0;
 	struct stat st;
-	if (fd < 0)
-		return -EPROTO;
+	int err = 0;
 	if (fstat(fd, &st) < 0) {
 		err = -errno;
 		goto out;
 	}
-	if (g->offset > (uint64_t)st.st_size || g->bytes > (uint64_t)st.st_size - g->offset) {
+	if (end > (uint64_t)st.st_size) {
 		err = -ERANGE;
 		goto out;
 	}
 	if (!d->map.addr || st.st_dev != d->map_dev || st.st_ino != d->map_ino || (write && !d->map_write) ||
-	    g->offset + g->bytes > d->map.len) {
+	    end > d->map.len) {
 		int w = write || ctx->mem_tier;
 		int i = 0;
 		while (d->map.addr && i < OLD_MAPS && d->old[i].map_addr)
@@ -444,8 +457,37 @@ static int map_grant(ckpt_ctx *ctx, const ckptd_segment_grant *g, int write, uin
 		d->map_dev = st.st_dev;
 		d->map_ino = st.st_ino;
 	}
+out:
+	close(fd);
+	return err;
+}
+
+/* With d->mu held: the grant's bytes in our mapping of the pool. The whole
+ * fd is mapped once (again only if the agent hands over another pool). A
+ * write grant's range is faulted in the first time, so that the copy into it
+ * runs at memcpy speed instead of taking a page fault per 4 KiB; for a read
+ * grant *cold says whether the reader has to (it does so on its threads). */
+static int map_grant(ckpt_ctx *ctx, const ckptd_segment_grant *g, int write, uint8_t **out, int *cold)
+{
+	struct ckpt_daemon *d = ctx->daemon;
+	int fd = ckptd_client_take_fd(d->client);
+	if (fd < 0)
+		return -EPROTO;
+	if (g->offset + g->bytes < g->offset) {
+		close(fd);
+		return -ERANGE;
+	}
+	int err = adopt_pool(ctx, fd, write, g->offset + g->bytes);
+	if (err < 0)
+		return err;
 	if (write) {
-		prefault(d, g->offset, g->bytes);
+		/* Built ahead (the pool came with the registration, or an earlier
+		 * grant's idle fill) or now, inside the save's stall. */
+		int ahead = populated(d, g->offset, g->bytes);
+		LOG_T(&ctx->log, CKPT_NO_VERSION, "LOCAL_MEM segment of %llu bytes: page tables %s",
+		      (unsigned long long)g->bytes, ahead ? "built ahead of the save" : "built now, in the save's stall");
+		if (!ahead)
+			prefault(d, g->offset, g->bytes);
 	} else {
 		*cold = !populated(d, g->offset, g->bytes);
 		pthread_mutex_lock(&d->pop_mu);
@@ -453,9 +495,7 @@ static int map_grant(ckpt_ctx *ctx, const ckptd_segment_grant *g, int write, uin
 		pthread_mutex_unlock(&d->pop_mu);
 	}
 	*out = (uint8_t *)d->map.addr + g->offset;
-out:
-	close(fd);
-	return err;
+	return 0;
 }
 
 int ckpt__daemon_prefault_idle(ckpt_ctx *ctx, uint64_t budget)
@@ -502,6 +542,30 @@ int ckpt__daemon_prefault_idle(ckpt_ctx *ctx, uint64_t budget)
 	int more = d->pop_left > 0;
 	pthread_mutex_unlock(&d->pop_mu);
 	return more;
+}
+
+void ckpt__daemon_warm(ckpt_ctx *ctx)
+{
+	struct ckpt_daemon *d = ctx->daemon;
+	if (!d || d->warmed || !ctx->mem_tier || !ckpt__daemon_segments(ctx))
+		return;
+	d->warmed = 1;
+	uint64_t *v = NULL, id, len;
+	size_t n = 0;
+	const uint8_t *img;
+	int cold;
+	/* The copy a restart restores first: the newest committed version. */
+	if (ckpt__daemon_versions(ctx, &v, &n) == 0 && n &&
+	    ckpt__daemon_segment_read(ctx, v[n - 1], &img, &len, &cold, &id) == 0) {
+		pthread_mutex_lock(&d->pop_mu);
+		if (d->map.addr && img >= (const uint8_t *)d->map.addr)
+			d->pop_next = (size_t)((uint64_t)(img - (const uint8_t *)d->map.addr) / POP_UNIT);
+		pthread_mutex_unlock(&d->pop_mu);
+		ckpt__daemon_segment_release(ctx, id);
+		LOG_T(&ctx->log, v[n - 1], "LOCAL_MEM: this node holds the newest version (%llu bytes): its page tables "
+		      "are built while idle, before a restore asks", (unsigned long long)len);
+	}
+	free(v);
 }
 
 /* With d->mu held: an answer other than a grant may still carry an fd. */

@@ -32,6 +32,13 @@ int ckpt__daemon_segments(struct ckpt_ctx *ctx);
  * some remain. */
 int ckpt__daemon_prefault_idle(struct ckpt_ctx *ctx, uint64_t budget);
 
+/* io thread, idle, once per context: maps the agent's pool through a read
+ * grant of this rank's newest committed DRAM copy, if the node holds one,
+ * and points the idle page-table fill (ckpt__daemon_prefault_idle) at it,
+ * so that a restarted rank's restore reads memory already mapped while it
+ * was building its model. Nothing when the node holds no copy. */
+void ckpt__daemon_warm(struct ckpt_ctx *ctx);
+
 /* io thread: a HEARTBEAT when the link was quiet for a quarter of
  * cfg.heartbeat_timeout_ms; no answer within the timeout loses the link
  * (saves go to local disk only, as when the socket closes). */

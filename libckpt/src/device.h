@@ -28,6 +28,11 @@ int ckpt__dev_available(void);
 int ckpt__dev_open(ckpt_dev **out, void *pool, size_t pool_bytes, uint32_t nslots,
                    const ckpt_logger *lg);
 void ckpt__dev_close(ckpt_dev *d);
+/* The staging pool is being replaced (nothing in flight): unpins the old
+ * one, then pins the new one, with an event and a pinned checksum slot for
+ * each of its nslots. */
+void ckpt__dev_pool_release(ckpt_dev *d);
+int ckpt__dev_pool_attach(ckpt_dev *d, void *pool, size_t pool_bytes, uint32_t nslots);
 /* -EINVAL unless p..p+n is device memory of the open device. */
 int ckpt__dev_check_ptr(ckpt_dev *d, const void *p, size_t n);
 int ckpt__dev_region_init(ckpt_dev *d, ckpt_dev_region *r, uint64_t bytes, uint64_t chunk_bytes);

@@ -101,6 +101,40 @@ void ckpt__dev_close(ckpt_dev *d)
 	free(d);
 }
 
+void ckpt__dev_pool_release(ckpt_dev *d)
+{
+	if (!d || !d->pool)
+		return;
+	cudaStreamSynchronize(d->stream);
+	cudaHostUnregister(d->pool);
+	d->pool = NULL;
+}
+
+int ckpt__dev_pool_attach(ckpt_dev *d, void *pool, size_t pool_bytes, uint32_t nslots)
+{
+	if (nslots > d->nslots) {
+		cudaEvent_t *ev = realloc(d->slot_ev, nslots * sizeof(*ev));
+		if (!ev)
+			return -ENOMEM;
+		d->slot_ev = ev;
+		for (uint32_t i = d->nslots; i < nslots; i++)
+			d->slot_ev[i] = NULL;
+		uint64_t *sums = NULL;
+		int err = cu(d, cudaMallocHost((void **)&sums, nslots * sizeof(uint64_t)), "pinned sums");
+		if (err < 0)
+			return err;
+		cudaFreeHost(d->h_slot_sum);
+		d->h_slot_sum = sums;
+		for (uint32_t i = d->nslots; i < nslots; i++, d->nslots++)
+			if ((err = cu(d, cudaEventCreateWithFlags(&d->slot_ev[i], cudaEventDisableTiming), "event")) < 0)
+				return err;
+	}
+	int err = cu(d, cudaHostRegister(pool, pool_bytes, cudaHostRegisterDefault), "pin staging");
+	if (err == 0)
+		d->pool = pool;
+	return err;
+}
+
 int ckpt__dev_check_ptr(ckpt_dev *d, const void *p, size_t n)
 {
 	struct cudaPointerAttributes a;

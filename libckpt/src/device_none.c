@@ -11,6 +11,12 @@ int ckpt__dev_open(ckpt_dev **out, void *pool, size_t pool_bytes, uint32_t nslot
 	return -ENOTSUP;
 }
 void ckpt__dev_close(ckpt_dev *d) { (void)d; }
+void ckpt__dev_pool_release(ckpt_dev *d) { (void)d; }
+int ckpt__dev_pool_attach(ckpt_dev *d, void *pool, size_t pool_bytes, uint32_t nslots)
+{
+	(void)d; (void)pool; (void)pool_bytes; (void)nslots;
+	return -ENOTSUP;
+}
 int ckpt__dev_check_ptr(ckpt_dev *d, const void *p, size_t n) { (void)d; (void)p; (void)n; return -ENOTSUP; }
 int ckpt__dev_region_init(ckpt_dev *d, ckpt_dev_region *r, uint64_t b, uint64_t c)
 {

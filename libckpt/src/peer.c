@@ -23,6 +23,7 @@
 #include "ctx.h"
 #include "daemon.h"
 #include "wire/client.h"
+#include "format/image_read.h"
 #include "fabric.h"
 
 #include <errno.h>
@@ -53,6 +54,8 @@ struct ckpt_peer {
 	/* The fabric and the partner connections: the peer thread and restores,
 	 * one at a time (fab_mu). */
 	pthread_mutex_t fab_mu;
+	pthread_t early;        /* fab_early, joined at stop */
+	int early_started;
 	ckpt_fab *fab;
 	char provider[CKPTD_PROVIDER_MAX + 1];
 	ckpt_fab_mr *seg_mr, *pool_mr, *scratch_mr;
@@ -84,6 +87,19 @@ static void fab_drop(struct ckpt_peer *p)
 	p->seg_base = NULL;
 	ckpt_fab_close(p->fab);
 	p->fab = NULL;
+}
+
+void ckpt__peer_pool_moved(struct ckpt_ctx *ctx)
+{
+	struct ckpt_peer *p = ctx->peer;
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->fab_mu);
+	if (p->fab) {
+		LOG_I(&ctx->log, CKPT_NO_VERSION, "peer: the staging pool was resized; the fabric reopens on its next use");
+		fab_drop(p);
+	}
+	pthread_mutex_unlock(&p->fab_mu);
 }
 
 /* With fab_mu: an endpoint of the partner's provider, with the agent's pool
@@ -365,6 +381,29 @@ static void count_skip(ckpt_ctx *ctx)
 	pthread_mutex_unlock(&ctx->step_mu);
 }
 
+/* Opens the fabric before anyone needs it: in a new process that takes
+ * 0.1-0.4 s (libfabric loaded, its providers probed, buffers registered),
+ * which a restart's restore from partner DRAM, or the first copy, would
+ * otherwise wait for. On a thread of its own, so that the copy thread still
+ * takes the first save as it comes (and waits on fab_mu, as whoever needs
+ * the fabric first does). A partner that grants with another provider gets
+ * the fabric reopened. */
+static void *fab_early(void *arg)
+{
+	struct ckpt_peer *p = arg;
+	char why[400] = "";
+	uint64_t t0 = ckpt__now_ns();
+	pthread_mutex_lock(&p->fab_mu);
+	int r = p->fab ? 0 : fab_ready(p, "", why, sizeof(why));
+	pthread_mutex_unlock(&p->fab_mu);
+	if (r < 0)
+		LOG_I(&p->ctx->log, CKPT_NO_VERSION, "peer: fabric not opened ahead of use (%s); tried again when needed",
+		      why);
+	else
+		LOG_T(&p->ctx->log, CKPT_NO_VERSION, "peer: fabric opened ahead of use in %.1f ms", (ckpt__now_ns() - t0) / 1e6);
+	return NULL;
+}
+
 static void *peer_main(void *arg)
 {
 	struct ckpt_peer *p = arg;
@@ -445,6 +484,7 @@ int ckpt__peer_start(ckpt_ctx *ctx)
 		return r;
 	}
 	p->started = 1;
+	p->early_started = pthread_create(&p->early, NULL, fab_early, p) == 0;
 	ctx->peer = p;
 	return 0;
 }
@@ -465,6 +505,8 @@ void ckpt__peer_stop(ckpt_ctx *ctx)
 		ckpt__peer_settle(old, -ECANCELED);
 		ckpt__op_release(old);
 	}
+	if (p->early_started)
+		pthread_join(p->early, NULL);
 	fab_drop(p);
 	for (int i = 0; i < PEER_CONNS; i++)
 		ckptd_client_close(p->conns[i].c);
@@ -548,31 +590,19 @@ int ckpt__peer_open_rank(ckpt_ctx *ctx, uint64_t version, uint32_t rank, const c
 	pr->fab_ns = ckpt__now_ns() - f0;
 	if (r < 0)
 		goto out;
-	if (g.bytes < CKPT_FMT_HEADER_LEN + CKPT_FMT_TAIL_LEN) {
-		set_why(why, cap, "the partner's copy is %llu bytes: too short", (unsigned long long)g.bytes);
-		r = -CKPT_ECORRUPT;
-		goto out;
-	}
 	const ckpt_fab_remote *rem = (const ckpt_fab_remote *)pr->remote;
-	uint8_t *hdr = p->scratch, *tail = p->scratch + CKPT_FMT_HEADER_USED;
-	if ((r = xfer(p, CKPT_FAB_READ, hdr, CKPT_FMT_HEADER_USED, rem, pr->off, why, cap)) < 0 ||
-	    (r = xfer(p, CKPT_FAB_READ, tail, CKPT_FMT_TAIL_LEN, rem, pr->off + g.bytes - CKPT_FMT_TAIL_LEN, why,
-	              cap)) < 0)
-		goto out;
-	if ((r = ckpt__shard_parse_parts(&pr->s, g.bytes, hdr, CKPT_FMT_HEADER_USED, tail, NULL, why, cap)) < 0)
-		goto out;
-	uint64_t flen = pr->s.tail.footer_length, foff = pr->s.tail.footer_offset;
-	uint64_t room = SCRATCH_BYTES - CKPT_FMT_HEADER_USED - CKPT_FMT_TAIL_LEN;
-	if (flen > room || foff > g.bytes || flen > g.bytes - foff) {
-		set_why(why, cap, "the partner's copy has a footer of %llu bytes at %llu: out of bounds",
-		        (unsigned long long)flen, (unsigned long long)foff);
-		r = -CKPT_ECORRUPT;
+	ckpt_image im;
+	r = ckpt__image_open(p->fab, rem, pr->off, g.bytes, p->scratch, p->scratch_mr, SCRATCH_BYTES,
+	                     (int)ctx->cfg.peer_timeout_ms, &im, why, cap);
+	if (r < 0) {
+		ckpt__image_close(&im);
+		if (r != -CKPT_ECORRUPT && r != -CKPT_EFORMAT && r != -ENOMEM)
+			fab_drop(p); /* a fabric error: the endpoint is unusable */
 		goto out;
 	}
-	uint8_t *footer = tail + CKPT_FMT_TAIL_LEN;
-	if ((r = xfer(p, CKPT_FAB_READ, footer, flen, rem, pr->off + foff, why, cap)) < 0)
-		goto out;
-	r = ckpt__shard_parse_parts(&pr->s, g.bytes, hdr, CKPT_FMT_HEADER_USED, tail, footer, why, cap);
+	pr->s = im.s;
+	pr->seals = im.seals;
+	pr->seals_bad = im.seals_bad;
 	pr->open_ns = ckpt__now_ns() - pr->t_open_ns;
 out:
 	pthread_mutex_unlock(&p->fab_mu);
@@ -623,6 +653,86 @@ void ckpt__peer_close(ckpt_ctx *ctx, ckpt_peer_read *pr)
 		      "(fabric %.1f ms), fi_read %.1f ms", pr->node, (unsigned long long)pr->read_bytes,
 		      (ckpt__now_ns() - pr->t_open_ns) / 1e6, pr->open_ns / 1e6, pr->fab_ns / 1e6, pr->read_ns / 1e6);
 	ckpt__shard_close(&pr->s);
+	free(pr->seals);
+	pr->seals = NULL;
 	pr->conn = NULL;
 	pr->slot = 0;
+}
+
+int ckpt__peer_needs_mr(ckpt_ctx *ctx)
+{
+	struct ckpt_peer *p = ctx->peer;
+	pthread_mutex_lock(&p->fab_mu);
+	int need = p->fab ? ckpt_fab_needs_local_mr(p->fab) : 1;
+	pthread_mutex_unlock(&p->fab_mu);
+	return need;
+}
+
+ckpt_fab_mr *ckpt__peer_mr(ckpt_ctx *ctx, void *buf, size_t len)
+{
+	struct ckpt_peer *p = ctx->peer;
+	ckpt_fab_mr *mr = NULL;
+	char fw[300] = "";
+	pthread_mutex_lock(&p->fab_mu);
+	if (p->fab && ckpt_fab_mr_reg(p->fab, buf, len, CKPT_FAB_LOCAL, &mr, fw, sizeof(fw)) < 0) {
+		LOG_I(&ctx->log, CKPT_NO_VERSION, "peer: a region of %zu bytes cannot be registered (%s): it is read "
+		      "through staging", len, fw);
+		mr = NULL;
+	}
+	pthread_mutex_unlock(&p->fab_mu);
+	return mr;
+}
+
+void ckpt__peer_mr_close(ckpt_ctx *ctx, ckpt_fab_mr *mr)
+{
+	struct ckpt_peer *p = ctx->peer;
+	if (!mr)
+		return;
+	pthread_mutex_lock(&p->fab_mu);
+	/* A dropped fab closed its regions with it. */
+	if (p->fab)
+		ckpt_fab_mr_close(mr);
+	pthread_mutex_unlock(&p->fab_mu);
+}
+
+int ckpt__peer_fetch(ckpt_ctx *ctx, ckpt_peer_read *pr, ckpt_fab_piece *pc, size_t n, void *const *bounce,
+                     unsigned nbounce, unsigned threads, ckpt_fab_landed_fn landed, void *arg, char *why, size_t cap)
+{
+	struct ckpt_peer *p = ctx->peer;
+	for (size_t i = 0; i < n; i++) {
+		if (pc[i].roff > pr->bytes || pc[i].len > pr->bytes - pc[i].roff) {
+			set_why(why, cap, "chunk at %llu (+%zu) beyond the partner's copy", (unsigned long long)pc[i].roff,
+			        pc[i].len);
+			return -CKPT_ECORRUPT;
+		}
+		pc[i].roff += pr->off;
+	}
+	pthread_mutex_lock(&p->fab_mu);
+	uint64_t t0 = ckpt__now_ns();
+	int r = p->fab ? 0 : fab_ready(p, "", why, cap);
+	char fw[300] = "";
+	if (r == 0) {
+		ckpt_fab_fetch_opts o = { .size = sizeof(o), .threads = threads, .bounce = bounce,
+		                          .bounce_mr = p->pool_mr, .bounce_bytes = ctx->pool.slot_bytes,
+		                          .nbounce = nbounce, .timeout_ms = (int)ctx->cfg.peer_timeout_ms };
+		r = ckpt_fab_fetch(p->fab, (const ckpt_fab_remote *)pr->remote, pc, n, &o, landed, arg, fw, sizeof(fw));
+		if (r < 0 && fw[0])
+			set_why(why, cap, "fi_read: %s", fw);
+		if (r < 0 && ckpt_fab_broken(p->fab)) {
+			/* The fetch broke the endpoint: reads may still be in flight. */
+			fab_drop(p);
+			pthread_mutex_lock(&ctx->step_mu);
+			ctx->step_fabric_errors++;
+			pthread_mutex_unlock(&ctx->step_mu);
+		}
+	}
+	pthread_mutex_unlock(&p->fab_mu);
+	for (size_t i = 0; i < n; i++)
+		pc[i].roff -= pr->off;
+	if (r == 0) {
+		pr->read_ns += ckpt__now_ns() - t0;
+		for (size_t i = 0; i < n; i++)
+			pr->read_bytes += pc[i].len;
+	}
+	return r;
 }

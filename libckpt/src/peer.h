@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "format/format.h"
+#include "fabric.h"
 
 struct ckpt_ctx;
 struct ckpt_save_op;
@@ -23,6 +24,9 @@ struct ckpt_save_op;
 int ckpt__peer_start(struct ckpt_ctx *ctx);
 /* Stops the thread; copies not done fail with -ECANCELED. */
 void ckpt__peer_stop(struct ckpt_ctx *ctx);
+/* The staging pool is about to be replaced (nothing in flight): the fabric,
+ * which registered it, is closed, and opens again on its next use. */
+void ckpt__peer_pool_moved(struct ckpt_ctx *ctx);
 /* io thread, after op's LOCAL_MEM report: queue its image for partners. */
 void ckpt__peer_enqueue(struct ckpt_ctx *ctx, struct ckpt_save_op *op);
 /* op finished without its image queued: settles its PEER_MEM result. */
@@ -31,6 +35,8 @@ void ckpt__peer_settle(struct ckpt_save_op *op, int err);
 /* A partner's copy of this rank's shard, open for reading. */
 typedef struct ckpt_peer_read {
 	ckpt_shard s;          /* header and footer, checked */
+	uint64_t *seals;       /* the image's seal table (format/seal.h), or NULL */
+	int seals_bad;         /* there is one, but it does not check */
 	char node[65];         /* the partner */
 	void *conn;            /* private */
 	uint64_t slot, off, bytes;
@@ -61,6 +67,20 @@ int ckpt__peer_open_rank(struct ckpt_ctx *ctx, uint64_t version, uint32_t rank, 
 /* Reads [off, off+len) of the image into buf, a staging slot. */
 int ckpt__peer_pread(struct ckpt_ctx *ctx, ckpt_peer_read *pr, uint64_t off, size_t len, void *buf, char *why,
                      size_t cap);
+/* 1 when local buffers of a read must be registered (ckpt__peer_mr). */
+int ckpt__peer_needs_mr(struct ckpt_ctx *ctx);
+/* Registers [buf, buf+len) for reading into (the caller's regions); NULL
+ * when it cannot be (then read through staging slots). Closed by
+ * ckpt__peer_mr_close before the memory goes. */
+ckpt_fab_mr *ckpt__peer_mr(struct ckpt_ctx *ctx, void *buf, size_t len);
+void ckpt__peer_mr_close(struct ckpt_ctx *ctx, ckpt_fab_mr *mr);
+/* Reads n pieces of the open copy (offsets within the image), many reads
+ * in flight (ckpt_fab_fetch), handing each to landed on `threads` threads
+ * as it lands; pieces without a buffer go through the nbounce staging
+ * slots given. A fabric error drops the endpoint (reopened at the next
+ * use). Returns 0, landed's error, or a fabric error with why. */
+int ckpt__peer_fetch(struct ckpt_ctx *ctx, ckpt_peer_read *pr, ckpt_fab_piece *pc, size_t n, void *const *bounce,
+                     unsigned nbounce, unsigned threads, ckpt_fab_landed_fn landed, void *arg, char *why, size_t cap);
 /* Unpins and forgets. */
 void ckpt__peer_close(struct ckpt_ctx *ctx, ckpt_peer_read *pr);
 

@@ -23,6 +23,7 @@
 #include "peer.h"
 #include "preempt.h"
 #include "ckpt_kernels.h"
+#include "format/seal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -190,7 +191,12 @@ static void chunk_sum(ckpt_ctx *ctx, ckpt_chunk_task *t)
 	/* A test damages the staged copy here, as a faulty link would. */
 	if (t->dev && t->raw_len && ckpt__fault(&ctx->faults, "persist.device_chunk") < 0)
 		raw[t->raw_len / 2] ^= 0x40;
-	c->checksum = ckpt_kern_checksum(raw, t->raw_len);
+	/* A chunk of a DRAM image gets its seal in the same pass, from the
+	 * same bytes: the DRAM restore checks that instead (format/seal.h). */
+	if (t->mem)
+		c->checksum = ckpt_kern_checksum_sealed(raw, t->raw_len, &t->seal);
+	else
+		c->checksum = ckpt_kern_checksum(raw, t->raw_len);
 	if (t->dev && derr == 0 && dev_sum != c->checksum) {
 		/* End-to-end: the bytes that reached staging are not the bytes
 		 * the device had at the save point. */
@@ -503,27 +509,36 @@ fail:
 	op_finish(ctx, op);
 }
 
-/* Footer and tail of the segment's image: the chunk table says "stored,
- * uncompressed" at the image's own offsets whatever the disk file does. */
+/* Footer, seal table and tail of the segment's image: the chunk table
+ * says "stored, uncompressed" at the image's own offsets whatever the disk
+ * file does. */
 static int seg_finish(ckpt_save_op *op)
 {
 	ckpt_fmt_footer img = op->footer;
-	img.chunks = malloc((op->footer.chunk_count ? op->footer.chunk_count : 1) * sizeof(*img.chunks));
-	if (!img.chunks)
+	uint64_t n = op->footer.chunk_count ? op->footer.chunk_count : 1;
+	img.chunks = malloc(n * sizeof(*img.chunks));
+	uint64_t *seals = malloc(n * sizeof(*seals));
+	if (!img.chunks || !seals) {
+		free(img.chunks);
+		free(seals);
 		return -ENOMEM;
+	}
 	for (uint64_t i = 0; i < img.chunk_count; i++) {
 		img.chunks[i] = op->footer.chunks[i];
 		img.chunks[i].offset = op->tasks[i].img_off;
 		img.chunks[i].stored_len = img.chunks[i].raw_len;
 		img.chunks[i].flags = 0;
+		seals[i] = op->tasks[i].seal;
 	}
 	img.stored_bytes = img.data_bytes;
-	size_t tl = ckpt__fmt_trailer_len(&img);
+	size_t tl = ckpt__seal_trailer_len(&img);
 	uint8_t *p = op->seg + op->img_footer_off;
 	memset(p, 0, tl);
 	ckpt__fmt_trailer_encode(p, tl, &img, op->img_footer_off, op->header_checksum);
+	ckpt__seal_encode(p, tl, &img, seals);
 	op->mem_sum = ckpt__get_le64(p + tl - CKPT_FMT_TAIL_LEN + 32);
 	free(img.chunks);
+	free(seals);
 	return 0;
 }
 
@@ -726,6 +741,8 @@ static void *io_main(void *arg)
 		pthread_mutex_lock(&ctx->lock);
 		int idle = ctx->nlive == 0 && !ctx->stopping;
 		pthread_mutex_unlock(&ctx->lock);
+		if (idle && ctx->daemon)
+			ckpt__daemon_warm(ctx);
 		filling = idle && ckpt__daemon_prefault_idle(ctx, PREFAULT_STEP);
 		if (stop)
 			break;

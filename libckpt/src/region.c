@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 void ckpt_region_desc_init(ckpt_region_desc *d, const char *name, void *ptr, uint64_t bytes)
 {
@@ -16,7 +17,8 @@ void ckpt_region_desc_init(ckpt_region_desc *d, const char *name, void *ptr, uin
 	d->device = CKPT_DEVICE_HOST;
 }
 
-int ckpt_region_add(ckpt_ctx *ctx, const ckpt_region_desc *d)
+/* fd >= 0: a file region (its bytes at fd_off of fd), d->ptr unused. */
+static int region_add(ckpt_ctx *ctx, const ckpt_region_desc *d, int fd, uint64_t fd_off)
 {
 	if (!ctx || !d || d->size < sizeof(*d))
 		return -EINVAL;
@@ -48,7 +50,7 @@ int ckpt_region_add(ckpt_ctx *ctx, const ckpt_region_desc *d)
 		LOG_E(&ctx->log, CKPT_NO_VERSION, "region '%s': not device memory of the current CUDA device", d->name);
 		return -EINVAL;
 	}
-	if (ckpt_dtype_size(d->dtype) == 0 || d->ndim > CKPT_MAX_DIMS || (d->bytes && !d->ptr))
+	if (ckpt_dtype_size(d->dtype) == 0 || d->ndim > CKPT_MAX_DIMS || (fd < 0 && d->bytes && !d->ptr))
 		return -EINVAL;
 	if (d->ndim) {
 		uint64_t n = 1;
@@ -82,7 +84,9 @@ int ckpt_region_add(ckpt_ctx *ctx, const ckpt_region_desc *d)
 	if (!r->name)
 		return -ENOMEM;
 	r->name_len = nl;
-	r->ptr = d->ptr;
+	r->ptr = fd < 0 ? d->ptr : NULL;
+	r->fd = fd;
+	r->fd_off = fd_off;
 	r->bytes = d->bytes;
 	r->dtype = d->dtype;
 	r->device = d->device;
@@ -100,6 +104,28 @@ int ckpt_region_add(ckpt_ctx *ctx, const ckpt_region_desc *d)
 	}
 	ctx->nregions++;
 	return 0;
+}
+
+int ckpt_region_add(ckpt_ctx *ctx, const ckpt_region_desc *d)
+{
+	return region_add(ctx, d, -1, 0);
+}
+
+int ckpt_region_add_file(ckpt_ctx *ctx, const char *name, int fd, uint64_t offset, uint64_t bytes)
+{
+	struct stat st;
+	if (!ctx || !name || fd < 0)
+		return fd < 0 && ctx && name ? -EBADF : -EINVAL;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || offset > UINT64_MAX - bytes || offset + bytes > (uint64_t)INT64_MAX) {
+		LOG_E(&ctx->log, CKPT_NO_VERSION, "region '%s': %s", name,
+		      S_ISREG(st.st_mode) ? "offset + bytes too large" : "not a regular file");
+		return -EINVAL;
+	}
+	ckpt_region_desc d;
+	ckpt_region_desc_init(&d, name, NULL, bytes);
+	return region_add(ctx, &d, fd, offset);
 }
 
 int ckpt_region_remove(ckpt_ctx *ctx, const char *name)

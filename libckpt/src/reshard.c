@@ -311,6 +311,8 @@ static int put_region(void *arg, uint64_t off, const void *data, size_t len)
 		return -CKPT_ECORRUPT;
 	if (p->r->device == CKPT_DEVICE_CUDA)
 		return ckpt__dev_h2d(p->ctx->dev, (uint8_t *)p->r->ptr + off, data, len);
+	if (p->r->fd >= 0)
+		return ckpt__pwrite_full(p->r->fd, data, len, p->r->fd_off + off);
 	memcpy((uint8_t *)p->r->ptr + off, data, len);
 	return 0;
 }

@@ -8,6 +8,7 @@
 #include "restore.h"
 #include "format/reader.h"
 #include "format/shared.h"
+#include "format/seal.h"
 #include "ckpt_kernels.h"
 
 #include <errno.h>
@@ -33,12 +34,15 @@ static int restore_sink(void *arg, uint32_t ri, uint64_t off, const void *data, 
 		return -CKPT_ECORRUPT;
 	if (r->device == CKPT_DEVICE_CUDA)
 		return ckpt__dev_h2d(a->ctx->dev, (uint8_t *)r->ptr + off, data, len);
+	if (r->fd >= 0)
+		return ckpt__pwrite_full(r->fd, data, len, r->fd_off + off);
 	memcpy((uint8_t *)r->ptr + off, data, len);
 	return 0;
 }
 
 /* Where region ri's bytes [off, off+len) go in host memory, for a copy
- * fused with the checksum; NULL when they take the sink (device memory) or
+ * fused with the checksum; NULL when they take the sink (device memory, a
+ * file region) or
  * are not wanted. *bad: the range lies outside the region. */
 static uint8_t *restore_place(struct restore_arg *a, uint32_t ri, uint64_t off, size_t len, int *bad)
 {
@@ -51,7 +55,7 @@ static uint8_t *restore_place(struct restore_arg *a, uint32_t ri, uint64_t off, 
 		*bad = 1;
 		return NULL;
 	}
-	if (r->device == CKPT_DEVICE_CUDA)
+	if (r->device == CKPT_DEVICE_CUDA || r->fd >= 0)
 		return NULL;
 	return (uint8_t *)r->ptr + off;
 }
@@ -217,6 +221,7 @@ typedef struct mem_restore {
 	int cold;       /* fault the image in chunk by chunk, on the threads */
 	const ckpt_shard *s;
 	const uint8_t *want;
+	const uint64_t *seals; /* the image's seal table, or NULL: the tree checksums */
 	struct restore_arg *a;
 	pthread_mutex_t mu;
 	uint64_t next;  /* the next chunk to take */
@@ -263,6 +268,29 @@ static int check_chunk(ckpt_ctx *ctx, uint64_t version, const char *from, const 
 	return dst ? 0 : restore_sink(a, c->region, k * f->chunk_bytes, data, c->raw_len);
 }
 
+/* Chunk ci of a sealed DRAM image (or a partner's copy of one), whose
+ * stored bytes are at data: copied into its region and checked by its seal
+ * in one pass at memcpy's speed (format/seal.h); a mismatch leaves the
+ * bytes there, as check_chunk does. */
+static int check_sealed(ckpt_ctx *ctx, uint64_t version, const char *from, const ckpt_fmt_footer *f,
+                        const uint64_t *seals, uint64_t ci, const uint8_t *data, struct restore_arg *a)
+{
+	const ckpt_fmt_chunk *c = &f->chunks[ci];
+	const ckpt_fmt_region *r = &f->regions[c->region];
+	uint64_t k = ci - r->chunk_first;
+	int bad;
+	uint8_t *dst = restore_place(a, c->region, k * f->chunk_bytes, c->raw_len, &bad);
+	if (bad)
+		return -CKPT_ECORRUPT;
+	uint64_t got = dst ? ckpt_kern_seal_copy(dst, data, c->raw_len) : ckpt_kern_seal(data, c->raw_len);
+	if (got != seals[ci]) {
+		LOG_W(&ctx->log, version, "restore: %s: region '%s' chunk %llu: seal mismatch", from, r->name,
+		      (unsigned long long)k);
+		return -CKPT_ECORRUPT;
+	}
+	return dst ? 0 : restore_sink(a, c->region, k * f->chunk_bytes, data, c->raw_len);
+}
+
 /* Chunk ci of a DRAM image. */
 static int mem_chunk(mem_restore *m, uint64_t ci, ZSTD_DCtx **dctx, uint8_t **plain, uint8_t **scratch)
 {
@@ -278,7 +306,8 @@ static int mem_chunk(mem_restore *m, uint64_t ci, ZSTD_DCtx **dctx, uint8_t **pl
 		ckpt__daemon_fault_in(data, c->stored_len);
 		t1 = ckpt__now_ns();
 	}
-	int err = check_chunk(m->ctx, m->version, "LOCAL_MEM copy", f, ci, data, m->a, dctx, plain, scratch);
+	int err = m->seals && !c->flags ? check_sealed(m->ctx, m->version, "LOCAL_MEM copy", f, m->seals, ci, data, m->a)
+	        : check_chunk(m->ctx, m->version, "LOCAL_MEM copy", f, ci, data, m->a, dctx, plain, scratch);
 	uint64_t t2 = ckpt__now_ns();
 	pthread_mutex_lock(&m->mu);
 	m->fault_ns += t1 - t0;
@@ -323,7 +352,7 @@ static int restore_mem(ckpt_ctx *ctx, uint64_t version)
 	uint64_t len;
 	char why[512] = "";
 	int cold = 0;
-	uint64_t id = 0, t0 = ckpt__now_ns();
+	uint64_t id = 0, t0 = ckpt__now_ns(), *seals = NULL;
 	int err = ckpt__daemon_segment_read(ctx, version, &img, &len, &cold, &id);
 	if (err < 0)
 		return err;
@@ -349,8 +378,17 @@ static int restore_mem(ckpt_ctx *ctx, uint64_t version)
 	}
 	if ((err = map_regions(ctx, version, &s, a.map, want)) < 0)
 		goto out;
+	/* A seal table checks each chunk at the copy's speed; without one (an
+	 * older writer) or with one that does not check, the tree checksums. */
+	int sr = ckpt__seal_read(img, len, &s, &seals, why, sizeof(why));
+	if (sr == -ENOMEM) {
+		err = sr;
+		goto out;
+	}
+	if (sr == -CKPT_ECORRUPT)
+		LOG_W(&ctx->log, version, "restore: LOCAL_MEM copy: %s; checking every chunk's checksum instead", why);
 	mem_restore m = { .ctx = ctx, .version = version, .img = img, .len = len, .cold = cold, .s = &s,
-	                  .want = want, .a = &a };
+	                  .want = want, .seals = seals, .a = &a };
 	pthread_mutex_init(&m.mu, NULL);
 	uint64_t nthreads = CKPT_MIN((uint64_t)ctx->cfg.workers, s.footer.chunk_count), t_chunks = ckpt__now_ns();
 	pthread_t th[64];
@@ -366,11 +404,12 @@ static int restore_mem(ckpt_ctx *ctx, uint64_t version)
 	/* Where the time went: the benchmark's DRAM restore ratio is read
 	 * against these. */
 	LOG_T(&ctx->log, version, "LOCAL_MEM restore: %llu bytes, grant and map %.3f ms, footer %.3f ms, chunks %.3f ms "
-	      "on %u threads (page tables %.3f ms, checksum+copy %.3f ms, summed over threads)%s",
+	      "on %u threads (page tables %.3f ms, %s+copy %.3f ms, summed over threads)%s",
 	      (unsigned long long)len, (t_grant - t0) / 1e6, (t_chunks - t_grant) / 1e6,
-	      (ckpt__now_ns() - t_chunks) / 1e6, started + 1, m.fault_ns / 1e6, m.check_ns / 1e6,
-	      cold ? "" : ", mapping warm");
+	      (ckpt__now_ns() - t_chunks) / 1e6, started + 1, m.fault_ns / 1e6, seals ? "seal" : "checksum",
+	      m.check_ns / 1e6, cold ? "" : ", mapping warm");
 out:
+	free(seals);
 	free(want);
 	free(a.map);
 	ckpt__shard_close(&s);
@@ -379,8 +418,90 @@ out:
 	return err;
 }
 
-/* One partner's copy: chunk by chunk over the fabric into a staging slot,
- * each checked before it reaches its region. */
+/* One restore from a partner's copy, shared by the threads the chunks land on. */
+typedef struct peer_restore {
+	ckpt_ctx *ctx;
+	uint64_t version;
+	const char *from;
+	const ckpt_peer_read *pr;
+	const uint64_t *chunk;  /* piece -> chunk index */
+	const uint8_t *direct;  /* the piece was read straight into its region */
+	struct restore_arg *a;
+} peer_restore;
+
+/* A chunk landed: straight in its region (checked there), or in a staging
+ * slot (checked on its way into the region). */
+static int peer_landed(void *arg, size_t i, const void *data, size_t len)
+{
+	(void)len;
+	peer_restore *q = arg;
+	const ckpt_fmt_footer *f = &q->pr->s.footer;
+	uint64_t ci = q->chunk[i];
+	const ckpt_fmt_chunk *c = &f->chunks[ci];
+	const ckpt_fmt_region *r = &f->regions[c->region];
+	if (q->direct[i]) {
+		const uint64_t *seals = q->pr->seals;
+		uint64_t got = seals ? ckpt_kern_seal(data, c->raw_len) : ckpt_kern_checksum(data, c->raw_len);
+		if (got == (seals ? seals[ci] : c->checksum))
+			return 0;
+		LOG_W(&q->ctx->log, q->version, "restore: %s: region '%s' chunk %llu: %s mismatch", q->from, r->name,
+		      (unsigned long long)(ci - r->chunk_first), seals ? "seal" : "checksum");
+		return -CKPT_ECORRUPT;
+	}
+	if (q->pr->seals && !c->flags)
+		return check_sealed(q->ctx, q->version, q->from, f, q->pr->seals, ci, data, q->a);
+	ZSTD_DCtx *dctx = NULL;
+	uint8_t *plain = NULL, *scratch = NULL;
+	int err = check_chunk(q->ctx, q->version, q->from, f, ci, data, q->a, &dctx, &plain, &scratch);
+	free(plain);
+	free(scratch);
+	ZSTD_freeDCtx(dctx);
+	return err;
+}
+
+#define PEER_BOUNCE 4 /* staging slots for chunks that cannot land in place */
+
+/* The pieces to read: every wanted chunk, straight into its host region
+ * where it is stored as it is (uncompressed) and the region is registered
+ * or needs not be; through a staging slot otherwise. */
+static int peer_pieces(ckpt_ctx *ctx, uint64_t version, const char *from, const ckpt_fmt_footer *f,
+                       const uint8_t *want, struct restore_arg *a, ckpt_fab_mr **mrs, ckpt_fab_piece *pc,
+                       uint64_t *chunk, uint8_t *direct, size_t *n, int *bounce)
+{
+	*n = 0;
+	*bounce = 0;
+	for (uint64_t ci = 0; ci < f->chunk_count; ci++) {
+		const ckpt_fmt_chunk *c = &f->chunks[ci];
+		if (!want[c->region])
+			continue;
+		const ckpt_fmt_region *r = &f->regions[c->region];
+		uint64_t k = ci - r->chunk_first;
+		int bad;
+		uint8_t *dst = restore_place(a, c->region, k * f->chunk_bytes, c->raw_len, &bad);
+		if (bad || c->raw_len > f->chunk_bytes || (!c->flags && c->stored_len != c->raw_len)) {
+			LOG_W(&ctx->log, version, "restore: %s: chunk %llu does not fit its region", from, (unsigned long long)ci);
+			return -CKPT_ECORRUPT;
+		}
+		ckpt_fab_mr *mr = dst ? mrs[a->map[c->region]] : NULL;
+		int in_place = dst && !c->flags && (mr || !ckpt__peer_needs_mr(ctx));
+		if (!in_place && c->stored_len > ctx->pool.slot_bytes) {
+			LOG_W(&ctx->log, version, "restore: %s: chunk %llu of %llu bytes is larger than a staging slot", from,
+			      (unsigned long long)ci, (unsigned long long)c->stored_len);
+			return -CKPT_ECORRUPT;
+		}
+		pc[*n] = (ckpt_fab_piece){ .roff = c->offset, .len = c->stored_len, .buf = in_place ? dst : NULL,
+		                           .mr = in_place ? mr : NULL };
+		chunk[*n] = ci;
+		direct[*n] = (uint8_t)in_place;
+		*bounce |= !in_place;
+		(*n)++;
+	}
+	return 0;
+}
+
+/* One partner's copy: the chunks read with many reads in flight, most of
+ * them straight into their regions, each checked (its seal, else its tree
+ * checksum) as soon as it has landed while the next ones are read. */
 static int restore_from_partner(ckpt_ctx *ctx, uint64_t version, const ckpt_peer_loc *loc)
 {
 	char why[600] = "", from[128];
@@ -391,15 +512,22 @@ static int restore_from_partner(ckpt_ctx *ctx, uint64_t version, const ckpt_peer
 		return err;
 	}
 	snprintf(from, sizeof(from), "PEER_MEM copy on %s", loc->node);
+	if (pr.seals_bad)
+		LOG_W(&ctx->log, version, "restore: %s: its seal table does not check; checking every chunk's checksum "
+		      "instead", from);
 	const ckpt_shard *s = &pr.s;
 	const ckpt_fmt_footer *f = &s->footer;
 	struct restore_arg a = { ctx, NULL };
-	uint8_t *want = calloc(f->region_count + 1, 1);
+	uint64_t nc = f->chunk_count ? f->chunk_count : 1;
+	uint8_t *want = calloc(f->region_count + 1, 1), *direct = malloc(nc);
 	a.map = malloc((f->region_count + 1) * sizeof(int32_t));
-	ZSTD_DCtx *dctx = NULL;
-	uint8_t *plain = NULL, *scratch = NULL;
-	int sl = -1;
-	if (!want || !a.map) {
+	ckpt_fab_mr **mrs = calloc(ctx->nregions + 1, sizeof(*mrs));
+	ckpt_fab_piece *pc = malloc(nc * sizeof(*pc));
+	uint64_t *chunk = malloc(nc * sizeof(*chunk));
+	int slots[PEER_BOUNCE];
+	void *bufs[PEER_BOUNCE];
+	unsigned nb = 0;
+	if (!want || !direct || !a.map || !mrs || !pc || !chunk) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -411,28 +539,45 @@ static int restore_from_partner(ckpt_ctx *ctx, uint64_t version, const ckpt_peer
 	}
 	if ((err = map_regions(ctx, version, s, a.map, want)) < 0)
 		goto out;
-	sl = ckpt__slot_take(ctx);
-	uint8_t *buf = ckpt__pool_slot(&ctx->pool, sl);
-	for (uint64_t ci = 0; ci < f->chunk_count && !err; ci++) {
-		const ckpt_fmt_chunk *c = &f->chunks[ci];
-		if (!want[c->region])
-			continue;
-		if (c->stored_len > ctx->pool.slot_bytes || c->raw_len > f->chunk_bytes) {
-			LOG_W(&ctx->log, version, "restore: %s: chunk %llu of %llu bytes is larger than a chunk", from,
-			      (unsigned long long)ci, (unsigned long long)c->stored_len);
-			err = -CKPT_ECORRUPT;
-		} else if ((err = ckpt__peer_pread(ctx, &pr, c->offset, c->stored_len, buf, why, sizeof(why))) < 0) {
-			LOG_W(&ctx->log, version, "restore: %s: %s", from, why);
-		} else {
-			err = check_chunk(ctx, version, from, f, ci, buf, &a, &dctx, &plain, &scratch);
+	/* Where the provider needs registered buffers (verbs, efa), the host
+	 * regions are registered for the restore; one that cannot be is read
+	 * through staging slots. */
+	if (ckpt__peer_needs_mr(ctx))
+		for (uint32_t i = 0; i < ctx->nregions; i++)
+			if (ctx->regions[i].device != CKPT_DEVICE_CUDA && ctx->regions[i].bytes)
+				mrs[i] = ckpt__peer_mr(ctx, ctx->regions[i].ptr, ctx->regions[i].bytes);
+	size_t n;
+	int bounce;
+	if ((err = peer_pieces(ctx, version, from, f, want, &a, mrs, pc, chunk, direct, &n, &bounce)) < 0)
+		goto out;
+	if (bounce) {
+		slots[nb] = ckpt__slot_take(ctx); /* one at least, waiting for it */
+		bufs[nb] = ckpt__pool_slot(&ctx->pool, slots[nb]);
+		nb++;
+		pthread_mutex_lock(&ctx->lock);
+		int sl;
+		while (nb < PEER_BOUNCE && (sl = ckpt__pool_get(&ctx->pool)) >= 0) {
+			slots[nb] = sl;
+			bufs[nb++] = ckpt__pool_slot(&ctx->pool, sl);
 		}
+		pthread_mutex_unlock(&ctx->lock);
 	}
+	peer_restore q = { .ctx = ctx, .version = version, .from = from, .pr = &pr, .chunk = chunk, .direct = direct,
+	                   .a = &a };
+	/* The calling thread drives the fabric; the checks run on the others. */
+	unsigned threads = ctx->cfg.workers > 1 ? ctx->cfg.workers - 1 : 1;
+	err = ckpt__peer_fetch(ctx, &pr, pc, n, bufs, nb, threads, peer_landed, &q, why, sizeof(why));
+	if (err < 0 && why[0])
+		LOG_W(&ctx->log, version, "restore: %s: %s", from, why);
 out:
-	if (sl >= 0)
-		ckpt__slot_give(ctx, sl);
-	free(plain);
-	free(scratch);
-	ZSTD_freeDCtx(dctx);
+	for (unsigned i = 0; i < nb; i++)
+		ckpt__slot_give(ctx, slots[i]);
+	for (uint32_t i = 0; mrs && i < ctx->nregions; i++)
+		ckpt__peer_mr_close(ctx, mrs[i]);
+	free(mrs);
+	free(pc);
+	free(chunk);
+	free(direct);
 	free(want);
 	free(a.map);
 	ckpt__peer_close(ctx, &pr);

@@ -6,6 +6,7 @@
 #include "pipeline.h"
 #include "format/admin.h"
 #include "format/recycle.h"
+#include "format/seal.h"
 #include "base/dirs.h"
 #include "daemon.h"
 #include "peer.h"
@@ -193,8 +194,8 @@ static int pool_skip(ckpt_ctx *ctx, uint64_t version, uint64_t slots)
 }
 
 /* The shard image a LOCAL_MEM segment holds (docs/format.md): header, every
- * chunk stored uncompressed at its aligned place in table order, footer and
- * tail. Places each chunk; returns the image's length. */
+ * chunk stored uncompressed at its aligned place in table order, footer,
+ * seal table and tail. Places each chunk; returns the image's length. */
 static uint64_t image_layout(ckpt_ctx *ctx, ckpt_save_op *op)
 {
 	uint64_t cb = ctx->cfg.chunk_bytes, off = CKPT_FMT_HEADER_LEN, ci = 0;
@@ -204,7 +205,7 @@ static uint64_t image_layout(ckpt_ctx *ctx, ckpt_save_op *op)
 			off += CKPT_ALIGN_UP(CKPT_MIN(cb, ctx->regions[i].bytes - r), CKPT_ALIGN);
 		}
 	op->img_footer_off = off;
-	return off + ckpt__fmt_trailer_len(&op->footer);
+	return off + ckpt__seal_trailer_len(&op->footer);
 }
 
 /* Undoes a save that failed before anything was queued. */
@@ -388,10 +389,41 @@ static void op_go_live(ckpt_ctx *ctx, ckpt_save_op *op, uint64_t t0)
 	ckpt__submit_aux(ctx, op, IO_HEADER, CKPT_IO_WRITE, op->header_buf, CKPT_FMT_HEADER_LEN, 0);
 }
 
+/* A file region's file as the save found it before its first read
+ * (when = 0) or after its last (1): shorter than the region, or changed
+ * since, fails the save. Returns 0 or -CKPT_ECHANGED (logged). */
+static int file_check(ckpt_ctx *ctx, ckpt_save_op *op, ckpt_region *rg, int when)
+{
+	struct stat st;
+	const char *why = NULL;
+	char b[128];
+	if (fstat(rg->fd, &st) < 0) {
+		snprintf(b, sizeof(b), "%s", strerror(errno));
+		why = b;
+	} else if ((uint64_t)st.st_size < rg->fd_off + rg->bytes) {
+		snprintf(b, sizeof(b), "the file is %lld bytes, shorter than the %llu it was registered with (it shrank)",
+		         (long long)st.st_size, (unsigned long long)(rg->fd_off + rg->bytes));
+		why = b;
+	} else if (when && (st.st_size != rg->fd_st.st_size || st.st_mtim.tv_sec != rg->fd_st.st_mtim.tv_sec ||
+	                    st.st_mtim.tv_nsec != rg->fd_st.st_mtim.tv_nsec)) {
+		why = "the file changed while the save read it";
+	}
+	if (!why) {
+		if (!when)
+			rg->fd_st = st;
+		return 0;
+	}
+	LOG_E(&ctx->log, op->version, "save: region '%s': %s; nothing of this version is committed", rg->name, why);
+	ckpt__op_fail(op, -CKPT_ECHANGED, 0);
+	return -CKPT_ECHANGED;
+}
+
 /* Copies one chunk (bytes [off, off+len) of region rg) into its segment
- * place or a staging slot, and queues it for the workers. */
+ * place or a staging slot, and queues it for the workers. A file region's
+ * chunk is read from its file instead (*bad: the file failed a check or a
+ * read; its chunks are queued unread, the save having failed). */
 static void snapshot_chunk(ckpt_ctx *ctx, ckpt_save_op *op, uint8_t *seg, const ckpt_region *rg, uint64_t off,
-                           uint32_t len, uint64_t ci, unsigned elem)
+                           uint32_t len, uint64_t ci, unsigned elem, int *bad)
 {
 	size_t padded = CKPT_ALIGN_UP(len, CKPT_ALIGN);
 	int dev = rg->device == CKPT_DEVICE_CUDA;
@@ -419,6 +451,17 @@ static void snapshot_chunk(ckpt_ctx *ctx, ckpt_save_op *op, uint8_t *seg, const 
 		if (r < 0) {
 			ckpt__op_fail(op, r, 0);
 			t->dev = 0; /* nothing to wait for; the save fails */
+		}
+	} else if (rg->fd >= 0) {
+		int r = *bad ? 0 : ckpt__fault(&ctx->faults, "save.file_read");
+		if (r == 0 && !*bad)
+			r = ckpt__pread_full(rg->fd, dst, len, rg->fd_off + off);
+		if (r < 0) {
+			LOG_E(&ctx->log, op->version, "save: region '%s': reading %u bytes at %llu of its file: %s", rg->name,
+			      len, (unsigned long long)(rg->fd_off + off),
+			      r == -EIO ? "end of file (it shrank)" : ckpt_strerror(r));
+			ckpt__op_fail(op, r == -EIO ? -CKPT_ECHANGED : r, r == -EIO ? 0 : -r);
+			*bad = 1;
 		}
 	} else {
 		ckpt__pcopy(ctx->pcopy, dst, (const uint8_t *)rg->ptr + off, len);
@@ -453,10 +496,13 @@ static void snapshot(ckpt_ctx *ctx, ckpt_save_op *op, uint8_t *seg)
 		pthread_mutex_unlock(&ctx->lock);
 	}
 	for (uint32_t i = 0; i < ctx->nregions; i++) {
-		const ckpt_region *rg = &ctx->regions[i];
+		ckpt_region *rg = &ctx->regions[i];
 		unsigned elem = shuffle_elem(rg->dtype);
+		int bad = rg->fd >= 0 && file_check(ctx, op, rg, 0) < 0;
 		for (uint64_t off = 0; off < rg->bytes; off += cb, ci++)
-			snapshot_chunk(ctx, op, seg, rg, off, (uint32_t)CKPT_MIN(cb, rg->bytes - off), ci, elem);
+			snapshot_chunk(ctx, op, seg, rg, off, (uint32_t)CKPT_MIN(cb, rg->bytes - off), ci, elem, &bad);
+		if (rg->fd >= 0 && !bad)
+			file_check(ctx, op, rg, 1);
 	}
 	pthread_mutex_lock(&ctx->lock);
 	ctx->hold_work = 0;
@@ -508,7 +554,8 @@ int ckpt_save(ckpt_ctx *ctx, uint64_t version, uint32_t flags, ckpt_handle **out
 	/* Into a segment, only device chunks take staging slots (they cross
 	 * through pinned memory); the rest is checked again if no segment comes. */
 	int mem = ctx->mem_tier && ckpt__daemon_segments(ctx);
-	if ((r = pipeline_admits(ctx, version, mem ? ndev : nchunks)) < 0)
+	if ((r = ckpt__staging_fit(ctx, version, mem ? ndev : nchunks)) < 0 ||
+	    (r = pipeline_admits(ctx, version, mem ? ndev : nchunks)) < 0)
 		return r;
 
 	ckpt_save_op *op;

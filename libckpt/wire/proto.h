@@ -33,7 +33,7 @@ extern "C" {
 /* ---------------------------------------------------------------- limits */
 
 #define CKPTD_PROTO_MAJOR 1
-#define CKPTD_PROTO_MINOR 3
+#define CKPTD_PROTO_MINOR 4
 /* A version as one number, for fields and the auth transcript. */
 #define CKPTD_VERSION_PACK(major, minor) (((uint32_t)(major) << 16) | (uint32_t)(minor))
 #define CKPTD_VERSION_MAJOR_OF(v) ((uint32_t)(v) >> 16)
@@ -108,6 +108,11 @@ typedef enum ckptd_msg_type {
 	CKPTD_MSG_PREEMPT = 71,       /* 1.2 */
 	CKPTD_MSG_EMERGENCY = 72,     /* 1.2 */
 	CKPTD_MSG_HEARTBEAT = 73,     /* 1.3 */
+	/* 1.4: a persistent straggler's node evidence (80-83) */
+	CKPTD_MSG_EVIDENCE_REQUEST = 80,
+	CKPTD_MSG_NODE_EVIDENCE = 81,
+	CKPTD_MSG_STRAGGLERS = 82,
+	CKPTD_MSG_STRAGGLERS_REPLY = 83,
 } ckptd_msg_type;
 
 /* Field wire types. */
@@ -146,6 +151,13 @@ enum {
 	CKPTD_TAG_SOURCE, CKPTD_TAG_DEADLINE_NS, CKPTD_TAG_FABRIC_ERRORS,
 	/* 1.3, later: REGISTER_RANK's OK says how long a segment request may wait */
 	CKPTD_TAG_WAIT_MS,
+	/* 1.4: node evidence of a straggler (tags 96 and up) */
+	CKPTD_TAG_FASTEST_NS = 96, CKPTD_TAG_WINDOW_NS, CKPTD_TAG_WINDOWS, CKPTD_TAG_FLAGS,
+	CKPTD_TAG_STEAL_PM, CKPTD_TAG_IOWAIT_PM, CKPTD_TAG_NR_PERIODS, CKPTD_TAG_NR_THROTTLED,
+	CKPTD_TAG_THROTTLED_US, CKPTD_TAG_PSI_CPU_SOME, CKPTD_TAG_PSI_MEM_SOME, CKPTD_TAG_PSI_MEM_FULL,
+	CKPTD_TAG_PSI_IO_SOME, CKPTD_TAG_PSI_IO_FULL, CKPTD_TAG_DISK_AWAIT_US, CKPTD_TAG_DISK,
+	CKPTD_TAG_OOM_KILLS, CKPTD_TAG_HW_ERRORS, CKPTD_TAG_KMSG, CKPTD_TAG_TIME_NS,
+	CKPTD_TAG_VERDICT,
 };
 
 /* GC.keep_dram / keep_disk: no limit. */
@@ -641,6 +653,61 @@ typedef struct ckptd_agent_inventory {
 } ckptd_agent_inventory;
 
 /* One message. `type` says which member of `u` is valid. */
+/* EVIDENCE_REQUEST (1.4), coordinator to the agent of a persistent
+ * straggler's node: what the coordinator saw, for the answer to repeat. */
+typedef struct ckptd_evidence_request {
+	char job[CKPTD_JOB_MAX + 1];
+	uint32_t rank;
+	uint32_t windows;    /* consecutive judgements it was slow in */
+	uint64_t step_ns;    /* its smoothed step time */
+	uint64_t fastest_ns; /* the fastest rank's */
+	uint64_t window_ns;  /* how far back the node's figures should reach */
+} ckptd_evidence_request;
+
+/* What the evidence says was available (flags). */
+enum {
+	CKPTD_EV_CPU = 1u << 0,     /* /proc/stat: steal, iowait */
+	CKPTD_EV_CGROUP = 1u << 1,  /* the rank's cgroup cpu.stat: throttling */
+	CKPTD_EV_PSI = 1u << 2,     /* /proc/pressure */
+	CKPTD_EV_DISK = 1u << 3,    /* /proc/diskstats */
+	CKPTD_EV_KMSG = 1u << 4,    /* /dev/kmsg */
+	CKPTD_EV_STEPS = 1u << 5,   /* the rank's step times as the agent saw them */
+};
+
+/* NODE_EVIDENCE (1.4), the agent's answer (and an entry of
+ * STRAGGLERS_REPLY): the rank's node over the last window_ns. PSI figures
+ * are avg10 in hundredths of a percent; steal and iowait per mille of the
+ * node's CPU time. text: one printable line of all of it, with the rank's
+ * last step times; verdict: the likely cause in a few words, or "". */
+typedef struct ckptd_node_evidence {
+	char job[CKPTD_JOB_MAX + 1];
+	uint32_t rank;
+	char node[CKPTD_NAME_MAX + 1];
+	uint32_t windows;
+	uint64_t step_ns, fastest_ns, window_ns;
+	uint64_t time_ns;    /* wall clock when gathered */
+	uint32_t flags;      /* CKPTD_EV_* */
+	uint32_t steal_pm, iowait_pm;
+	uint64_t nr_periods, nr_throttled, throttled_us;
+	uint32_t psi_cpu_some, psi_mem_some, psi_mem_full, psi_io_some, psi_io_full;
+	uint32_t disk_await_us;
+	char disk[32];
+	uint32_t oom_kills, hw_errors; /* kernel log records within the window (at least an hour) */
+	char kmsg[161];      /* the newest of them */
+	char verdict[97];
+	char text[CKPTD_TEXT_MAX + 1];
+} ckptd_node_evidence;
+
+/* STRAGGLERS (1.4): a job's persistent stragglers and their evidence. */
+typedef struct ckptd_straggler_query {
+	char job[CKPTD_JOB_MAX + 1];
+} ckptd_straggler_query;
+typedef struct ckptd_stragglers_reply {
+	char job[CKPTD_JOB_MAX + 1];
+	uint32_t count;
+	ckptd_node_evidence *entries;
+} ckptd_stragglers_reply;
+
 typedef struct ckptd_msg {
 	uint16_t type;  /* ckptd_msg_type */
 	uint8_t major;  /* decoded: from the header; encoder: ignored */
@@ -686,6 +753,10 @@ typedef struct ckptd_msg {
 		ckptd_preempt preempt;
 		ckptd_emergency emergency;
 		ckptd_heartbeat heartbeat;
+		ckptd_evidence_request evidence_request;
+		ckptd_node_evidence node_evidence;
+		ckptd_straggler_query stragglers;
+		ckptd_stragglers_reply stragglers_reply;
 	} u;
 } ckptd_msg;
 

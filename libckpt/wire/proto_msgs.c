@@ -582,6 +582,62 @@ static const ckptd__field f_inventory[] = {
 	F_LIST(ckptd_agent_inventory, entries, count, CKPTD_TAG_ENTRIES, s_held),
 };
 
+/* ---- 1.4: a persistent straggler's node evidence ---- */
+static const ckptd__field f_evidence_request[] = {
+	F_STR(ckptd_evidence_request, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U32(ckptd_evidence_request, rank, CKPTD_TAG_RANK, REQ),
+	F_U32(ckptd_evidence_request, windows, CKPTD_TAG_WINDOWS, OPT),
+	F_U64(ckptd_evidence_request, step_ns, CKPTD_TAG_STEP_NS, OPT),
+	F_U64(ckptd_evidence_request, fastest_ns, CKPTD_TAG_FASTEST_NS, OPT),
+	F_U64(ckptd_evidence_request, window_ns, CKPTD_TAG_WINDOW_NS, OPT),
+};
+static const ckptd__field f_node_evidence[] = {
+	F_STR(ckptd_node_evidence, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U32(ckptd_node_evidence, rank, CKPTD_TAG_RANK, REQ),
+	F_STR(ckptd_node_evidence, node, CKPTD_TAG_NODE, OPT, CK_NAME),
+	F_U32(ckptd_node_evidence, windows, CKPTD_TAG_WINDOWS, OPT),
+	F_U64(ckptd_node_evidence, step_ns, CKPTD_TAG_STEP_NS, OPT),
+	F_U64(ckptd_node_evidence, fastest_ns, CKPTD_TAG_FASTEST_NS, OPT),
+	F_U64(ckptd_node_evidence, window_ns, CKPTD_TAG_WINDOW_NS, OPT),
+	F_U64(ckptd_node_evidence, time_ns, CKPTD_TAG_TIME_NS, OPT),
+	F_U32(ckptd_node_evidence, flags, CKPTD_TAG_FLAGS, OPT),
+	F_U32(ckptd_node_evidence, steal_pm, CKPTD_TAG_STEAL_PM, OPT),
+	F_U32(ckptd_node_evidence, iowait_pm, CKPTD_TAG_IOWAIT_PM, OPT),
+	F_U64(ckptd_node_evidence, nr_periods, CKPTD_TAG_NR_PERIODS, OPT),
+	F_U64(ckptd_node_evidence, nr_throttled, CKPTD_TAG_NR_THROTTLED, OPT),
+	F_U64(ckptd_node_evidence, throttled_us, CKPTD_TAG_THROTTLED_US, OPT),
+	F_U32(ckptd_node_evidence, psi_cpu_some, CKPTD_TAG_PSI_CPU_SOME, OPT),
+	F_U32(ckptd_node_evidence, psi_mem_some, CKPTD_TAG_PSI_MEM_SOME, OPT),
+	F_U32(ckptd_node_evidence, psi_mem_full, CKPTD_TAG_PSI_MEM_FULL, OPT),
+	F_U32(ckptd_node_evidence, psi_io_some, CKPTD_TAG_PSI_IO_SOME, OPT),
+	F_U32(ckptd_node_evidence, psi_io_full, CKPTD_TAG_PSI_IO_FULL, OPT),
+	F_U32(ckptd_node_evidence, disk_await_us, CKPTD_TAG_DISK_AWAIT_US, OPT),
+	F_STR(ckptd_node_evidence, disk, CKPTD_TAG_DISK, OPT, CK_TEXT),
+	F_U32(ckptd_node_evidence, oom_kills, CKPTD_TAG_OOM_KILLS, OPT),
+	F_U32(ckptd_node_evidence, hw_errors, CKPTD_TAG_HW_ERRORS, OPT),
+	F_STR(ckptd_node_evidence, kmsg, CKPTD_TAG_KMSG, OPT, CK_TEXT),
+	F_STR(ckptd_node_evidence, verdict, CKPTD_TAG_VERDICT, OPT, CK_TEXT),
+	F_STR(ckptd_node_evidence, text, CKPTD_TAG_TEXT, OPT, CK_TEXT),
+};
+static const char *check_node_evidence(const void *r)
+{
+	const ckptd_node_evidence *e = r;
+	if (e->steal_pm > 1000 || e->iowait_pm > 1000)
+		return "a share of CPU time over 1000 per mille";
+	if (e->psi_cpu_some > 10000 || e->psi_mem_some > 10000 || e->psi_mem_full > 10000 || e->psi_io_some > 10000 ||
+	    e->psi_io_full > 10000)
+		return "a pressure over 100 %";
+	return e->nr_throttled > e->nr_periods ? "more throttled periods than periods" : NULL;
+}
+static const ckptd__schema s_node_evidence = SCHEMA(ckptd_node_evidence, f_node_evidence, check_node_evidence);
+static const ckptd__field f_stragglers[] = {
+	F_STR(ckptd_straggler_query, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+};
+static const ckptd__field f_stragglers_reply[] = {
+	F_STR(ckptd_stragglers_reply, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_LIST(ckptd_stragglers_reply, entries, count, CKPTD_TAG_ENTRIES, s_node_evidence),
+};
+
 static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_ERROR, "ERROR", SCHEMA(ckptd_error, f_error, check_error) },
 	{ CKPTD_MSG_OK, "OK", SCHEMA(ckptd_ok, f_ok, NULL) },
@@ -625,6 +681,10 @@ static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_PREEMPT, "PREEMPT", SCHEMA(ckptd_preempt, f_preempt, check_preempt) },
 	{ CKPTD_MSG_EMERGENCY, "EMERGENCY", SCHEMA(ckptd_emergency, f_emergency, check_emergency) },
 	{ CKPTD_MSG_HEARTBEAT, "HEARTBEAT", SCHEMA(ckptd_heartbeat, f_heartbeat, NULL) },
+	{ CKPTD_MSG_EVIDENCE_REQUEST, "EVIDENCE_REQUEST", SCHEMA(ckptd_evidence_request, f_evidence_request, NULL) },
+	{ CKPTD_MSG_NODE_EVIDENCE, "NODE_EVIDENCE", SCHEMA(ckptd_node_evidence, f_node_evidence, check_node_evidence) },
+	{ CKPTD_MSG_STRAGGLERS, "STRAGGLERS", SCHEMA(ckptd_straggler_query, f_stragglers, NULL) },
+	{ CKPTD_MSG_STRAGGLERS_REPLY, "STRAGGLERS_REPLY", SCHEMA(ckptd_stragglers_reply, f_stragglers_reply, NULL) },
 };
 
 const ckptd__msgdef *ckptd__msg_at(size_t i)

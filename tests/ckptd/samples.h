@@ -19,6 +19,7 @@ static const uint16_t t_types[] = {
 	CKPTD_MSG_VERIFY_REPLY, CKPTD_MSG_LOCATION, CKPTD_MSG_STEP_STATS, CKPTD_MSG_STEP_STATS_REPLY,
 	CKPTD_MSG_GOODPUT, CKPTD_MSG_GOODPUT_REPLY, CKPTD_MSG_INTERVAL_NOTICE, CKPTD_MSG_PARTNERS,
 	CKPTD_MSG_PEER_LEASE, CKPTD_MSG_PEER_GRANT, CKPTD_MSG_PEER_COMMIT, CKPTD_MSG_PREEMPT, CKPTD_MSG_EMERGENCY,
+	CKPTD_MSG_EVIDENCE_REQUEST, CKPTD_MSG_NODE_EVIDENCE, CKPTD_MSG_STRAGGLERS, CKPTD_MSG_STRAGGLERS_REPLY,
 };
 #define T_NTYPES (sizeof(t_types) / sizeof(t_types[0]))
 
@@ -33,13 +34,49 @@ typedef struct t_store {
 	ckptd_rank_step rs[3];
 	ckptd_goodput_slice gs[3];
 	ckptd_partner p[3];
+	ckptd_node_evidence ev[2];
 } t_store;
+
 
 /* A string of n characters c (n < cap). */
 static inline void t_str(char *dst, size_t n, char c)
 {
 	memset(dst, c, n);
 	dst[n] = '\0';
+}
+
+/* A straggler's node evidence: every field set (full), or the required ones. */
+static inline void t_evidence(ckptd_node_evidence *e, const char *job, int full, uint32_t rank)
+{
+	memset(e, 0, sizeof(*e));
+	snprintf(e->job, sizeof(e->job), "%s", job);
+	e->rank = rank;
+	if (!full)
+		return;
+	t_str(e->node, CKPTD_NAME_MAX, 'n');
+	e->windows = 12;
+	e->step_ns = 180000000ull;
+	e->fastest_ns = 100000000ull;
+	e->window_ns = 10000000000ull;
+	e->time_ns = 1800000000000000000ull;
+	e->flags = CKPTD_EV_CPU | CKPTD_EV_CGROUP | CKPTD_EV_PSI | CKPTD_EV_DISK | CKPTD_EV_KMSG | CKPTD_EV_STEPS;
+	e->steal_pm = 312;
+	e->iowait_pm = 1000;
+	e->nr_periods = 500;
+	e->nr_throttled = 500;
+	e->throttled_us = 1234567;
+	e->psi_cpu_some = 10000;
+	e->psi_mem_some = 150;
+	e->psi_mem_full = 20;
+	e->psi_io_some = 0;
+	e->psi_io_full = 1;
+	e->disk_await_us = 81000;
+	t_str(e->disk, sizeof(e->disk) - 1, 'd');
+	e->oom_kills = 1;
+	e->hw_errors = 3;
+	t_str(e->kmsg, sizeof(e->kmsg) - 1, 'k');
+	t_str(e->verdict, sizeof(e->verdict) - 1, 'v');
+	t_str(e->text, CKPTD_TEXT_MAX, 't');
 }
 
 static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int variant)
@@ -381,6 +418,29 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 			m->u.preempt.deadline_ns = 1800000000000000000ull;
 			t_str(m->u.preempt.text, CKPTD_TEXT_MAX, 'p');
 		}
+		break;
+	case CKPTD_MSG_EVIDENCE_REQUEST:
+		snprintf(m->u.evidence_request.job, sizeof(m->u.evidence_request.job), "%s", job);
+		m->u.evidence_request.rank = full ? 4095 : 0;
+		if (full) {
+			m->u.evidence_request.windows = 30;
+			m->u.evidence_request.step_ns = 190000000ull;
+			m->u.evidence_request.fastest_ns = 100000000ull;
+			m->u.evidence_request.window_ns = 10000000000ull;
+		}
+		break;
+	case CKPTD_MSG_NODE_EVIDENCE:
+		t_evidence(&m->u.node_evidence, job, full, full ? 7 : 0);
+		break;
+	case CKPTD_MSG_STRAGGLERS:
+		snprintf(m->u.stragglers.job, sizeof(m->u.stragglers.job), "%s", job);
+		break;
+	case CKPTD_MSG_STRAGGLERS_REPLY:
+		snprintf(m->u.stragglers_reply.job, sizeof(m->u.stragglers_reply.job), "%s", job);
+		m->u.stragglers_reply.count = full ? 2 : 0;
+		m->u.stragglers_reply.entries = st->ev;
+		for (int i = 0; i < 2; i++)
+			t_evidence(&st->ev[i], job, i == 0, (uint32_t)i + 3);
 		break;
 	case CKPTD_MSG_EMERGENCY:
 		snprintf(m->u.emergency.job, sizeof(m->u.emergency.job), "%s", job);

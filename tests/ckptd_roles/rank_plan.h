@@ -25,6 +25,7 @@ typedef struct rk_plan {
 	int incarnation;
 	uint64_t restore;      /* expect CKPT_LATEST to give this (0: no restore) */
 	int restore_delay_ms;  /* before restoring (a trainer building its model) */
+	const char *restore_after_log, *restore_after_line; /* and until this log has this line (60 s at most) */
 	int unreachable;       /* instead: expect -CKPT_EUNREACHABLE */
 	uint64_t from, to;     /* then save these (0: none) */
 	int wait_peer;         /* wait for each at PEER_MEM (else LOCAL_DISK) */
@@ -79,6 +80,8 @@ static inline void rk_restore(ckpt_ctx *ctx, const rk_plan *p, uint8_t **b, uint
 {
 	uint64_t got = 0;
 	usleep((useconds_t)p->restore_delay_ms * 1000);
+	for (int i = 0; p->restore_after_log && i < 1200 && !td_file_has(p->restore_after_log, 0, p->restore_after_line); i++)
+		usleep(50 * 1000);
 	if (p->unreachable) {
 		int r = ckpt_restore(ctx, CKPT_LATEST, 0, &got);
 		if (r != -CKPT_EUNREACHABLE)

@@ -10,6 +10,7 @@
 
 #include "fuzz_common.h"
 #include "fuzz_driver.h"
+#include "format/seal.h"
 
 #define RESEAL_MAX (4u << 20)   /* larger inputs are not copied and resealed */
 #define TOUCH_BUDGET (8u << 20) /* raw chunk bytes decoded per input */
@@ -34,6 +35,13 @@ static int parse_one(const uint8_t *buf, size_t len)
 		const char *bad = fz_shard_invariants(&s, len);
 		FZ_CHECK(!bad, "accepted shard breaks an invariant: %s", bad);
 		fz_touch_chunks(&s, buf, len, TOUCH_BUDGET);
+		/* A DRAM image's seal table, if the input carries one. */
+		uint64_t *seals = NULL;
+		int sr = ckpt__seal_read(buf, len, &s, &seals, why, sizeof(why));
+		FZ_CHECK(sr == 0 || sr == -ENOENT || sr == -CKPT_ECORRUPT || sr == -ENOMEM, "ckpt__seal_read returned %d", sr);
+		FZ_CHECK(sr != -CKPT_ECORRUPT || why[0], "ckpt__seal_read rejected a table without a reason");
+		FZ_CHECK(sr == 0 || !seals, "ckpt__seal_read failed but returned seals");
+		free(seals);
 	}
 	ckpt__shard_close(&s);
 	return r;
@@ -115,6 +123,52 @@ static void restore(uint8_t *m, const uint8_t *data, size_t size, size_t off, si
 	memcpy(m + size - CKPT_FMT_TAIL_LEN, data + size - CKPT_FMT_TAIL_LEN, CKPT_FMT_TAIL_LEN);
 }
 
+/* The seed as a node-DRAM image: its footer followed by a seal table
+ * (format.md 6.4). Read back, the table must be found; with any byte of it
+ * flipped (the image resealed), never accepted. Returns the runs. */
+static uint64_t sealed_mutations(const uint8_t *data, size_t size, uint64_t fo, uint64_t fl)
+{
+	ckpt_shard s;
+	char why[256];
+	if (ckpt__shard_parse_mem(data, size, &s, why, sizeof(why)) < 0)
+		return 0;
+	uint64_t n = s.footer.chunk_count, at = fo + ckpt__seal_at(fl), tl = CKPT_SEAL_FIXED + 8 * n + 8;
+	size_t len = fo + CKPT_ALIGN_UP(ckpt__seal_at(fl) + tl + CKPT_FMT_TAIL_LEN, CKPT_ALIGN), runs = 0;
+	uint8_t *m = len <= RESEAL_MAX ? calloc(1, len) : NULL;
+	if (!m) {
+		ckpt__shard_close(&s);
+		return 0;
+	}
+	memcpy(m, data, fo + fl);
+	memcpy(m + len - CKPT_FMT_TAIL_LEN, data + size - CKPT_FMT_TAIL_LEN, CKPT_FMT_TAIL_LEN);
+	ckpt__put_le64(m + len - CKPT_FMT_TAIL_LEN + 40, len);
+	fz_reseal(m, len);
+	memcpy(m + at, "CKPTSEAL", 8);
+	ckpt__put_le32(m + at + 8, 1);
+	ckpt__put_le64(m + at + 16, n);
+	ckpt__put_le64(m + at + 24, ckpt__get_le64(m + len - CKPT_FMT_TAIL_LEN + 32));
+	for (uint64_t i = 0; i < n; i++)
+		ckpt__put_le64(m + at + CKPT_SEAL_FIXED + 8 * i, i * 0x9e3779b97f4a7c15ull);
+	ckpt__put_le64(m + at + tl - 8, ckpt_kern_hash(m + at, tl - 8));
+	ckpt__shard_close(&s);
+	FZ_CHECK(ckpt__shard_parse_mem(m, len, &s, why, sizeof(why)) == 0, "the sealed image does not parse: %s", why);
+	uint64_t *seals = NULL;
+	FZ_CHECK(ckpt__seal_read(m, len, &s, &seals, why, sizeof(why)) == 0 && (n == 0 || seals[n - 1] ==
+	         (n - 1) * 0x9e3779b97f4a7c15ull), "the seal table written is not read back");
+	free(seals);
+	for (uint64_t i = 0; i < tl; i++, runs++) {
+		m[at + i] ^= (uint8_t)(1u << (i % 8));
+		parse_one(m, len);
+		int r = ckpt__seal_read(m, len, &s, &seals, why, sizeof(why));
+		FZ_CHECK(r == -CKPT_ECORRUPT || r == -ENOENT, "byte %llu of the seal table flipped: %d",
+		         (unsigned long long)i, r);
+		m[at + i] ^= (uint8_t)(1u << (i % 8));
+	}
+	ckpt__shard_close(&s);
+	free(m);
+	return runs;
+}
+
 uint64_t fz_mutations(const uint8_t *data, size_t size)
 {
 	ckpt_shard s;
@@ -184,6 +238,6 @@ uint64_t fz_mutations(const uint8_t *data, size_t size)
 		}
 	}
 	free(m);
-	return runs;
+	return runs + sealed_mutations(data, size, fo, fl);
 }
 #endif

@@ -4,13 +4,14 @@
 # committed seed corpus (all in tests/fuzz, corpus/<name>): the shard parser
 # and index records, ckptd's wire protocol, the coordinator's stored records,
 # ckpt-sim's reader of ckpt-bench reports, the
-# ckptd agent's preemption-notice parsers (fuzz_notice) and the safetensors
-# header parser of ckpt import (fuzz_safetensors).
+# ckptd agent's preemption-notice parsers (fuzz_notice), its kernel-file
+# parsers for straggler evidence (fuzz_health) and the safetensors header
+# parser of ckpt import (fuzz_safetensors).
 #
 # usage: tests/fuzz/run-fuzzers.sh SECONDS [TARGET...]
 #   SECONDS  fuzzing time per target (the build is not counted)
 #   TARGET   fuzz_shard, fuzz_index, fuzz_proto, fuzz_coord, fuzz_bench_json,
-#            fuzz_notice, fuzz_safetensors (default: all)
+#            fuzz_notice, fuzz_health, fuzz_safetensors (default: all)
 # env: CKPT_FUZZ_BUILD  build directory (default: <repo>/build-fuzz)
 #      CC               a clang to use (default: clang-14, then clang)
 # exit: 0 no crash, 1 a target crashed, hung, leaked or broke an invariant
@@ -25,7 +26,7 @@ secs=${1:-}
 }
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_shard fuzz_index fuzz_proto fuzz_coord fuzz_bench_json fuzz_notice fuzz_safetensors)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_shard fuzz_index fuzz_proto fuzz_coord fuzz_bench_json fuzz_notice fuzz_health fuzz_safetensors)
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -80,6 +81,7 @@ for t in "${targets[@]}"; do
 	fuzz_proto) maxlen=(-max_len=65536) ;;
 	fuzz_coord) maxlen=(-max_len=4096) ;;
 	fuzz_notice) maxlen=(-max_len=4096) ;;
+	fuzz_health) maxlen=(-max_len=8192) ;;
 	fuzz_safetensors) maxlen=(-max_len=8192) ;;
 	esac
 	work="$build/fuzz-corpus/$name"   # grows from run to run; seeds stay as committed

@@ -264,6 +264,92 @@ static void test_refused(void)
 	CHECK(sim_run(&s, &bad, 3600, 0, 1, &r) < 0, "fraction 1.5 accepted");
 }
 
+/* A phased run: the split adds up, and so does the restart's phase split. */
+static void run_phased(const sim_strategy *s, const sim_failures *f, const sim_restart *rs, double wall, uint64_t seed,
+                       sim_result *r)
+{
+	if (sim_run_phased(s, f, rs, wall, seed, r) < 0)
+		T_FAIL("sim_run_phased refused %s", s->name);
+	double sum = r->useful_s + lost_s(r), ph = 0;
+	CHECK(fabs(sum - wall) <= 1e-9 * wall, "%s: useful + lost = %.9f s, wall %.9f s", s->name, sum, wall);
+	for (int k = 0; k < SIM_R_COUNT; k++) {
+		CHECK(r->restart_phase_s[k] >= 0, "%s: phase %d negative", s->name, k);
+		ph += r->restart_phase_s[k];
+	}
+	CHECK(fabs(ph - r->restart_s) <= 1e-6 * (r->restart_s + 1), "%s: phases %.6f s, restart %.6f s", s->name, ph,
+	      r->restart_s);
+}
+
+/* (i) The restart, phase by phase: crashes cost detect + sched + start +
+ * comm + warm-up, hangs the hang detection instead; a node loss with a spare
+ * costs the pull onto the spare beyond what the relaunch hides, and its
+ * restore reads node DRAM; without a spare it waits for a new node and reads
+ * the partner's DRAM; a pool of one spare that does not come back serves the
+ * first loss only. Each against numbers computed here, failures rare enough
+ * that few recoveries are cut short (those are counted out exactly: a
+ * failure during a recovery ends it). */
+static void test_phases(void)
+{
+	const double wall = 4000 * HOUR, mtbf = 40 * HOUR;
+	sim_strategy s = tiers(0.4, 0.8, 32, 600);
+	sim_restart rs = { .detect_s = 2, .hang_detect_s = 10, .spare_s = 0.1, .stage_s = 30, .sched_s = 5, .start_s = 15,
+	                   .comm_s = 44, .warmup_s = 20, .spares = 1000, .spare_return_s = 3600, .no_spare_s = 600 };
+	sim_result r;
+	/* Crashes only: every restart whole, or cut short by the next failure. */
+	sim_failures crash = { .rate_per_s = 1 / mtbf };
+	run_phased(&s, &crash, &rs, wall, 7, &r);
+	double full = 2 + 5 + 15 + 44 + 20;
+	CHECK(r.failures > 50 && r.by_class[SIM_FAIL_CRASH] == r.failures, "crash only: %llu failures",
+	      (unsigned long long)r.failures);
+	CHECK(r.restart_s <= full * (double)r.failures + 1e-6 && r.restart_s >= full * (double)r.failures * 0.98,
+	      "crash restart %.1f s for %llu failures, want %.1f s each", r.restart_s, (unsigned long long)r.failures, full);
+	CHECK(fabs(r.restart_phase_s[SIM_R_COMM] / r.restart_s - 44 / full) < 0.01, "comm share %.3f, want %.3f",
+	      r.restart_phase_s[SIM_R_COMM] / r.restart_s, 44 / full);
+	CHECK(r.restart_phase_s[SIM_R_SPARE] == 0 && r.staged == 0 && r.no_spare == 0, "a crash took a spare");
+	/* The same failures as hangs. */
+	rs.hang_frac = 1;
+	sim_result h;
+	run_phased(&s, &crash, &rs, wall, 7, &h);
+	CHECK(h.hangs == h.failures && h.failures == r.failures, "hangs %llu of %llu", (unsigned long long)h.hangs,
+	      (unsigned long long)h.failures);
+	CHECK(fabs(h.restart_phase_s[SIM_R_DETECT] - 10 * (double)h.failures) <= 10, "hang detection %.1f s over %llu",
+	      h.restart_phase_s[SIM_R_DETECT], (unsigned long long)h.failures);
+	rs.hang_frac = 0;
+	/* Node losses with spares: the pull (0.1 + 30 s) outlasts the relaunch
+	 * (5 + 15 s) by 10.1 s; restored from node DRAM (0.5 s). */
+	sim_failures node = { .rate_per_s = 1 / mtbf, .node_loss_frac = 1 };
+	run_phased(&s, &node, &rs, wall, 8, &r);
+	CHECK(r.staged == r.failures && r.no_spare == 0, "staged %llu of %llu", (unsigned long long)r.staged,
+	      (unsigned long long)r.failures);
+	CHECK(fabs(r.restart_phase_s[SIM_R_SPARE] / (double)r.failures - 10.1) < 0.2, "spare %.2f s a loss, want 10.1",
+	      r.restart_phase_s[SIM_R_SPARE] / (double)r.failures);
+	CHECK(r.restore_s <= 0.5 * (double)r.failures + 1e-6 && r.restore_s >= 0.5 * (double)r.failures * 0.98,
+	      "restore %.2f s for %llu staged losses, want 0.5 s each", r.restore_s, (unsigned long long)r.failures);
+	/* No spares: 600 s for a new node, restored from the partner (1 s). */
+	rs.spares = 0;
+	run_phased(&s, &node, &rs, wall, 8, &r);
+	CHECK(r.staged == 0 && r.no_spare == r.failures, "no spares: staged %llu", (unsigned long long)r.staged);
+	CHECK(r.restart_phase_s[SIM_R_SPARE] >= 600 * (double)r.failures * 0.95, "no spare: %.0f s waiting",
+	      r.restart_phase_s[SIM_R_SPARE]);
+	CHECK(r.restore_s >= 1.0 * (double)r.failures * 0.98, "no spare: restore %.1f s", r.restore_s);
+	/* One spare that never comes back serves the first loss alone. */
+	rs.spares = 1;
+	rs.spare_return_s = 1e9;
+	run_phased(&s, &node, &rs, wall, 8, &r);
+	CHECK(r.staged == 1 && r.no_spare == r.failures - 1, "one spare: staged %llu, without %llu of %llu",
+	      (unsigned long long)r.staged, (unsigned long long)r.no_spare, (unsigned long long)r.failures);
+	/* A flat restart through sim_run_phased is sim_run's. */
+	sim_restart flat;
+	sim_restart_flat(&flat, 120);
+	sim_result a, b;
+	run_phased(&s, &node, &flat, wall, 9, &a);
+	run(&s, &node, wall, 120, 9, &b);
+	CHECK(a.useful_s == b.useful_s && a.restart_s == b.restart_s && a.restart_phase_s[SIM_R_SCHED] == a.restart_s,
+	      "flat restart differs from sim_run's");
+	rs.warmup_s = -1;
+	CHECK(sim_run_phased(&s, &node, &rs, wall, 9, &a) < 0, "a negative phase accepted");
+}
+
 int main(void)
 {
 	test_no_failures();
@@ -274,6 +360,7 @@ int main(void)
 	test_preemption();
 	test_restore_sources();
 	test_refused();
+	test_phases();
 	printf("test_sim: %d checks passed\n", checks);
 	return T_EXIT_PASS;
 }

@@ -72,11 +72,43 @@ bad "duplicate" --from-bench "$tmp/dup.json"
 
 "$sim" --help | grep -q -- '--from-bench' || fail "--help does not list --from-bench"
 
+# The restart, phase by phase (JSON): per failure, the phases and the
+# restore add up to the restart and restore lost; ckpt's spares hold the
+# lost state for nearly every node loss; with no spares none does and the
+# wait for a new node shows; --restart-s is the one constant of before.
+"$sim" --runs 3 --gpus 16384 --strategy remote,ckpt --json >"$tmp/ph.json" || fail "phased run failed"
+"$sim" --runs 3 --gpus 16384 --strategy ckpt --spares 0 --json >"$tmp/ph0.json" || fail "--spares 0 failed"
+"$sim" --runs 3 --gpus 16384 --strategy ckpt --restart-s 120 --json >"$tmp/flat.json" || fail "--restart-s failed"
+python3 - "$tmp/ph.json" "$tmp/ph0.json" "$tmp/flat.json" <<'PY' || fail "restart phases do not add up"
+import json, sys
+ph, ph0, flat = (json.load(open(f)) for f in sys.argv[1:4])
+wall = ph["model"]["hours"] * 3600
+for x in ph["results"]:
+    p = x["restart_per_failure_s"]
+    n = x["failures_per_run"]
+    parts = sum(p[k] for k in ("detect", "spare", "sched", "start", "comm", "warmup"))
+    assert abs(parts * n - x["lost"]["restart"] * wall) < 1e-6 * wall, (parts * n, x["lost"]["restart"] * wall)
+    assert abs(p["restore"] * n - x["lost"]["restore"] * wall) < 1e-6 * wall
+    assert abs(p["comm"] - 265 * 16384 / 98304) < 1.0, p["comm"]  # auto, rarely cut short
+    if x["kind"] == "ckpt":
+        assert p["detect"] < 3 and p["staged_per_run"] > 0.9 * x["failures_by_class_per_run"]["node"], p
+    else:
+        assert p["detect"] > 10 and p["staged_per_run"] == 0, p
+z = ph0["results"][0]["restart_per_failure_s"]
+assert z["spares"] == 0 and z["staged_per_run"] == 0 and z["spare"] > 300, z
+assert "restart_phases" not in flat["model"] and flat["model"]["restart_s"] == 120
+f = flat["results"][0]["restart_per_failure_s"]
+assert f["sched"] > 100 and f["detect"] == 0 and f["comm"] == 0, f
+PY
+bad "spares" --spares -1
+bad "spares" --spares many
+bad "comm-s" --comm-s -3
+
 # The tables: every strategy at every count, the failure source named.
 "$sim" --runs 3 >"$tmp/table"
 grep -q 'Llama 3' "$tmp/table" || fail "the table does not say where the MTBF comes from"
 for s in 'remote every 30 min' 'remote, Young/Daly' 'ckpt tiers, Young/Daly'; do
-	[ "$(grep -c "^$s " "$tmp/table")" -eq 6 ] || fail "'$s' not in both tables at 3 GPU counts"
+	[ "$(grep -c "^$s " "$tmp/table")" -eq 9 ] || fail "'$s' not in the three tables at 3 GPU counts"
 done
 
 # --json: one row per strategy and count; goodput and the losses add up.
@@ -134,7 +166,8 @@ k = 2**30 / b["bytes"]
 assert abs(x["stall_s"] - b["stall_s"] * k) < 1e-9 * x["stall_s"], (x["stall_s"], b["stall_s"] * k)
 assert r["model"]["from_bench"]["bytes"] == b["bytes"]
 PY
-"$sim" --from-bench "$here/bench-sample.json" --runs 2 | grep -q 'ckpt-bench' || fail "--from-bench not reported"
+"$sim" --from-bench "$here/bench-sample.json" --runs 2 >"$tmp/fb.txt" || fail "--from-bench run failed"
+grep -q 'ckpt-bench' "$tmp/fb.txt" || fail "--from-bench not reported"
 
 # --plot: a PNG where python3 has matplotlib, else a clear refusal.
 have_mpl=0

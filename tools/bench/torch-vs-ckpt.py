@@ -12,7 +12,11 @@ Four figures per method, medians over --iters:
 
 and ckpt-bench (the C library alone) on the same state, for the Python layer's
 overhead. ckpt's stall is also paired with a memcpy of the same tensors taken
-just before each save (the machine's bandwidth moves between the steps). Run with the test environment's python (tools/deps.sh):
+just before each save (the machine's bandwidth moves between the steps). ckpt runs with
+default settings; its first save, which sizes the staging pool, is reported on its own.
+DCP runs twice: through DCP's FileSystemWriter / FileSystemReader and through
+ckpt.torch's StorageWriter / StorageReader (sync and both async executors). The
+targets of docs/benchmarks.md are judged at the end. Run with the test environment's python (tools/deps.sh):
 
   .venv/bin/python tools/bench/torch-vs-ckpt.py --dir /path/on/the/disk [--size 1G]
       [--tensors 64] [--iters 2] [--ckpt-bench build/bin/ckpt-bench] [--json out.json]
@@ -63,7 +67,8 @@ def fsync_tree(path):
 
 
 def fio(rw, path, size):
-    r = subprocess.run(["fio", "--name=seq" + rw, f"--filename={path}", f"--rw={rw}", "--bs=8M", "--iodepth=8",
+    bs = min(8 << 20, size) // 4096 * 4096  # a smoke size below one block
+    r = subprocess.run(["fio", "--name=seq" + rw, f"--filename={path}", f"--rw={rw}", f"--bs={bs}", "--iodepth=8",
                         "--ioengine=io_uring", "--direct=1", f"--size={size}", "--end_fsync=1",
                         "--output-format=json"], capture_output=True, text=True, check=True)
     j = json.loads(r.stdout)["jobs"][0]
@@ -74,6 +79,72 @@ def timed(fn):
     t = time.perf_counter()
     out = fn()
     return time.perf_counter() - t, out
+
+
+CK_RESTORE = "ckpt (Python, Checkpointer.save / restore in place)"
+CK_LOAD = "ckpt (Python, Checkpointer.save / load)"
+BASE_READS = ("torch.save + fsync / torch.load", "safetensors save_file + fsync / load_file",
+              "dcp.save (FileSystemWriter) / dcp.load")
+DCP_PAIRS = (("dcp.save / dcp.load through ckpt.torch", "dcp.save (FileSystemWriter) / dcp.load"),
+             ("dcp.async_save through ckpt.torch, thread executor, DefaultStager",
+              "dcp.async_save, thread executor, DefaultStager"),
+             ("dcp.async_save through ckpt.torch, process executor", "dcp.async_save, process executor"))
+
+
+def async_save_timed(state, writer, kind):
+    """dcp.async_save of state: (stall, may modify, durable) seconds. The
+    thread run names DCP's DefaultStager (staging in the background: its
+    staging future is "may modify"); the process run takes the default.
+    The process executor's worker joins a process group: one of one rank."""
+    t0 = time.perf_counter()
+    stager = None
+    if kind == AsyncCheckpointerType.THREAD:
+        cuda = torch.cuda.is_available()
+        stager = DefaultStager(StagingOptions(use_pinned_memory=cuda, use_shared_memory=False,
+                                              use_async_staging=True, use_non_blocking_copy=cuda))
+    fut = dcp.async_save(state, storage_writer=writer, no_dist=kind == AsyncCheckpointerType.THREAD,
+                         async_checkpointer_type=kind, async_stager=stager)
+    stall = time.perf_counter() - t0
+    staged = getattr(fut, "staging_completion", None)
+    if staged is not None:
+        staged.result()
+        fut = fut.upload_completion
+    modify = time.perf_counter() - t0
+    fut.result()
+    durable = time.perf_counter() - t0
+    if stager is not None:
+        stager.close()
+    return stall, modify, durable
+
+
+def judge(out, b):
+    """Each target of the benchmark against this run's figures: dicts with
+    the figure, its value, the target ("OP NUMBER") and whether it is met."""
+    m, res = out["methods"], []
+
+    def add(figure, value, target, fmt="%.2f"):
+        op, bound = target.split()
+        met = {"<=": value <= float(bound), "<": value < float(bound), ">=": value >= float(bound)}[op]
+        res.append({"figure": figure, "value": value, "target": target, "format": fmt, "met": bool(met)})
+    if b.paired:
+        add("stall / the paired tensor copy, default settings (median)", statistics.median(b.paired), "<= 1.3")
+    if CK_RESTORE in m:
+        add("ckpt durable / fio write", m[CK_RESTORE]["durable_vs_fio"], ">= 0.9")
+    for name, what in ((CK_LOAD, "load()"), (CK_RESTORE, "restore()")):
+        if name not in m:
+            continue
+        add(f"{what} / fio read", m[name]["restore_vs_fio"], ">= 0.95")
+        for base in BASE_READS:
+            if base in m:
+                add(f"{what} time / {base.split(' / ')[-1]}'s", m[name]["restore_s"] / m[base]["restore_s"], "< 1")
+    if "python_overhead" in out:
+        add("restore() over ckpt-bench (no cache drop on either side)", out["python_overhead"]["restore"], "<= 0.10",
+            "%+.2f")
+    for ours, theirs in DCP_PAIRS:
+        if ours in m and theirs in m:
+            worst = max(m[ours][k] / m[theirs][k] for k in ("stall_s", "modify_s", "durable_s", "restore_s"))
+            add(f"{ours}: worst of stall, may modify, durable, restore / FileSystemWriter's", worst, "< 1")
+    return res
 
 
 class Bench:
@@ -89,6 +160,7 @@ class Bench:
         self.lib = []   # (Python stall, the library's, Python durable, the library's)
         self.paired = []  # each ckpt stall over a memcpy of the same tensors just before it
         self.dst = None
+        self.first = None  # ckpt's first save: (stall, paired memcpy); it sizes the pool
 
     def record(self, name, stall, modify, durable, restore):
         self.rows.setdefault(name, []).append((stall, modify, durable, restore))
@@ -123,12 +195,13 @@ class Bench:
         return timed(copy)[0]
 
     def run_ckpt(self, d):
-        # As ckpt-bench sizes it: each chunk takes a whole slot, and the pool
-        # holds every one (the tensors' and the three metadata regions'), so
-        # that the stall is the copy alone, not a save streaming through it.
-        chunk = 8 << 20
-        slots = sum(-(-t.numel() * 4 // chunk) for t in self.state.values()) + 3
-        with ckpt.Checkpointer("bench", d, staging_bytes=str(slots * chunk), chunk_bytes="8M") as c:
+        # Default settings: the staging pool sizes itself from the state at
+        # the first save (which also faults it in: reported on its own).
+        with ckpt.Checkpointer("bench", d) as c:
+            mc = self.memcpy_paired()
+            t0 = time.perf_counter()
+            c.save(0, self.state).wait()
+            self.first = (time.perf_counter() - t0, mc)
             for i in range(self.a.iters):
                 mc = self.memcpy_paired()
                 t0 = time.perf_counter()
@@ -144,7 +217,12 @@ class Bench:
                 drop_caches()
                 restore, _ = timed(lambda: c.restore(self.state, version=i + 1))
                 self.verify(self.state)
-                self.record("ckpt (Python, Checkpointer.save / restore in place)", stall, stall, durable, restore)
+                self.record(CK_RESTORE, stall, stall, durable, restore)
+                drop_caches()
+                load, got = timed(lambda: c.load(version=i + 1))
+                self.verify(got)
+                del got
+                self.record(CK_LOAD, stall, stall, durable, load)
                 self.warm.append(warm)
         self.dst = None  # the paired copy's buffer: not kept through the baselines
 
@@ -195,37 +273,43 @@ class Bench:
                 AsyncCheckpointerType.PROCESS: "dcp.async_save, process executor"}[kind]
         for i in range(self.a.iters):
             p = os.path.join(d, f"adcp{i}")
-            t0 = time.perf_counter()
             # FileSystemWriter is a BlockingAsyncStager: async_save would
-            # stage through it unless a stager is given. The thread run
-            # names DCP's DefaultStager (staging in the background: its
-            # staging future is "may modify"); the process run takes the
-            # default. The process executor's worker joins a process
-            # group: one of one rank here.
-            stager = None
-            if kind == AsyncCheckpointerType.THREAD:
-                cuda = torch.cuda.is_available()
-                stager = DefaultStager(StagingOptions(use_pinned_memory=cuda, use_shared_memory=False,
-                                                      use_async_staging=True, use_non_blocking_copy=cuda))
-            fut = dcp.async_save(self.state, storage_writer=dcp.FileSystemWriter(p),
-                                 no_dist=kind == AsyncCheckpointerType.THREAD, async_checkpointer_type=kind,
-                                 async_stager=stager)
-            stall = time.perf_counter() - t0
-            staged = getattr(fut, "staging_completion", None)
-            if staged is not None:
-                staged.result()
-                fut = fut.upload_completion
-            modify = time.perf_counter() - t0
-            fut.result()
-            durable = time.perf_counter() - t0
-            if stager is not None:
-                stager.close()
+            # stage through it unless a stager is given.
+            stall, modify, durable = async_save_timed(self.state, dcp.FileSystemWriter(p), kind)
             drop_caches()
             into = {k: torch.empty_like(v) for k, v in self.state.items()}
             r, _ = timed(lambda: dcp.load(into, storage_reader=dcp.FileSystemReader(p), no_dist=True))
             self.verify(into)
             self.record(name, stall, modify, durable, r)
             shutil.rmtree(p)
+
+    def run_dcp_ckpt(self, d, kind):
+        """DCP through ckpt.torch's StorageWriter / StorageReader, default
+        settings, no checkpoint_id (the next version). One writer for every
+        save, as a training run keeps it (its first save, which sizes the
+        staging pool, is not timed); the reads after it is closed (a reader
+        opens the root's index, one environment per process)."""
+        from ckpt.torch import StorageReader, StorageWriter
+        name = {None: DCP_PAIRS[0][0], AsyncCheckpointerType.THREAD: DCP_PAIRS[1][0],
+                AsyncCheckpointerType.PROCESS: DCP_PAIRS[2][0]}[kind]
+        w = StorageWriter("bench", d)
+        saves = []
+        for i in range(self.a.iters + 1):
+            if kind is None:
+                stall, _ = timed(lambda: dcp.save(self.state, storage_writer=w, no_dist=True))
+                modify = durable = stall
+            else:
+                stall, modify, durable = async_save_timed(self.state, w, kind)
+            if i:
+                saves.append((stall, modify, durable))
+        w.close()
+        for v, (stall, modify, durable) in enumerate(saves, start=2):
+            drop_caches()
+            into = {k: torch.empty_like(v) for k, v in self.state.items()}
+            r, _ = timed(lambda: dcp.load(into, storage_reader=StorageReader("bench", d), checkpoint_id=v,
+                                          no_dist=True))
+            self.verify(into)
+            self.record(name, stall, modify, durable, r)
 
     def ckpt_bench(self, d):
         exe = self.a.ckpt_bench
@@ -237,6 +321,10 @@ class Bench:
         return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+STEPS = ("ckpt", "torch", "safetensors", "dcp", "dcp-thread", "dcp-process", "dcp-ckpt", "dcp-ckpt-thread",
+         "dcp-ckpt-process")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", required=True, help="a folder on the disk to measure (emptied subfolder)")
@@ -246,6 +334,9 @@ def main():
     ap.add_argument("--ckpt-bench", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin",
                                                          "ckpt-bench"))
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--only", help="run only these methods (comma list of: " + ", ".join(STEPS) + ")")
+    ap.add_argument("--bench-rows", action="store_true", help="also print the targets as BENCH-ROW lines "
+                    "(tools/bench-all.sh)")
     a = ap.parse_args()
     a.size = parse_size(a.size)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
@@ -270,7 +361,15 @@ def main():
     mc = b.memcpy()
     steps = [("ckpt", lambda d: b.run_ckpt(d)), ("torch", b.run_torch_save), ("safetensors", b.run_safetensors),
              ("dcp", b.run_dcp), ("dcp-thread", lambda d: b.run_dcp_async(d, AsyncCheckpointerType.THREAD)),
-             ("dcp-process", lambda d: b.run_dcp_async(d, AsyncCheckpointerType.PROCESS))]
+             ("dcp-process", lambda d: b.run_dcp_async(d, AsyncCheckpointerType.PROCESS)),
+             ("dcp-ckpt", lambda d: b.run_dcp_ckpt(d, None)),
+             ("dcp-ckpt-thread", lambda d: b.run_dcp_ckpt(d, AsyncCheckpointerType.THREAD)),
+             ("dcp-ckpt-process", lambda d: b.run_dcp_ckpt(d, AsyncCheckpointerType.PROCESS))]
+    if a.only:
+        want = set(a.only.split(","))
+        if want - set(STEPS):
+            ap.error(f"--only: unknown {sorted(want - set(STEPS))}; one of {', '.join(STEPS)}")
+        steps = [x for x in steps if x[0] in want]
     failed = {}
     for name, fn in steps:
         d = os.path.join(work, name)
@@ -302,7 +401,7 @@ def main():
         print(f"| {name} | {s:.3f} ({s / mc:.2f}x) | {m:.3f} ({m / mc:.2f}x) | {d:.3f} ({fw_s / d:.2f}) | "
               f"{r:.3f} ({fr_s / r:.2f}) |")
     if cb:
-        py = out["methods"].get("ckpt (Python, Checkpointer.save / restore in place)")
+        py = out["methods"].get(CK_RESTORE)
         print(f"| ckpt-bench (C, the same state) | {cb['stall_s']:.3f} ({cb['stall_s'] / mc:.2f}x) | "
               f"{cb['stall_s']:.3f} | {cb['durable_s']:.3f} ({fw_s / cb['durable_s']:.2f}) | "
               f"{cb['restore_s']:.3f} ({fr_s / cb['restore_s']:.2f}) |")
@@ -320,6 +419,19 @@ def main():
         out["python_vs_library_in_run"] = {"stall": ps / ls - 1, "durable": pd / ld - 1}
         print(f"Python layer over the library's own timing of the same saves: stall {ps:.3f} s vs {ls:.3f} s "
               f"({(ps / ls - 1) * 100:+.1f}%), durable {pd:.3f} s vs {ld:.3f} s ({(pd / ld - 1) * 100:+.1f}%)")
+    if b.first:
+        out["first_save_stall_s"], out["first_save_paired_memcpy_s"] = b.first
+        print(f"ckpt's first save (sizes the staging pool and faults it in): stall {b.first[0]:.3f} s "
+              f"({b.first[0] / b.first[1]:.2f}x its paired memcpy)")
+    out["targets"] = judge(out, b)
+    size = f"{gib:g} GiB" if gib >= 1 else f"{b.bytes / 2**20:g} MiB"
+    print("\ntargets:")
+    for t in out["targets"]:
+        print(f"  {'met    ' if t['met'] else 'NOT MET'}  {t['figure']}: {t['format'] % t['value']} "
+              f"(target {t['target']})")
+        if a.bench_rows:
+            print("BENCH-ROW " + json.dumps({"figure": f"{size}: {t['figure']}", "value": t["value"],
+                                             "format": t["format"], "target": t["target"]}))
     for k, v in failed.items():
         print(f"\n{k}: did not run: {v}")
     if a.json:

@@ -22,6 +22,9 @@ enum {
 #define VERSION_LATEST UINT64_MAX
 #define VERSION_ALL (UINT64_MAX - 1)
 #define VERSION_UNSET (UINT64_MAX - 2)
+/* The staging pool of ckpt import when staging_bytes is auto:
+ * it streams a file set through it, whatever its size. */
+#define CLI_STAGING (256ull << 20)
 
 typedef struct cli {
 	const char *root;
@@ -126,5 +129,10 @@ void cli_text_str(FILE *out, const char *s);
 const char *cli_text(const char *s, char *buf, size_t cap);
 const char *cli_human(uint64_t bytes, char *buf, size_t cap);
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* cmd_ops.c: ckpt status --job's line on the job's persistent stragglers
+ * (STRAGGLERS, 1.4); JSON: a "persistent_stragglers" member. */
+struct ckptd_client;
+void cli_status_stragglers(cli *c, struct ckptd_client *cl);
 
 #endif

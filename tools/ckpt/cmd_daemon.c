@@ -284,7 +284,10 @@ int cmd_status(cli *c, int argc, char **argv)
 			       i ? ", " : "", tb, s->tier_stats[i].versions, (unsigned long long)s->tier_stats[i].bytes,
 			       s->tier_stats[i].degraded);
 		}
-		printf("]}\n");
+		printf("]");
+		if (c->job)
+			cli_status_stragglers(c, cl);
+		printf("}\n");
 	} else {
 		printf("daemon %s: node %s, roles %s\n", c->daemon, s->node, roles);
 		if (s->pool_bytes)
@@ -311,6 +314,8 @@ int cmd_status(cli *c, int argc, char **argv)
 				       cli_human(a->pool_bytes, b2, sizeof(b2)));
 			}
 		}
+		if (c->job)
+			cli_status_stragglers(c, cl);
 	}
 	ckptd_msg_free(&rep);
 	ckptd_client_close(cl);
@@ -326,10 +331,12 @@ void help_status(FILE *o)
 	           "but silent past the heartbeat timeout; down) and the tiers with nodes down or\n"
 	           "silent (DEGRADED). The token\n"
 	           "comes from --token-file, CKPT_TOKEN_FILE or CKPT_TOKEN; with --job the session\n"
-	           "is that job's and sees only what concerns it.\n"
+	           "is that job's and sees only what concerns it, and its persistent stragglers are\n"
+	           "listed with what their node's evidence names (ckpt stragglers shows it all).\n"
 	           "--json prints one object: daemon, node, roles, pool_bytes, pool_used, jobs,\n"
 	           "versions, agents (node, address, domain, pool_bytes, pool_used, state), tiers\n"
-	           "(tier, versions committed there, their bytes, degraded_nodes).\n");
+	           "(tier, versions committed there, their bytes, degraded_nodes), and with --job\n"
+	           "persistent_stragglers (rank, node, verdict).\n");
 }
 
 /* ------------------------------------------------------------- show, rm, gc */

@@ -156,7 +156,8 @@ int cmd_import(cli *c, int argc, char **argv)
 	cfg.world_size = 1;
 	if (chunk)
 		cfg.chunk_bytes = chunk;
-	cfg.staging_bytes = CKPT_MAX(cfg.chunk_bytes, CKPT_MIN(CKPT_ALIGN_UP(total, cfg.chunk_bytes), cfg.staging_bytes));
+	cfg.staging_bytes = CKPT_MAX(cfg.chunk_bytes, CKPT_MIN(CKPT_ALIGN_UP(total, cfg.chunk_bytes),
+	                                                       cfg.staging_bytes ? cfg.staging_bytes : CLI_STAGING));
 	int err = ckpt_ctx_open(&cfg, &ctx);
 	if (err < 0) {
 		fprintf(stderr, "ckpt import: %s\n", ckpt_strerror(err));

@@ -20,11 +20,29 @@ int cli_resolve_latest(cli *c, uint64_t *v);
 void help_save(FILE *o)
 {
 	fprintf(o, "usage: ckpt save --root DIR --job J --version V [--rank R] [--world-size W]\n"
-	           "                 [--compress] [--chunk-bytes N] [--json] FILE...\n\n"
+	           "                 [--compress] [--chunk-bytes N] [--keep N] [--recycle|--no-recycle]\n"
+	           "                 [--json] FILE...\n\n"
 	           "Checkpoints files as regions of version V (one region per file, named after the\n"
 	           "file's base name): tokenizers, configs, data-loader state, or any state kept in\n"
 	           "files. Returns once the shard is durable; the version is COMMITTED once all W\n"
-	           "ranks have saved it.\n");
+	           "ranks have saved it.\n\n"
+	           "The files are streamed: read chunk by chunk into the staging pool while earlier\n"
+	           "chunks are written, so memory stays within the pool whatever their size\n"
+	           "(CKPT_STAGING_BYTES; by default 16 chunks, 128 MiB, or the files' size if\n"
+	           "smaller). A file that shrinks or changes while it is read fails the save.\n\n"
+	           "  --keep N      once the version commits, delete the job's committed versions\n"
+	           "                older than the newest N (as ckpt gc --keep N; CKPT_KEEP_VERSIONS;\n"
+	           "                not with --daemon, where the coordinator's retention rules)\n"
+	           "  --recycle     deleted versions' shard files stay allocated in DIR/recycle/ and\n"
+	           "                new shards overwrite them: writes at the disk's overwrite speed,\n"
+	           "                often far faster than new files (ext4: no block allocation). On\n"
+	           "                by default with --keep (each save reuses what the last deletion\n"
+	           "                freed: one shard's space more than without). Turn it on when\n"
+	           "                something else deletes this root's versions regularly (ckpt gc\n"
+	           "                from a timer, the agent's retention); leave it off when you delete\n"
+	           "                versions to free disk space: pooled files keep theirs (up to 64\n"
+	           "                files; a save with recycling off frees them). CKPT_RECYCLE\n"
+	           "  --no-recycle  never, even with --keep\n");
 }
 
 typedef struct save_args {
@@ -32,14 +50,18 @@ typedef struct save_args {
 	int compress;
 	uint64_t chunk;
 	uint32_t tiers;
+	long keep;    /* --keep N; -1: not given */
+	int recycle;  /* --recycle 1, --no-recycle 0, -1: not given */
 	char **files;
 	int nfiles;
 } save_args;
 
-typedef struct mapped_file {
-	void *p; /* the file's bytes, read whole */
-	size_t n;
-} mapped_file;
+/* An input, open; its bytes are read by the library during the save. */
+typedef struct input_file {
+	int fd;
+	uint64_t n;
+	struct stat st; /* when it was opened */
+} input_file;
 
 /* save's own options and its FILEs; 0, or the exit code of a bad command. */
 static int save_parse(cli *c, int argc, char **argv, save_args *a)
@@ -60,6 +82,12 @@ static int save_parse(cli *c, int argc, char **argv, save_args *a)
 			a->world = (uint32_t)w;
 		} else if (!strcmp(argv[i], "--compress")) {
 			a->compress = 1;
+		} else if (!strcmp(argv[i], "--recycle") || !strcmp(argv[i], "--no-recycle")) {
+			a->recycle = !strcmp(argv[i], "--recycle");
+		} else if (!strcmp(argv[i], "--keep") && i + 1 < argc) {
+			a->keep = strtol(argv[++i], &end, 10);
+			if (*end || !argv[i][0] || a->keep < 1 || a->keep > UINT32_MAX)
+				return cli_usage("save", "--keep needs a positive count");
 		} else if (!strcmp(argv[i], "--tiers") && i + 1 < argc) {
 			if (!(a->tiers = cli_tiers_parse(argv[++i])) || (a->tiers & CKPT_TIER_SHARED))
 				return cli_usage("save", "--tiers: a list of local_mem, peer_mem, local_disk");
@@ -74,6 +102,8 @@ static int save_parse(cli *c, int argc, char **argv, save_args *a)
 	}
 	if (cli_need(c, 1, 1) < 0 || c->version >= VERSION_UNSET || c->version == VERSION_ALL || !a->nfiles)
 		return cli_usage("save", "--root, --job, --version N and at least one FILE are required");
+	if (a->keep > 0 && c->daemon_flag)
+		return cli_usage("save", "--keep: through --daemon the coordinator's retention rules (ckpt gc --daemon, ckptd --keep-disk)");
 	return 0;
 }
 
@@ -90,6 +120,15 @@ static int save_config(cli *c, const save_args *a, ckpt_config *cfg)
 	cfg->compress = a->compress;
 	if (a->chunk)
 		cfg->chunk_bytes = a->chunk;
+	if (a->keep > 0)
+		cfg->keep_versions = (uint32_t)a->keep;
+	if (a->recycle >= 0)
+		cfg->recycle = a->recycle;
+	/* Nobody waits on this snapshot but the tool: the disk writes start
+	 * with the first chunk read, whatever the CPUs (unless the table's
+	 * CKPT_SNAPSHOT_OVERLAP says otherwise). */
+	if (!getenv("CKPT_SNAPSHOT_OVERLAP"))
+		cfg->snapshot_overlap = 1;
 	/* --daemon: through the node's agent, into its DRAM as well by default. */
 	if (c->daemon_flag) {
 		cfg->daemon = c->daemon;
@@ -105,63 +144,60 @@ static int save_config(cli *c, const save_args *a, ckpt_config *cfg)
 	return 0;
 }
 
-/* Reads one input file whole into memory. Only a regular file: a FIFO or
- * a device would block or never end (the open does not block: O_NONBLOCK).
- * read(), not mmap: a file that shrinks under an mmap kills the process
- * with SIGBUS; here it is a short read, and an error naming the file. */
-static int save_read_one(cli *c, const char *path, mapped_file *m)
+/* Opens one input. Only a regular file: a FIFO or a device would block or
+ * never end (the open does not block: O_NONBLOCK). Its bytes are read with
+ * pread during the save (never mapped: a file that shrinks under a mapping
+ * kills the process with SIGBUS; here the save fails, naming the file). */
+static int save_open_one(cli *c, const char *path, input_file *in)
 {
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	struct stat st, st2;
-	if (fd < 0 || fstat(fd, &st) < 0) {
+	if (fd < 0 || fstat(fd, &in->st) < 0) {
 		fprintf(stderr, "ckpt save: %s: %s\n", path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return EXIT_USAGE;
 	}
-	if (!S_ISREG(st.st_mode)) {
+	if (!S_ISREG(in->st.st_mode)) {
 		fprintf(stderr, "ckpt save: %s: not a regular file (%s); save reads regular files only\n", path,
-		        S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory"
-		        : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "a socket or other");
+		        S_ISFIFO(in->st.st_mode) ? "a FIFO" : S_ISDIR(in->st.st_mode) ? "a directory"
+		        : S_ISCHR(in->st.st_mode) || S_ISBLK(in->st.st_mode) ? "a device" : "a socket or other");
 		close(fd);
 		return EXIT_USAGE;
 	}
-	int rc = EXIT_ERROR, err = 0;
-	m->n = (size_t)st.st_size;
-	if (m->n && !(m->p = malloc(m->n))) {
-		fprintf(stderr, "ckpt save: %s: no memory for %zu bytes\n", path, m->n);
-		goto out;
-	}
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	in->fd = fd;
+	in->n = (uint64_t)in->st.st_size;
 	ckpt__fault(&c->faults, "cli.save_read");
-	if (m->n && (err = ckpt__pread_full(fd, m->p, m->n, 0)) < 0) {
-		int shrank = fstat(fd, &st2) == 0 && st2.st_size < st.st_size;
-		fprintf(stderr, "ckpt save: %s: %s\n", path,
-		        shrank ? "the file shrank while it was read; nothing saved" : ckpt_strerror(err));
-		goto out;
-	}
-	if (fstat(fd, &st2) == 0 && (st2.st_size != st.st_size || st2.st_mtim.tv_sec != st.st_mtim.tv_sec ||
-	                             st2.st_mtim.tv_nsec != st.st_mtim.tv_nsec)) {
-		fprintf(stderr, "ckpt save: %s: the file changed while it was read; nothing saved\n", path);
-		goto out;
-	}
-	rc = EXIT_OK;
-out:
-	close(fd);
-	return rc;
+	return EXIT_OK;
 }
 
-/* Reads each file; *total receives their sizes in whole chunks. Returns
+/* Opens each file; *total receives their sizes in whole chunks. Returns
  * EXIT_OK or the exit code, having said what was wrong. */
-static int save_map(cli *c, const save_args *a, mapped_file *maps, uint64_t chunk_bytes, uint64_t *total)
+static int save_open(cli *c, const save_args *a, input_file *in, uint64_t chunk_bytes, uint64_t *total)
 {
 	*total = 0;
 	for (int i = 0; i < a->nfiles; i++) {
-		int rc = save_read_one(c, a->files[i], &maps[i]);
+		int rc = save_open_one(c, a->files[i], &in[i]);
 		if (rc != EXIT_OK)
 			return rc;
-		*total += CKPT_ALIGN_UP((uint64_t)maps[i].n, chunk_bytes);
+		*total += CKPT_ALIGN_UP(in[i].n, chunk_bytes);
 	}
 	return EXIT_OK;
+}
+
+/* After a save failed with -CKPT_ECHANGED: which input, and how. */
+static void save_say_changed(const save_args *a, const input_file *in)
+{
+	for (int i = 0; i < a->nfiles; i++) {
+		struct stat st;
+		if (fstat(in[i].fd, &st) < 0)
+			continue;
+		if ((uint64_t)st.st_size < in[i].n)
+			fprintf(stderr, "ckpt save: %s: the file shrank while it was read; nothing saved\n", a->files[i]);
+		else if (st.st_size != in[i].st.st_size || st.st_mtim.tv_sec != in[i].st.st_mtim.tv_sec ||
+		         st.st_mtim.tv_nsec != in[i].st.st_mtim.tv_nsec)
+			fprintf(stderr, "ckpt save: %s: the file changed while it was read; nothing saved\n", a->files[i]);
+	}
 }
 
 static const char *const tier_words[] = { "local_mem", "peer_mem", "local_disk", "shared" };
@@ -213,16 +249,14 @@ static void save_report(const cli *c, const ckpt_config *cfg, const ckpt_status 
  * the disk copy, then (bounded) for the DRAM tiers asked for. Exit code:
  * EXIT_OK when this rank's copy reached every tier asked for,
  * EXIT_PARTIAL when the disk copy is durable but another tier failed. */
-static int save_run(cli *c, const save_args *a, const ckpt_config *cfg, ckpt_ctx *ctx, mapped_file *maps)
+static int save_run(cli *c, const save_args *a, const ckpt_config *cfg, ckpt_ctx *ctx, const input_file *in)
 {
 	ckpt_handle *h = NULL;
 	int err, rc = EXIT_ERROR;
 	for (int i = 0; i < a->nfiles; i++) {
 		const char *base = strrchr(a->files[i], '/');
 		base = base ? base + 1 : a->files[i];
-		ckpt_region_desc d;
-		ckpt_region_desc_init(&d, base, maps[i].p, maps[i].n);
-		if ((err = ckpt_region_add(ctx, &d)) < 0) {
+		if ((err = ckpt_region_add_file(ctx, base, in[i].fd, 0, in[i].n)) < 0) {
 			char tb[1100];
 			if (err == -CKPT_ENAME)
 				fprintf(stderr, "ckpt save: '%s' cannot name a region (a region is named after its file): "
@@ -239,6 +273,8 @@ static int save_run(cli *c, const save_args *a, const ckpt_config *cfg, ckpt_ctx
 	}
 	ckpt_status st = { .size = sizeof(st) };
 	if ((err = ckpt_handle_wait(h, CKPT_TIER_LOCAL_DISK, -1, &st)) < 0) {
+		if (err == -CKPT_ECHANGED)
+			save_say_changed(a, in);
 		fprintf(stderr, "ckpt save: %s\n", ckpt_strerror(err));
 		goto out;
 	}
@@ -268,7 +304,7 @@ out:
 
 int cmd_save(cli *c, int argc, char **argv)
 {
-	save_args a = { .world = 1, .files = calloc((size_t)argc, sizeof(char *)) };
+	save_args a = { .world = 1, .keep = -1, .recycle = -1, .files = calloc((size_t)argc, sizeof(char *)) };
 	if (!a.files)
 		return EXIT_ERROR;
 	int rc = save_parse(c, argc, argv, &a);
@@ -281,27 +317,33 @@ int cmd_save(cli *c, int argc, char **argv)
 		free(a.files);
 		return EXIT_USAGE;
 	}
-	mapped_file *maps = calloc((size_t)a.nfiles, sizeof(*maps));
+	input_file *in = calloc((size_t)a.nfiles, sizeof(*in));
 	ckpt_ctx *ctx = NULL;
 	uint64_t total;
 	rc = EXIT_ERROR;
-	if (!maps || (rc = save_map(c, &a, maps, cfg.chunk_bytes, &total)) != EXIT_OK)
+	for (int i = 0; in && i < a.nfiles; i++)
+		in[i].fd = -1;
+	if (!in || (rc = save_open(c, &a, in, cfg.chunk_bytes, &total)) != EXIT_OK)
 		goto out;
-	/* Staging just large enough (at most the configured pool): the tool's
-	 * state is known before the context opens. */
-	cfg.staging_bytes = CKPT_MAX(cfg.chunk_bytes, CKPT_MIN(total, cfg.staging_bytes));
+	/* The files stream through the pool: a few chunks in flight keep the
+	 * disk busy, so the default is 16 of them (or the files' size, if
+	 * smaller), not the library's default; CKPT_STAGING_BYTES chooses
+	 * (its "auto" means that default here). */
+	uint64_t pool = getenv("CKPT_STAGING_BYTES") && cfg.staging_bytes ? cfg.staging_bytes : 16 * cfg.chunk_bytes;
+	cfg.staging_bytes = CKPT_MAX(cfg.chunk_bytes, CKPT_MIN(total, pool));
 	int err = ckpt_ctx_open(&cfg, &ctx);
 	if (err < 0) {
 		fprintf(stderr, "ckpt save: %s\n", ckpt_strerror(err));
 		rc = err == -CKPT_ECONFIG || err == -CKPT_ENAME ? EXIT_USAGE : EXIT_ERROR;
 		goto out;
 	}
-	rc = save_run(c, &a, &cfg, ctx, maps);
+	rc = save_run(c, &a, &cfg, ctx, in);
 out:
-	ckpt_ctx_close(ctx);
-	for (int i = 0; maps && i < a.nfiles; i++)
-		free(maps[i].p);
-	free(maps);
+	ckpt_ctx_close(ctx); /* before the files: the regions read them */
+	for (int i = 0; in && i < a.nfiles; i++)
+		if (in[i].fd >= 0)
+			close(in[i].fd);
+	free(in);
 	free(a.files);
 	return rc;
 }

@@ -16,6 +16,98 @@ static int by_step_desc(const void *x, const void *y)
 	return a->step_ns < b->step_ns ? 1 : a->step_ns > b->step_ns ? -1 : (a->rank > b->rank) - (a->rank < b->rank);
 }
 
+/* The job's persistent stragglers and their nodes' evidence (1.4): into
+ * *out (malloc'd; NULL and 0 when the daemon is older or knows none). */
+static int fetch_persistent(cli *c, ckptd_client *cl, ckptd_node_evidence **out, uint32_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	if (CKPTD_VERSION_MINOR_OF(ckptd_client_version(cl)) < 4)
+		return 0;
+	ckptd_msg req = { .type = CKPTD_MSG_STRAGGLERS }, rep;
+	snprintf(req.u.stragglers.job, sizeof(req.u.stragglers.job), "%s", c->job);
+	int rc = cli_daemon_call(c, "stragglers", cl, &req, CKPTD_MSG_STRAGGLERS_REPLY, &rep);
+	if (rc)
+		return rc;
+	uint32_t k = rep.u.stragglers_reply.count;
+	if (k && (*out = malloc(k * sizeof(**out)))) {
+		memcpy(*out, rep.u.stragglers_reply.entries, k * sizeof(**out));
+		*n = k;
+	}
+	ckptd_msg_free(&rep);
+	return k && !*out ? EXIT_ERROR : 0;
+}
+
+static void print_persistent(const cli *c, const ckptd_node_evidence *ev, uint32_t n)
+{
+	if (c->json) {
+		printf(", \"persistent\": [");
+		for (uint32_t i = 0; i < n; i++) {
+			const ckptd_node_evidence *e = &ev[i];
+			printf("%s\n  {\"rank\": %u, \"node\": ", i ? "," : "", e->rank);
+			cli_json_str(stdout, e->node);
+			printf(", \"windows\": %u, \"step_seconds\": %.6f, \"fastest_seconds\": %.6f, \"verdict\": ", e->windows,
+			       e->step_ns / 1e9, e->fastest_ns / 1e9);
+			cli_json_str(stdout, e->verdict);
+			printf(", \"evidence\": {\"window_seconds\": %.3f, \"available\": %u", e->window_ns / 1e9, e->flags);
+			if (e->flags & CKPTD_EV_CPU)
+				printf(", \"cpu_steal\": %.3f, \"cpu_iowait\": %.3f", e->steal_pm / 1000.0, e->iowait_pm / 1000.0);
+			if (e->flags & CKPTD_EV_CGROUP)
+				printf(", \"periods\": %llu, \"throttled_periods\": %llu, \"throttled_seconds\": %.6f",
+				       (unsigned long long)e->nr_periods, (unsigned long long)e->nr_throttled, e->throttled_us / 1e6);
+			if (e->flags & CKPTD_EV_PSI)
+				printf(", \"psi_cpu_some\": %.4f, \"psi_memory_some\": %.4f, \"psi_memory_full\": %.4f, "
+				       "\"psi_io_some\": %.4f, \"psi_io_full\": %.4f", e->psi_cpu_some / 1e4, e->psi_mem_some / 1e4,
+				       e->psi_mem_full / 1e4, e->psi_io_some / 1e4, e->psi_io_full / 1e4);
+			if (e->flags & CKPTD_EV_DISK) {
+				printf(", \"disk\": ");
+				cli_json_str(stdout, e->disk);
+				printf(", \"disk_seconds_per_io\": %.6f", e->disk_await_us / 1e6);
+			}
+			if (e->flags & CKPTD_EV_KMSG) {
+				printf(", \"oom_kills\": %u, \"hardware_errors\": %u, \"kernel_log\": ", e->oom_kills, e->hw_errors);
+				cli_json_str(stdout, e->kmsg);
+			}
+			printf("}, \"text\": ");
+			cli_json_str(stdout, e->text);
+			printf("}");
+		}
+		printf("%s]", n ? "\n" : "");
+		return;
+	}
+	if (!n)
+		return;
+	printf("\npersistent stragglers (slow for --straggler-windows judgements in a row), with their node's evidence:\n");
+	for (uint32_t i = 0; i < n; i++)
+		printf("  %s\n", ev[i].text);
+}
+
+void cli_status_stragglers(cli *c, ckptd_client *cl)
+{
+	ckptd_node_evidence *ev = NULL;
+	uint32_t n = 0;
+	if (fetch_persistent(c, cl, &ev, &n))
+		return;
+	if (c->json) {
+		printf(", \"persistent_stragglers\": [");
+		for (uint32_t i = 0; i < n; i++) {
+			printf("%s{\"rank\": %u, \"node\": ", i ? ", " : "", ev[i].rank);
+			cli_json_str(stdout, ev[i].node);
+			printf(", \"verdict\": ");
+			cli_json_str(stdout, ev[i].verdict);
+			printf("}");
+		}
+		printf("]");
+	} else if (n) {
+		printf("persistent stragglers of job %s (ckpt stragglers for their evidence):\n", c->job);
+		for (uint32_t i = 0; i < n; i++)
+			printf("  rank %u on %s, slow %u s: %s\n", ev[i].rank, ev[i].node[0] ? ev[i].node : "?", ev[i].windows,
+			       ev[i].verdict[0] ? ev[i].verdict : ev[i].flags ? "nothing on the node stands out"
+			                                                       : "no node evidence");
+	}
+	free(ev);
+}
+
 int cmd_stragglers(cli *c, int argc, char **argv)
 {
 	int prc = cli_parse_opts(c, "stragglers", argc, argv);
@@ -58,9 +150,14 @@ int cmd_stragglers(cli *c, int argc, char **argv)
 		if (!more)
 			break;
 	}
+	ckptd_node_evidence *ev = NULL;
+	uint32_t nev = 0;
+	if (!rc)
+		rc = fetch_persistent(c, cl, &ev, &nev);
 	ckptd_client_close(cl);
 	if (rc) {
 		free(all);
+		free(ev);
 		return rc;
 	}
 	uint64_t fastest = 0;
@@ -83,7 +180,9 @@ int cmd_stragglers(cli *c, int argc, char **argv)
 			       fastest ? (double)all[i].step_ns / (double)fastest : 0.0,
 			       all[i].state == CKPTD_RANK_STRAGGLER ? "true" : "false");
 		}
-		printf("%s]}\n", n ? "\n" : "");
+		printf("%s]", n ? "\n" : "");
+		print_persistent(c, ev, nev);
+		printf("}\n");
 	} else if (!n) {
 		printf("job %s: no step times reported (ranks call ckpt_step through an agent)\n", c->job);
 	} else {
@@ -94,8 +193,10 @@ int cmd_stragglers(cli *c, int argc, char **argv)
 			       (unsigned long long)all[i].step, all[i].step_ns / 1e6,
 			       fastest ? (double)all[i].step_ns / (double)fastest : 0.0,
 			       all[i].state == CKPTD_RANK_STRAGGLER ? "STRAGGLER" : "");
+		print_persistent(c, ev, nev);
 	}
 	free(all);
+	free(ev);
 	return EXIT_OK;
 }
 
@@ -107,7 +208,13 @@ void help_stragglers(FILE *o)
 	           "second through its agent), slowest first, with its node, last step, smoothed step\n"
 	           "time and its ratio to the fastest rank. A rank is a straggler when the slowest\n"
 	           "rank takes more than --straggler-slowest percent (150) of the fastest's step and it\n"
-	           "takes more than --straggler-rank percent (120); the coordinator logs each change.\n");
+	           "takes more than --straggler-rank percent (120); the coordinator logs each change.\n"
+	           "A straggler in --straggler-windows judgements in a row (10, one a second) is\n"
+	           "persistent: its node's agent gathers evidence (CPU steal and iowait from\n"
+	           "/proc/stat, its cgroup's CPU throttling, pressure stall information, the worst\n"
+	           "disk's time per I/O, OOM kills and hardware errors in the kernel log, its recent\n"
+	           "step times), listed here with a verdict naming what stands out on the node.\n"
+	           "JSON: \"persistent\": [{rank, node, windows, verdict, evidence: {...}, text}].\n");
 }
 
 /* ------------------------------------------------------------- goodput */

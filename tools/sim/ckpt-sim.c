@@ -42,6 +42,7 @@ typedef struct sim_spec {
 	enum sim_kind kind;
 	int has_interval;   /* given as KIND:INTERVAL */
 	double interval_min; /* 0: auto */
+	unsigned k, m;      /* ckpt@rs:K+M: the peer tier's scheme; 0, 0: partner copies */
 } sim_spec;
 
 typedef struct sim_opts {
@@ -54,7 +55,12 @@ typedef struct sim_opts {
 	uint64_t state_bytes;
 	double mtbf_gpu_h; /* HUGE_VAL: no failures */
 	double node_loss_frac, partner_loss_frac, preempt_frac, preempt_notice_s;
-	double restart_s;
+	double restart_s;   /* < 0: the phases below; else one constant restart (flat) */
+	/* The restart's phases (docs/goodput.md, "Restart, phase by phase"). */
+	double detect_s, hang_detect_s, hang_frac, base_detect_s, base_hang_detect_s;
+	double spare_s, stage_eff, sched_s, start_s, comm_s /* < 0: auto */, warmup_s;
+	uint64_t spares;    /* UINT64_MAX: auto */
+	double spare_return_h, no_spare_s;
 	double remote_write_bw, remote_read_bw, remote_total_bw; /* bytes/s; total 0: no cap */
 	double snapshot_bw, local_read_bw, peer_bw;               /* bytes/s per GPU */
 	const char *from_bench;
@@ -74,7 +80,7 @@ typedef struct sim_opts {
 
 enum opt_type {
 	OT_GPUS, OT_COUNT, OT_RUNS, OT_U64, OT_HOURS, OT_MTBF, OT_FRAC, OT_SECONDS, OT_SIZE, OT_BW, OT_BW0,
-	OT_STRATEGY, OT_INTERVAL, OT_PATH, OT_FLAG, OT_HELP, OT_SCHEMES
+	OT_STRATEGY, OT_INTERVAL, OT_PATH, OT_FLAG, OT_HELP, OT_SCHEMES, OT_AUTO_SECONDS, OT_SPARES
 };
 
 typedef struct opt_def {
@@ -104,7 +110,29 @@ static const opt_def opt_table[] = {
 	  "fraction of node losses that also lose the partner node" },
 	{ "preempt-frac", OT_FRAC, OFF(preempt_frac), "0", "F", "fraction of failures that are preemptions with notice" },
 	{ "preempt-notice-s", OT_SECONDS, OFF(preempt_notice_s), "30", "S", "notice before a preemption" },
-	{ "restart-s", OT_SECONDS, OFF(restart_s), "120", "S", "relaunch and rescheduling time per failure" },
+	{ "restart-s", OT_SECONDS, OFF(restart_s), NULL, "S",
+	  "one constant restart per failure instead of the phases below (the model before they were split)" },
+	{ "detect-s", OT_SECONDS, OFF(detect_s), "2", "S",
+	  "ckpt: a death or a node loss decided by the coordinator (its bound: tools/bench-recovery.sh)" },
+	{ "hang-detect-s", OT_SECONDS, OFF(hang_detect_s), "10", "S", "ckpt: a hung rank decided" },
+	{ "baseline-detect-s", OT_SECONDS, OFF(base_detect_s), "15", "S",
+	  "remote: a lost node noticed by the launcher (torchrun c10d rendezvous keep-alive, 3 x 5 s)" },
+	{ "baseline-hang-detect-s", OT_SECONDS, OFF(base_hang_detect_s), "600", "S",
+	  "remote: a hang noticed by NCCL's watchdog (PyTorch's default timeout, 10 min)" },
+	{ "hang-frac", OT_FRAC, OFF(hang_frac), "0.071", "F",
+	  "of failures that spare the node, those that hang (Llama 3: 7 NCCL watchdog timeouts of 98)" },
+	{ "spare-s", OT_SECONDS, OFF(spare_s), "0.1", "S", "a spare node chosen and told" },
+	{ "stage-eff", OT_FRAC, OFF(stage_eff), "0.8", "F",
+	  "ckpt: share of --peer-bw x GPUs per node a spare's pull of the lost state reaches (plus 1 s)" },
+	{ "sched-s", OT_SECONDS, OFF(sched_s), "5", "S", "the launcher relaunching the job's processes" },
+	{ "start-s", OT_SECONDS, OFF(start_s), "15", "S", "a process starting: interpreter, imports, CUDA context" },
+	{ "comm-s", OT_AUTO_SECONDS, OFF(comm_s), "auto", "S|auto",
+	  "communicator set-up; auto: 265 s x GPUs / 98,304 (stock NCCL's bootstrap at 96k GPUs, NCCLX paper)" },
+	{ "warmup-s", OT_SECONDS, OFF(warmup_s), "20", "S", "first steps slower than steady, counted as lost" },
+	{ "spares", OT_SPARES, OFF(spares), "auto", "N|auto", "spare nodes of the job; auto: 1 % of its nodes, at least 2" },
+	{ "spare-return-hours", OT_HOURS, OFF(spare_return_h), "4", "H",
+	  "a spare taken is available again after this (the lost node repaired, or another)" },
+	{ "no-spare-s", OT_SECONDS, OFF(no_spare_s), "600", "S", "a lost node with no spare: until a replacement is there" },
 	{ "remote-write-bw", OT_BW, OFF(remote_write_bw), "2GiB", "BW", "remote storage write bandwidth per node" },
 	{ "remote-read-bw", OT_BW, OFF(remote_read_bw), "2GiB", "BW", "remote storage read bandwidth per node" },
 	{ "remote-total-bw", OT_BW0, OFF(remote_total_bw), "2TB", "BW",
@@ -115,7 +143,7 @@ static const opt_def opt_table[] = {
 	{ "from-bench", OT_PATH, OFF(from_bench), NULL, "FILE",
 	  "ckpt: stall, durable and restore from ckpt-bench --json, scaled to --state-per-gpu" },
 	{ "strategy", OT_STRATEGY, 0, "remote:30,remote,ckpt", "LIST",
-	  "KIND[:INTERVAL],...; KIND remote or ckpt" },
+	  "KIND[:INTERVAL],...; KIND remote, ckpt (partner copies) or ckpt@rs:K+M (rs groups in peer DRAM)" },
 	{ "interval", OT_INTERVAL, OFF(interval_min), "auto", "MIN|auto",
 	  "interval of strategies listed without one; auto: Young/Daly" },
 	{ "json", OT_FLAG, OFF(json), NULL, NULL, "JSON instead of the tables" },
@@ -281,6 +309,20 @@ static int parse_interval(const char *s, double *out)
 	return 0;
 }
 
+/* "partner" (0, 0) or "rs:K+M": K, M >= 1, K + M <= 64 (as ckptd takes them). */
+static int parse_scheme(const char *one, unsigned *k, unsigned *m)
+{
+	int used = -1;
+	size_t n = strlen(one);
+	*k = *m = 0;
+	if (!strcmp(one, "partner"))
+		return 0;
+	if (sscanf(one, "rs:%2u+%2u%n", k, m, &used) != 2 || used != (int)n || !one[3] || !strchr("123456789", one[3]) ||
+	    !strchr("123456789", one[strcspn(one, "+") + 1]) || *k < 1 || *m < 1 || *k + *m > 64)
+		return -1;
+	return 0;
+}
+
 static int parse_strategies(const char *s, sim_opts *o, char *why, size_t wn)
 {
 	char buf[512];
@@ -291,12 +333,19 @@ static int parse_strategies(const char *s, sim_opts *o, char *why, size_t wn)
 	char *save = NULL;
 	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		sim_spec sp = { 0 };
-		char *colon = strchr(tok, ':');
+		/* ckpt@rs:K+M[:INTERVAL]: the scheme's own colon comes first. */
+		char *at = strchr(tok, '@'), *sc = at ? strchr(at, ':') : NULL;
+		char *colon = strchr(sc ? sc + 1 : tok, ':');
 		if (colon) {
 			*colon = '\0';
 			if (parse_interval(colon + 1, &sp.interval_min) < 0)
 				return why_set(why, wn, "'%s': interval '%s' is neither minutes > 0 nor auto", tok, colon + 1);
 			sp.has_interval = 1;
+		}
+		if (at) {
+			*at = '\0';
+			if (strcmp(tok, "ckpt") || parse_scheme(at + 1, &sp.k, &sp.m) < 0)
+				return why_set(why, wn, "'%s@%s': a scheme goes with ckpt: ckpt@partner or ckpt@rs:K+M", tok, at + 1);
 		}
 		if (!strcmp(tok, "remote"))
 			sp.kind = KIND_REMOTE;
@@ -314,7 +363,7 @@ static int parse_strategies(const char *s, sim_opts *o, char *why, size_t wn)
 	return 0;
 }
 
-/* "partner,rs:8+2,...": K, M >= 1, K + M <= 64 (as ckptd takes them). */
+/* "partner,rs:8+2,...". */
 static int parse_schemes(const char *v, sim_opts *o, char *why, size_t wn)
 {
 	o->nschemes = 0;
@@ -324,14 +373,11 @@ static int parse_schemes(const char *v, sim_opts *o, char *why, size_t wn)
 		size_t n = e ? (size_t)(e - p) : strlen(p);
 		char one[32];
 		unsigned k = 0, m = 0;
-		int used = -1;
 		if (n == 0 || n >= sizeof(one) || o->nschemes == SIM_MAX_SCHEMES)
 			return why_set(why, wn, "'%s': at most %d schemes, comma-separated", v, SIM_MAX_SCHEMES);
 		memcpy(one, p, n);
 		one[n] = '\0';
-		if (strcmp(one, "partner") &&
-		    (sscanf(one, "rs:%2u+%2u%n", &k, &m, &used) != 2 || used != (int)n || !strchr("123456789", one[3]) ||
-		     !strchr("123456789", one[strcspn(one, "+") + 1]) || k < 1 || m < 1 || k + m > 64))
+		if (parse_scheme(one, &k, &m) < 0)
 			return why_set(why, wn, "'%s' is not partner or rs:K+M (K, M >= 1, K + M <= 64)", one);
 		o->schemes[o->nschemes++] = (sim_scheme){ k, m };
 		p += n + (e != NULL);
@@ -411,6 +457,24 @@ static int set_option(const opt_def *d, const char *v, sim_opts *o, char *why, s
 		return 0;
 	case OT_SCHEMES:
 		return parse_schemes(v, o, why, wn);
+	case OT_AUTO_SECONDS:
+		if (!strcmp(v, "auto")) {
+			*(double *)p = -1;
+			return 0;
+		}
+		if (to_double(v, &x, 0) < 0 || !(x >= 0) || x > 1e7)
+			return why_set(why, wn, "'%s' is neither a number of seconds >= 0 and <= 1e7 nor auto", v);
+		*(double *)p = x;
+		return 0;
+	case OT_SPARES:
+		if (!strcmp(v, "auto")) {
+			*(uint64_t *)p = UINT64_MAX;
+			return 0;
+		}
+		if (to_u64(v, &u) < 0 || u > SIM_MAX_SPARES)
+			return why_set(why, wn, "'%s' is neither a count from 0 to %d nor auto", v, SIM_MAX_SPARES);
+		*(uint64_t *)p = u;
+		return 0;
 	case OT_HELP:
 		return 0;
 	}
@@ -422,6 +486,7 @@ static int parse_args(int argc, char **argv, sim_opts *o)
 {
 	char why[256];
 	memset(o, 0, sizeof(*o));
+	o->restart_s = -1; /* the phases, unless --restart-s */
 	for (unsigned i = 0; i < NOPTS; i++)
 		if (opt_table[i].def && set_option(&opt_table[i], opt_table[i].def, o, why, sizeof(why)) < 0) {
 			fprintf(stderr, "ckpt-sim: default of --%s: %s\n", opt_table[i].name, why);
@@ -470,12 +535,26 @@ typedef struct cell {
 	/* Per failure class: seconds from a save's start until it would be
 	 * restorable after that failure, and the restore time. */
 	double durable[SIM_FAIL_COUNT], restore[SIM_FAIL_COUNT];
+	sim_restart rs;
 	/* Over the runs. */
 	double gp_sum, gp_min, gp_max;
 	double lost[4]; /* stall, recompute, restore, restart: fractions summed */
 	double failures, saves, emergency;
 	double by_class[SIM_FAIL_COUNT];
+	double phase[SIM_R_COUNT]; /* restart seconds by phase, summed over the runs */
+	double hangs, staged, no_spare;
 } cell;
+
+/* A strategy's name in the tables: "remote", "ckpt tiers", "ckpt rs:8+2". */
+static const char *kind_label(const sim_spec *sp, char *buf, size_t n)
+{
+	if (sp->kind == KIND_REMOTE)
+		return "remote";
+	if (!sp->k)
+		return "ckpt tiers";
+	snprintf(buf, n, "ckpt rs:%u+%u", sp->k, sp->m);
+	return buf;
+}
 
 static const char *kind_name(enum sim_kind k)
 {
@@ -490,6 +569,36 @@ static double per_node(double node_bw, double total_bw, uint64_t nodes)
 	return node_bw < share ? node_bw : share;
 }
 
+/* The restart of one cell: ckpt's phases for ckpt strategies (its
+ * detection; its spare pulling the lost state), the launcher's detection
+ * for remote storage; the same spares and outside phases for both. */
+static void build_restart(const sim_opts *o, cell *c, double node_bytes)
+{
+	sim_restart *r = &c->rs;
+	if (o->restart_s >= 0) {
+		sim_restart_flat(r, o->restart_s);
+		return;
+	}
+	int ckpt = c->spec->kind == KIND_CKPT;
+	*r = (sim_restart){
+		.detect_s = ckpt ? o->detect_s : o->base_detect_s,
+		.hang_detect_s = ckpt ? o->hang_detect_s : o->base_hang_detect_s,
+		.hang_frac = o->hang_frac,
+		.spare_s = o->spare_s,
+		.stage_s = ckpt && o->stage_eff > 0 ? node_bytes / (o->peer_bw * (double)o->gpus_per_node * o->stage_eff) + 1 : 0,
+		.sched_s = o->sched_s,
+		.start_s = o->start_s,
+		.comm_s = o->comm_s >= 0 ? o->comm_s : 265.0 * (double)c->gpus / 98304.0,
+		.warmup_s = o->warmup_s,
+		.spare_return_s = o->spare_return_h * 3600,
+		.no_spare_s = o->no_spare_s,
+	};
+	uint64_t sp = o->spares != UINT64_MAX ? o->spares : (c->nodes + 99) / 100;
+	if (o->spares == UINT64_MAX && sp < 2)
+		sp = 2;
+	r->spares = (unsigned)(sp > SIM_MAX_SPARES ? SIM_MAX_SPARES : sp);
+}
+
 static int build_cell(const sim_opts *o, const sim_bench *bench, const sim_spec *sp, uint64_t gpus, cell *c,
                       char *why, size_t wn)
 {
@@ -499,6 +608,7 @@ static int build_cell(const sim_opts *o, const sim_bench *bench, const sim_spec 
 	c->nodes = (gpus + o->gpus_per_node - 1) / o->gpus_per_node;
 	c->job_mtbf_s = o->mtbf_gpu_h * 3600.0 / (double)gpus;
 	sim_strategy *s = &c->s;
+	char lab[32];
 	double state = (double)o->state_bytes;
 	/* A node writes what its GPUs hold; a partly filled last node is
 	 * counted full: the job waits for its slowest node. */
@@ -522,17 +632,21 @@ static int build_cell(const sim_opts *o, const sim_bench *bench, const sim_spec 
 			local_durable = s->stall_s;
 			local_read = state / o->local_read_bw;
 		}
+		/* Partner copies send the state once and read it back once; rs:K+M
+		 * sends M times the state (a slice to each parity holder) and a
+		 * lost node's rebuild reads K times it (K pieces of each slice). */
 		double peer = state / o->peer_bw;
+		double send = sp->k ? sp->m * peer : peer, back = sp->k ? sp->k * peer : peer;
 		s->tier[SIM_TIER_LOCAL] = (sim_tier_cost){ .present = 1, .durable_s = local_durable, .read_s = local_read };
-		s->tier[SIM_TIER_PEER] = (sim_tier_cost){ .present = 1, .durable_s = s->stall_s + peer, .read_s = peer };
+		s->tier[SIM_TIER_PEER] = (sim_tier_cost){ .present = 1, .durable_s = s->stall_s + send, .read_s = back };
+		s->peer_tolerance = sp->k ? sp->m : 1;
 		s->tier[SIM_TIER_SHARED] = (sim_tier_cost){ .present = 1, .flush_s = node_bytes / wr,
 		                                            .read_s = remote_read };
 	}
 	double minutes = sp->has_interval ? sp->interval_min : o->interval_min;
 	if (minutes > 0) {
 		s->interval_s = minutes * 60;
-		snprintf(s->name, sizeof(s->name), "%s every %g min", sp->kind == KIND_REMOTE ? "remote" : "ckpt tiers",
-		         minutes);
+		snprintf(s->name, sizeof(s->name), "%s every %g min", kind_label(sp, lab, sizeof(lab)), minutes);
 	} else {
 		c->auto_interval = 1;
 		s->interval_s = sim_daly_interval(s->stall_s, c->job_mtbf_s);
@@ -545,7 +659,7 @@ static int build_cell(const sim_opts *o, const sim_bench *bench, const sim_spec 
 			if (s->tier[j].present && !(s->tier[j].flush_s > 0) &&
 			    s->tier[j].durable_s - s->stall_s > s->interval_s)
 				s->interval_s = s->tier[j].durable_s - s->stall_s;
-		snprintf(s->name, sizeof(s->name), "%s, Young/Daly", sp->kind == KIND_REMOTE ? "remote" : "ckpt tiers");
+		snprintf(s->name, sizeof(s->name), "%s, Young/Daly", kind_label(sp, lab, sizeof(lab)));
 	}
 	/* Each save is a few events: bound a run's work, not the model. */
 	if (o->hours * 3600 / s->interval_s > SIM_MAX_SAVES)
@@ -555,7 +669,7 @@ static int build_cell(const sim_opts *o, const sim_bench *bench, const sim_spec 
 		c->durable[k] = c->restore[k] = HUGE_VAL;
 		for (int j = 0; j < SIM_TIER_COUNT; j++) {
 			const sim_tier_cost *t = &s->tier[j];
-			if (!t->present || !sim_tier_survives(j, k))
+			if (!t->present || !sim_strategy_survives(&c->s, j, k))
 				continue;
 			double d = t->flush_s > 0 ? s->stall_s + t->flush_s : t->durable_s;
 			if (d < c->durable[k])
@@ -564,6 +678,7 @@ static int build_cell(const sim_opts *o, const sim_bench *bench, const sim_spec 
 				c->restore[k] = t->read_s;
 		}
 	}
+	build_restart(o, c, node_bytes);
 	c->gp_min = HUGE_VAL;
 	c->gp_max = -HUGE_VAL;
 	return 0;
@@ -581,8 +696,13 @@ static int run_cell(const sim_opts *o, cell *c)
 	double wall = o->hours * 3600;
 	for (uint64_t r = 0; r < o->runs; r++) {
 		sim_result res;
-		if (sim_run(&c->s, &f, wall, o->restart_s, sim_cell_seed(o->seed, c->gpus, r), &res) < 0)
+		if (sim_run_phased(&c->s, &f, &c->rs, wall, sim_cell_seed(o->seed, c->gpus, r), &res) < 0)
 			return -1;
+		for (int k = 0; k < SIM_R_COUNT; k++)
+			c->phase[k] += res.restart_phase_s[k];
+		c->hangs += (double)res.hangs;
+		c->staged += (double)res.staged;
+		c->no_spare += (double)res.no_spare;
 		double gp = res.useful_s / wall;
 		c->gp_sum += gp;
 		c->gp_min = gp < c->gp_min ? gp : c->gp_min;
@@ -633,10 +753,17 @@ static void print_tables(const sim_opts *o, const sim_bench *bench, cell *cells,
 	       "%" PRIu64 " GPUs per node\n",
 	       o->hours, o->runs, o->seed, (double)o->state_bytes / GIB, o->gpus_per_node);
 	printf("failures: %s\n", mtbf_source(o, src, sizeof(src)));
-	printf("  %.1f%% lose a node, %.1f%% of those its partner too; %.1f%% are preemptions with %g s notice; "
-	       "restart %g s\n",
-	       100 * o->node_loss_frac, 100 * o->partner_loss_frac, 100 * o->preempt_frac, o->preempt_notice_s,
-	       o->restart_s);
+	printf("  %.1f%% lose a node, %.1f%% of those its partner too; %.1f%% are preemptions with %g s notice; ",
+	       100 * o->node_loss_frac, 100 * o->partner_loss_frac, 100 * o->preempt_frac, o->preempt_notice_s);
+	if (o->restart_s >= 0)
+		printf("restart %g s\n", o->restart_s);
+	else
+		printf("%.1f%% of the others hang\nrestart, phase by phase: detect %g s (hang %g s; remote storage: the "
+		       "launcher's %g s, hang %g s), spare %g s, sched %g s, start %g s, comm %s, warm-up %g s; spares %s, "
+		       "back after %g h, else %g s for a new node\n",
+		       100 * o->hang_frac, o->detect_s, o->hang_detect_s, o->base_detect_s, o->base_hang_detect_s, o->spare_s,
+		       o->sched_s, o->start_s, o->comm_s >= 0 ? "as given" : "265 s x GPUs / 98,304", o->warmup_s,
+		       o->spares == UINT64_MAX ? "1% of nodes (at least 2)" : "as given", o->spare_return_h, o->no_spare_s);
 	printf("remote storage per node: write %.2f GiB/s, read %.2f GiB/s; ", o->remote_write_bw / GIB,
 	       o->remote_read_bw / GIB);
 	if (o->remote_total_bw > 0)
@@ -686,6 +813,30 @@ static void print_tables(const sim_opts *o, const sim_bench *bench, cell *cells,
 		       100 * c->lost[0] / runs, 100 * c->lost[1] / runs, 100 * c->lost[2] / runs, 100 * c->lost[3] / runs,
 		       c->failures / runs);
 	}
+	if (o->restart_s >= 0)
+		return;
+	double wall = o->hours * 3600;
+	printf("\n%45s%s\n", "", "restart after a failure, seconds (mean per failure):");
+	printf("%-30s %5s  %7s %7s %7s %7s %7s %7s %7s  %7s  %7s %7s  %6s %7s\n", "recovery", "GPUs", "detect", "spare",
+	       "sched", "start", "comm", "warm-up", "restore", "total", "ft+state", "relaunch", "spares", "staged");
+	for (unsigned i = 0; i < ncells; i++) {
+		cell *c = &cells[i];
+		double n = c->failures > 0 ? c->failures : 1, p[SIM_R_COUNT];
+		for (int k = 0; k < SIM_R_COUNT; k++)
+			p[k] = c->phase[k] / n;
+		double restore = c->lost[2] * wall / n;
+		double ours = p[SIM_R_DETECT] + p[SIM_R_SPARE] + restore;
+		double theirs = p[SIM_R_SCHED] + p[SIM_R_START] + p[SIM_R_COMM] + p[SIM_R_WARMUP];
+		double losses = c->by_class[SIM_FAIL_NODE] + c->by_class[SIM_FAIL_NODE2] + c->by_class[SIM_FAIL_PREEMPT];
+		char st[32];
+		snprintf(st, sizeof(st), "%.0f%%", losses > 0 ? 100 * c->staged / losses : 0);
+		printf("%-30s %5" PRIu64 "  %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f  %7.2f  %7.2f %7.2f  %6u %7s\n",
+		       c->s.name, c->gpus, p[SIM_R_DETECT], p[SIM_R_SPARE], p[SIM_R_SCHED], p[SIM_R_START], p[SIM_R_COMM],
+		       p[SIM_R_WARMUP], restore, ours + theirs, ours, theirs, c->rs.spares, st);
+	}
+	printf("(ft+state: detect + spare + restore, what ckpt does for its strategies; relaunch: the launcher, process\n"
+	       " start, communicators, warm-up; staged: node losses whose state a spare held before the relaunch,\n"
+	       " restored from its node DRAM)\n");
 }
 
 /* A real, or null where it is not finite (JSON has no infinity). */
@@ -722,6 +873,15 @@ static json_t *report_json(const sim_opts *o, const sim_bench *bench, cell *cell
 	char seed[32];
 	snprintf(seed, sizeof(seed), "%" PRIu64, o->seed);
 	json_object_set_new(model, "seed", json_string(seed));
+	if (o->restart_s < 0)
+		json_object_set_new(model, "restart_phases", json_pack(
+			"{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:f, s:o, s:f, s:f}", "detect_s", o->detect_s,
+			"hang_detect_s", o->hang_detect_s, "baseline_detect_s", o->base_detect_s, "baseline_hang_detect_s",
+			o->base_hang_detect_s, "hang_frac", o->hang_frac, "spare_s", o->spare_s, "stage_eff", o->stage_eff,
+			"sched_s", o->sched_s, "comm_s", o->comm_s >= 0 ? json_real(o->comm_s) : json_string("auto"),
+			"start_s", o->start_s, "spares", o->spares == UINT64_MAX ? json_string("auto")
+			                                                        : json_integer((json_int_t)o->spares),
+			"spare_return_hours", o->spare_return_h, "no_spare_s", o->no_spare_s));
 	if (bench)
 		json_object_set_new(model, "from_bench",
 		                    json_pack("{s:s, s:I, s:f, s:f, s:f}", "file", o->from_bench, "bytes",
@@ -743,6 +903,23 @@ static json_t *report_json(const sim_opts *o, const sim_bench *bench, cell *cell
 			c->lost[2] / runs, "restart", c->lost[3] / runs, "failures_per_run", c->failures / runs,
 			"saves_per_run", c->saves / runs, "emergency_saves_per_run", c->emergency / runs,
 			"failures_by_class_per_run", by_class(c->by_class, runs));
+		if (row) {
+			/* Seconds per failure, by phase (sim.h), the restore with them. */
+			static const char *const names[SIM_R_COUNT] = { "detect", "spare", "sched", "start", "comm", "warmup" };
+			double n = c->failures > 0 ? c->failures : 1;
+			json_t *ph = json_object();
+			for (int k = 0; ph && k < SIM_R_COUNT; k++)
+				json_object_set_new(ph, names[k], json_real(c->phase[k] / n));
+			if (ph) {
+				json_object_set_new(ph, "restore", json_real(c->lost[2] * o->hours * 3600 / n));
+				json_object_set_new(ph, "spares", json_integer(c->rs.spares));
+				json_object_set_new(ph, "stage_s", json_real(c->rs.stage_s));
+				json_object_set_new(ph, "staged_per_run", json_real(c->staged / runs));
+				json_object_set_new(ph, "no_spare_per_run", json_real(c->no_spare / runs));
+				json_object_set_new(ph, "hangs_per_run", json_real(c->hangs / runs));
+				json_object_set_new(row, "restart_per_failure_s", ph);
+			}
+		}
 		if (!row || json_array_append_new(results, row) < 0) {
 			json_decref(results);
 			results = NULL;

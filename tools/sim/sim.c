@@ -36,6 +36,15 @@ typedef struct sim_state {
 	double save_start;   /* snapshot start of the save under way */
 	double pipe_free_at; /* the previous save is durable at every pipelined tier */
 	double restore_s;    /* of the recovery under way */
+	int restore_src;     /* the tier it reads (SIM_TIER_COUNT: none) */
+	/* The restart under way, phase by phase, from restart_at. */
+	const sim_restart *rs;
+	double restart_at;
+	double rparts[SIM_R_COUNT];
+	/* Spares: how many are free, and when the taken ones come back. */
+	unsigned spares_free;
+	double *spare_back;
+	unsigned nback;
 	uint64_t next_seq;
 	/* Ring of versions, oldest at first. */
 	sim_version *ring;
@@ -46,7 +55,7 @@ typedef struct sim_state {
 	/* The background flush to SHARED. */
 	double flush_free_at;
 	uint64_t flushed_seq;  /* newest version picked for a flush */
-	uint64_t rng_fail, rng_class;
+	uint64_t rng_fail, rng_class, rng_hang;
 } sim_state;
 
 int sim_tier_survives(enum sim_tier t, enum sim_class c)
@@ -57,6 +66,13 @@ int sim_tier_survives(enum sim_tier t, enum sim_class c)
 	case SIM_TIER_SHARED: return 1;
 	default: return 0;
 	}
+}
+
+int sim_strategy_survives(const sim_strategy *s, enum sim_tier t, enum sim_class c)
+{
+	if (t == SIM_TIER_PEER && c == SIM_FAIL_NODE2)
+		return s->peer_tolerance >= 2;
+	return sim_tier_survives(t, c);
 }
 
 double sim_daly_interval(double ckpt_s, double mtbf_s)
@@ -222,13 +238,16 @@ static void roll_back(sim_state *st, enum sim_class c)
 	const sim_version *best = NULL;
 	double read = HUGE_VAL;
 	flush_advance(st, st->t);
+	int src = SIM_TIER_COUNT;
 	for (unsigned i = st->count; i-- > 0 && !best;) {
 		const sim_version *v = ring_at(st, i);
 		for (int j = 0; j < SIM_TIER_COUNT; j++)
-			if (s->tier[j].present && sim_tier_survives(j, c) && v->at[j] <= st->t) {
+			if (s->tier[j].present && sim_strategy_survives(s, j, c) && v->at[j] <= st->t) {
 				best = v;
-				if (s->tier[j].read_s < read)
+				if (s->tier[j].read_s < read) {
 					read = s->tier[j].read_s;
+					src = j;
+				}
 			}
 	}
 	sim_version from;
@@ -238,9 +257,11 @@ static void roll_back(sim_state *st, enum sim_class c)
 		/* Nothing newer left: the floor (at worst the initial state). */
 		from = st->floor;
 		for (int j = 0; j < SIM_TIER_COUNT; j++)
-			if (s->tier[j].present && sim_tier_survives(j, c) && from.at[j] <= st->t &&
-			    s->tier[j].read_s < read)
+			if (s->tier[j].present && sim_strategy_survives(s, j, c) && from.at[j] <= st->t &&
+			    s->tier[j].read_s < read) {
 				read = s->tier[j].read_s;
+				src = j;
+			}
 		if (read == HUGE_VAL) {
 			/* No tier outlives this failure: start over. */
 			from.progress = 0;
@@ -275,7 +296,77 @@ static void roll_back(sim_state *st, enum sim_class c)
 	if (st->flush_free_at > st->t)
 		st->flush_free_at = st->t;
 	st->restore_s = read;
+	st->restore_src = read == 0 && src == SIM_TIER_COUNT ? SIM_TIER_COUNT : src;
 	st->phase = PH_RESTART;
+}
+
+void sim_restart_flat(sim_restart *r, double restart_s)
+{
+	memset(r, 0, sizeof(*r));
+	r->sched_s = restart_s;
+}
+
+/* The time spent in the restart that is ending (or cut short by another
+ * failure), charged to its phases in order. */
+static void restart_account(sim_state *st)
+{
+	double left = st->t - st->restart_at;
+	for (int k = 0; k < SIM_R_COUNT && left > 0; k++) {
+		double d = st->rparts[k] < left ? st->rparts[k] : left;
+		st->r->restart_phase_s[k] += d;
+		left -= d;
+	}
+}
+
+/* A node is gone: a spare takes its place if one is free (the lost state
+ * pulled onto it from partner DRAM while the job relaunches, so the restore
+ * reads node DRAM), else the job waits for a replacement. */
+static void replace_node(sim_state *st, double *spare_part)
+{
+	const sim_restart *rs = st->rs;
+	for (unsigned i = 0; i < st->nback;) /* spares back by now */
+		if (st->spare_back[i] <= st->t) {
+			st->spare_back[i] = st->spare_back[--st->nback];
+			st->spares_free++;
+		} else {
+			i++;
+		}
+	if (!st->spares_free) {
+		*spare_part = rs->no_spare_s;
+		st->r->no_spare++;
+		return;
+	}
+	st->spares_free--;
+	st->spare_back[st->nback++] = st->t + rs->spare_return_s;
+	double path = rs->spare_s;
+	if (rs->stage_s > 0 && st->restore_src == SIM_TIER_PEER && st->s->tier[SIM_TIER_LOCAL].present) {
+		path += rs->stage_s;
+		st->restore_s = st->s->tier[SIM_TIER_LOCAL].read_s;
+		st->r->staged++;
+	}
+	/* Staged while the launcher relaunches: only what outlasts it counts. */
+	double overlap = rs->sched_s + rs->start_s;
+	*spare_part = path > overlap ? path - overlap : 0;
+}
+
+/* After roll_back: the restart's phases for a failure of class c. */
+static void begin_restart(sim_state *st, enum sim_class c, int hang)
+{
+	const sim_restart *rs = st->rs;
+	double spare = 0;
+	if (c != SIM_FAIL_CRASH)
+		replace_node(st, &spare);
+	st->rparts[SIM_R_DETECT] = hang ? rs->hang_detect_s : rs->detect_s;
+	st->rparts[SIM_R_SPARE] = spare;
+	st->rparts[SIM_R_SCHED] = rs->sched_s;
+	st->rparts[SIM_R_START] = rs->start_s;
+	st->rparts[SIM_R_COMM] = rs->comm_s;
+	st->rparts[SIM_R_WARMUP] = rs->warmup_s;
+	double total = 0;
+	for (int k = 0; k < SIM_R_COUNT; k++)
+		total += st->rparts[k];
+	st->restart_at = st->t;
+	st->phase_end = st->t + total;
 }
 
 /* Seconds an emergency save needs to be durable at a tier that outlives
@@ -284,7 +375,7 @@ static double emergency_cost(const sim_strategy *s)
 {
 	double best = HUGE_VAL;
 	for (int j = 0; j < SIM_TIER_COUNT; j++)
-		if (s->tier[j].present && sim_tier_survives(j, SIM_FAIL_PREEMPT) && s->tier[j].flush_s <= 0) {
+		if (s->tier[j].present && sim_strategy_survives(s, j, SIM_FAIL_PREEMPT) && s->tier[j].flush_s <= 0) {
 			double d = tier_durable(s, j);
 			if (d < best)
 				best = d;
@@ -292,11 +383,16 @@ static double emergency_cost(const sim_strategy *s)
 	return best;
 }
 
-static void fail(sim_state *st, double restart_s)
+static void fail(sim_state *st)
 {
 	enum sim_class c = draw_class(st);
+	/* Its own stream: the classes and arrivals stay those of sim_run. */
+	int hang = c == SIM_FAIL_CRASH && rng_unit(&st->rng_hang) < st->rs->hang_frac;
 	st->r->failures++;
 	st->r->by_class[c]++;
+	st->r->hangs += (uint64_t)hang;
+	if (st->phase == PH_RESTART)
+		restart_account(st);
 	if (c == SIM_FAIL_PREEMPT && (st->phase == PH_COMPUTE || st->phase == PH_STALL)) {
 		double e = emergency_cost(st->s);
 		if (e <= st->f->preempt_notice_s) {
@@ -309,7 +405,17 @@ static void fail(sim_state *st, double restart_s)
 		}
 	}
 	roll_back(st, c);
-	st->phase_end = st->t + restart_s;
+	begin_restart(st, c, hang);
+}
+
+static int valid_restart(const sim_restart *r)
+{
+	const double v[] = { r->detect_s, r->hang_detect_s, r->spare_s, r->stage_s, r->sched_s, r->start_s, r->comm_s,
+		             r->warmup_s, r->spare_return_s, r->no_spare_s };
+	for (unsigned i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		if (!(v[i] >= 0) || !isfinite(v[i]))
+			return 0;
+	return r->hang_frac >= 0 && r->hang_frac <= 1 && r->spares <= SIM_MAX_SPARES;
 }
 
 static int valid(const sim_strategy *s, const sim_failures *f, double wall_s, double restart_s)
@@ -342,21 +448,39 @@ static int valid(const sim_strategy *s, const sim_failures *f, double wall_s, do
 int sim_run(const sim_strategy *s, const sim_failures *f, double wall_s, double restart_s, uint64_t seed,
             sim_result *out)
 {
+	sim_restart r;
+	sim_restart_flat(&r, restart_s);
+	if (!(restart_s >= 0) || !isfinite(restart_s)) {
+		memset(out, 0, sizeof(*out));
+		return -1;
+	}
+	return sim_run_phased(s, f, &r, wall_s, seed, out);
+}
+
+int sim_run_phased(const sim_strategy *s, const sim_failures *f, const sim_restart *rs, double wall_s, uint64_t seed,
+                   sim_result *out)
+{
 	memset(out, 0, sizeof(*out));
-	if (!valid(s, f, wall_s, restart_s))
+	if (!rs || !valid(s, f, wall_s, 0) || !valid_restart(rs))
 		return -1;
 	sim_state *st = calloc(1, sizeof(*st));
 	sim_version *ring = st ? malloc(SIM_RING * sizeof(*ring)) : NULL;
-	if (!ring) {
+	double *back = ring ? malloc((rs->spares ? rs->spares : 1) * sizeof(*back)) : NULL;
+	if (!back) {
+		free(ring);
 		free(st);
 		return -1;
 	}
 	st->s = s;
 	st->f = f;
+	st->rs = rs;
 	st->r = out;
 	st->ring = ring;
+	st->spare_back = back;
+	st->spares_free = rs->spares;
 	st->rng_fail = seed;
 	st->rng_class = seed ^ 0xD1B54A32D192ED03ull;
+	st->rng_hang = seed ^ 0x8CB92BA72F3D8DD7ull;
 	/* The initial state: restorable from every tier from the start, the
 	 * way a job's first weights are. */
 	sim_version v0 = { .seq = 0 };
@@ -373,12 +497,14 @@ int sim_run(const sim_strategy *s, const sim_failures *f, double wall_s, double 
 		double end = st->phase == PH_COMPUTE ? st->t + (st->next_save_p - st->progress) : st->phase_end;
 		if (next_fail < end && next_fail < wall_s) {
 			advance(st, next_fail);
-			fail(st, restart_s);
+			fail(st);
 			next_fail += next_arrival(st);
 			continue;
 		}
 		if (end > wall_s) {
 			advance(st, wall_s);
+			if (st->phase == PH_RESTART)
+				restart_account(st);
 			break;
 		}
 		advance(st, end);
@@ -400,9 +526,10 @@ int sim_run(const sim_strategy *s, const sim_failures *f, double wall_s, double 
 		case PH_EMERGENCY:
 			finish_save(st, 1);
 			roll_back(st, SIM_FAIL_PREEMPT);
-			st->phase_end = st->t + restart_s;
+			begin_restart(st, SIM_FAIL_PREEMPT, 0);
 			break;
 		case PH_RESTART:
+			restart_account(st);
 			st->phase = PH_RESTORE;
 			st->phase_end = st->t + st->restore_s;
 			break;
@@ -413,6 +540,7 @@ int sim_run(const sim_strategy *s, const sim_failures *f, double wall_s, double 
 		}
 	}
 	out->useful_s = st->progress;
+	free(back);
 	free(ring);
 	free(st);
 	return 0;

@@ -43,6 +43,10 @@ typedef struct sim_strategy {
 	double stall_s;    /* training blocked per save */
 	double interval_s; /* compute time between the end of a save and the next */
 	sim_tier_cost tier[SIM_TIER_COUNT];
+	/* Nodes a peer copy outlives at once: 0 or 1 partner copies (a node and
+	 * its partner lost together lose it), M for rs:K+M groups (M >= 2
+	 * outlive SIM_FAIL_NODE2). */
+	unsigned peer_tolerance;
 } sim_strategy;
 
 typedef struct sim_failures {
@@ -52,6 +56,33 @@ typedef struct sim_failures {
 	double preempt_frac;      /* of all failures, preemptions with notice */
 	double preempt_notice_s;
 } sim_failures;
+
+/* A restart after a failure, phase by phase (docs/goodput.md, "Restart,
+ * phase by phase"). ckpt's own phases: the failure decided (detect), a
+ * spare chosen (spare) that pulls the lost node's state from partner DRAM
+ * into its own while the job relaunches (stage), and the restore (the
+ * tier's read_s, from node DRAM on the spare when staged). Outside ckpt:
+ * the launcher relaunching (sched), the processes starting (start), the
+ * communicators set up (comm), the first steps slower than steady
+ * (warmup, counted as lost). */
+enum sim_rphase { SIM_R_DETECT, SIM_R_SPARE, SIM_R_SCHED, SIM_R_START, SIM_R_COMM, SIM_R_WARMUP, SIM_R_COUNT };
+
+typedef struct sim_restart {
+	double detect_s;       /* a death, or a node loss, decided */
+	double hang_detect_s;  /* a hung rank decided */
+	double hang_frac;      /* of failures that spare the node, those that hang (detected as hangs) */
+	double spare_s;        /* a spare chosen and told */
+	double stage_s;        /* the lost node's state onto the spare (overlaps sched + start); 0: not staged */
+	double sched_s, start_s, comm_s, warmup_s;
+	unsigned spares;       /* spare nodes; a node loss takes one. 0 (or all taken): the job waits no_spare_s */
+	double spare_return_s; /* a spare taken is available again after this (repair, or a new one) */
+	double no_spare_s;     /* a lost node without a spare: until a replacement node is there */
+} sim_restart;
+#define SIM_MAX_SPARES 65536
+
+/* Every phase 0 but sched_s = restart_s, no spares: the one constant
+ * restart of sim_run. */
+void sim_restart_flat(sim_restart *r, double restart_s);
 
 typedef struct sim_result {
 	/* Wall time, split: useful_s + the four losses = the simulated time. */
@@ -64,10 +95,18 @@ typedef struct sim_result {
 	uint64_t by_class[SIM_FAIL_COUNT];
 	uint64_t emergency_saves; /* preemptions saved within their notice */
 	uint64_t saves;           /* saves completed (emergency ones included) */
+	/* restart_s, split by phase (sim_run_phased; all in sched for sim_run). */
+	double restart_phase_s[SIM_R_COUNT];
+	uint64_t hangs;           /* failures detected as hangs */
+	uint64_t staged;          /* node losses whose state a spare held before the restore */
+	uint64_t no_spare;        /* node losses that found no spare */
 } sim_result;
 
-/* 1 when a copy at tier t outlives a failure of class c. */
+/* 1 when a copy at tier t outlives a failure of class c (partner copies
+ * for the peer tier). */
 int sim_tier_survives(enum sim_tier t, enum sim_class c);
+/* The same for strategy s: its peer tier's tolerance counted. */
+int sim_strategy_survives(const sim_strategy *s, enum sim_tier t, enum sim_class c);
 
 /* Runs one job of wall_s seconds; a failure costs restart_s before the
  * restore. The failure arrivals and classes depend only on seed and f, not
@@ -76,6 +115,11 @@ int sim_tier_survives(enum sim_tier t, enum sim_class c);
  * negative cost). */
 int sim_run(const sim_strategy *s, const sim_failures *f, double wall_s, double restart_s, uint64_t seed,
             sim_result *out);
+
+/* As sim_run, with the restart of rs (phases, spares) instead of a
+ * constant. Returns 0, or -1 for an unusable s, f or rs. */
+int sim_run_phased(const sim_strategy *s, const sim_failures *f, const sim_restart *rs, double wall_s, uint64_t seed,
+                   sim_result *out);
 
 /* Daly's (2006) estimate of the compute time between checkpoints that
  * minimises the expected loss, for a checkpoint costing ckpt_s and a job

@@ -129,6 +129,7 @@ class Checkpointer:
         self._lock = threading.RLock()
         self._registered: Dict[str, _state.Leaf] = {}
         self._cuda_dev: Optional[int] = None  # the device of the library's CUDA regions
+        self._pool_warned = False
         self._ctx = _ckpt.Context(cfg)
         root_path = cfg.get("root") or os.environ.get("CKPT_ROOT")
         self._root = os.path.realpath(root_path) if root_path else None
@@ -234,7 +235,24 @@ class Checkpointer:
                     from .torch import current_stream_handle
                     self._ctx.cuda_stream_set(current_stream_handle(cuda))
                 self._sync(want)
-                return SaveHandle(self._ctx.save(step, lazy), step)
+                handle = SaveHandle(self._ctx.save(step, lazy), step)
+            self._warn_streamed()
+            return handle
+
+    def _warn_streamed(self) -> None:
+        """Once per Checkpointer: a save that did not fit the staging pool
+        streamed through it, waiting for the disk (the library logs it on
+        stderr too, where a notebook or a job's log may hide it)."""
+        if self._pool_warned:
+            return
+        pool, need = self._ctx.staging_size()
+        if need > pool:
+            self._pool_warned = True
+            msg = (f"ckpt: this save staged {need / 2**20:.4g} MiB through a staging pool of {pool / 2**20:.4g} "
+                   f"MiB, so save() waited for the disk; pass staging_bytes=\"{-(-need // 2**20)}M\" (or set "
+                   f"CKPT_STAGING_BYTES) for saves that only copy")
+            warnings.warn(msg, RuntimeWarning, stacklevel=3)
+            log.warning("%s", msg)
 
     def fence(self) -> None:
         """Waits until lazy saves' device copies are done: CUDA tensors may
@@ -428,6 +446,16 @@ class Checkpointer:
         """The job's versions, oldest first."""
         self._check_open("versions")
         return [VersionInfo(**d) for d in self._ctx.versions()]
+
+    def delete(self, version: int) -> None:
+        """Deletes a version from the root, crash-safely (ckpt_version_delete):
+        NoVersionError if there is none; not while its save is in flight;
+        with a ckptd agent, SystemCallError (ENOTSUP): the coordinator deletes."""
+        if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version < _ckpt.LATEST:
+            raise InvalidInputError(_EINVAL, f"version must be an int >= 0, not {version!r}")
+        with self._lock:
+            self._check_open("delete")
+            self._ctx.version_delete(version)
 
     def latest(self) -> Optional[int]:
         """The newest COMMITTED version, or None."""

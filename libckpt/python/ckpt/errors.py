@@ -23,6 +23,13 @@ class Error(Exception):
     def __str__(self) -> str:
         return f"{self.message} [code {self.code}]"
 
+    def __reduce__(self):
+        # Exception pickles as cls(*self.args), and args holds the message
+        # alone: DCP sends a rank's error to the others pickled, and every
+        # rank would get a TypeError instead of it. Rebuilt from (code,
+        # message), then the attributes set since (version, errno, ...).
+        return (type(self), (self.code, self.message), dict(self.__dict__))
+
 
 class CorruptError(Error):
     """A checksum or structure check failed (CKPT_ECORRUPT)."""

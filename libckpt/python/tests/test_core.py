@@ -320,6 +320,32 @@ def test_errors_map_codes():
     assert "job_id" in ckpt.config_help()
 
 
+def test_every_error_pickles():
+    """DCP sends a rank's exception to the others pickled: every class comes
+    back as itself, with its code, message, errno and the attributes set
+    after it was made (restore tags a corrupt version)."""
+    import errno
+    import pickle
+    classes = [getattr(ckpt, n) for n in ckpt.__all__
+               if isinstance(getattr(ckpt, n), type) and issubclass(getattr(ckpt, n), ckpt.Error)]
+    assert len(classes) >= 20 and ckpt.SystemCallError in classes
+    for cls in classes:
+        code = -errno.ENOSPC if issubclass(cls, ckpt.SystemCallError) else -ckpt._ckpt.ECORRUPT
+        e = cls(code, f"{cls.__name__}: what went wrong")
+        e.version = 42
+        for proto in range(2, pickle.HIGHEST_PROTOCOL + 1):
+            got = pickle.loads(pickle.dumps(e, protocol=proto))
+            assert type(got) is cls
+            assert (got.code, got.message, got.version, str(got)) == (code, e.message, 42, str(e))
+            if issubclass(cls, ckpt.SystemCallError):
+                assert got.errno == errno.ENOSPC and isinstance(got, OSError)
+    # An error raised by the library, through the factory, the same.
+    with pytest.raises(ckpt.InvalidNameError) as ei:
+        ckpt.Checkpointer("bad/job", "/nonexistent-root-for-the-test")
+    got = pickle.loads(pickle.dumps(ei.value))
+    assert type(got) is ckpt.InvalidNameError and got.code == ei.value.code and got.message == ei.value.message
+
+
 def test_import_without_torch():
     """import ckpt never imports torch."""
     import subprocess
@@ -347,3 +373,34 @@ def test_cuda_regions_of_one_device():
         cuda_device_of([cuda0, host, cuda1], None)
     with pytest.raises(ckpt.InvalidInputError, match="on device 0, but this Checkpointer's are on device 1"):
         cuda_device_of([cuda0], 1)
+
+
+def test_default_staging_fits_the_state(root):
+    """staging_bytes left alone: the first save sizes the pool from the
+    state, so a save larger than the pool a context opens with copies and
+    returns instead of waiting for a slow disk."""
+    np = pytest.importorskip("numpy")
+    state = {f"t{i}": np.full(64 << 10, i, dtype=np.float32) for i in range(16)}  # 4 MiB, 64 chunks
+    with ckpt.Checkpointer("auto", root, chunk_bytes="64K", faults="persist.chunk=delay:40") as ck:
+        pool0, _ = ck._ctx.staging_size()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no warning: it fits
+            st = [ck.save(v, state).wait() for v in (1, 2)]
+        pool, need = ck._ctx.staging_size()
+        assert pool0 < need <= pool, (pool0, need, pool)
+        # Streaming 64 chunks through the opening pool (9 slots, 2 workers,
+        # 40 ms a chunk) would stall > 1 s.
+        assert st[1].stall_s < 0.5, st[1]
+        assert st[1].durable_s > 1.0, st[1]  # the slow disk is real
+        out = ck.load()
+        assert all(np.array_equal(out[k], v) for k, v in state.items())
+
+
+def test_save_larger_than_the_pool_warns_once(root):
+    np = pytest.importorskip("numpy")
+    state = {"a": np.ones(1 << 20, dtype=np.float32)}  # 4 MiB
+    with ckpt.Checkpointer("small", root, chunk_bytes="64K", staging_bytes="256K") as ck:
+        with pytest.warns(RuntimeWarning, match=r'pool of 0.25 MiB.*staging_bytes="5M"') as rec:  # the state and its 3 metadata chunks
+            for v in (1, 2, 3):
+                ck.save(v, state).wait()
+        assert len([w for w in rec if "staging pool" in str(w.message)]) == 1

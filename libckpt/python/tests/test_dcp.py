@@ -19,11 +19,16 @@ from test_torchrun import TORCHRUN, free_port  # noqa: E402
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dcp_worker.py")
 
 
-def run(n, *args, timeout=240):
+def run_worker(worker, n, *args, timeout=240):
+    """worker under torchrun on n ranks: (exit status, output)."""
     cmd = [TORCHRUN, "--nproc-per-node", str(n), "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-           WORKER, *args]
+           worker, *args]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1"))
     return r.returncode, r.stdout + r.stderr
+
+
+def run(n, *args, timeout=240):
+    return run_worker(WORKER, n, *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -74,3 +79,21 @@ def test_async_save_process_executor(tmp_path):
     assert out.count("saved version 6 (process executor)") == 2
     assert out.count("the torn save failed") == 2
     assert out.count("loaded version 6") == 2
+
+
+def test_versions_as_users_pass_them(tmp_path):
+    rc, out = run(4, "--root", str(tmp_path / "root"), "--mode", "ids")
+    assert rc == 0, out[-4000:]
+    assert out.count("versions as users pass them ok") == 4
+
+
+def test_one_ranks_failure_reaches_every_rank(tmp_path):
+    # Each rank raises DCP's CheckpointException holding the failing rank's
+    # own ckpt error (pickled across ranks): class, code, message, errno.
+    rc, out = run(4, "--root", str(tmp_path / "root"), "--mode", "errors")
+    assert rc == 0, out[-4000:]
+    assert "TypeError" not in out, out[-4000:]
+    assert out.count("rank 2's save failed with SystemCallError errno 27") == 4, out[-4000:]
+    assert out.count("the wrong job was refused") == 4
+    assert out.count("rank 3's load failed with CorruptError") == 4
+    assert out.count("rank 1's wrong job at load") == 4

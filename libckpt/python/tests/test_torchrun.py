@@ -2,9 +2,11 @@
 random step and resumed, it ends bit-identical to an uninterrupted run;
 SIGTERM makes it save one step and exit cleanly, and the relaunch resumes
 from that step."""
+import glob
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,9 +32,30 @@ def free_port():
         return s.getsockname()[1]
 
 
+_CORPUS = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def frozen_corpus(tmp_path_factory):
+    """The example learns the repository's docs/*.md. Every launch of this
+    module reads one frozen copy of them, so that an edit of the docs while
+    the tests run (in a checkout being worked in) cannot change the data
+    between a reference run and the resumed one."""
+    d = tmp_path_factory.mktemp("text")
+    for f in sorted(glob.glob(os.path.join(HERE, "..", "..", "..", "docs", "*.md"))):
+        shutil.copy(f, d)
+    _CORPUS[:] = [os.path.join(str(d), "*.md")]
+    yield
+
+
+def corpus():
+    return _CORPUS[0]
+
+
 def launch(root, log, *extra, steps=STEPS, final=None):
     cmd = [TORCHRUN, "--nproc-per-node", "4", "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-           EXAMPLE, "--root", root, "--steps", str(steps), "--loss-log", log, "--save-every", "4", *extra]
+           EXAMPLE, "--root", root, "--steps", str(steps), "--loss-log", log, "--save-every", "4",
+           "--text", corpus(), *extra]
     if final:
         cmd += ["--final", final]
     env = dict(os.environ, OMP_NUM_THREADS="1")
