@@ -70,7 +70,8 @@ bad "not a JSON object" --from-bench "$tmp/array.json"
 bad '"bytes"' --from-bench "$tmp/zerobytes.json"
 bad "duplicate" --from-bench "$tmp/dup.json"
 
-"$sim" --help | grep -q -- '--from-bench' || fail "--help does not list --from-bench"
+"$sim" --help >"$tmp/help" || fail "--help failed"
+grep -q -- '--from-bench' "$tmp/help" || fail "--help does not list --from-bench"
 
 # The restart, phase by phase (JSON): per failure, the phases and the
 # restore add up to the restart and restore lost; ckpt's spares hold the
