@@ -8,8 +8,12 @@
 # committed in DRAM (against the time until it is durable on disk), and a
 # restore from DRAM (the shard file removed first) against memcpy.
 #
+# --startup-ms MS: each restoring context waits this long after it opened
+# before it restores (a trainer building its model), untimed. Default 0.
+#
 # usage: tools/bench-daemon.sh [--size 1G] [--regions 64] [--iters 5]
 #                              [--dir DIR] [--pool BYTES] [--compress] [--json]
+#                              [--startup-ms MS]
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -22,9 +26,10 @@ dir=""
 pool=""
 json=""
 compress=""
+startup_ms=0
 
 usage() {
-	sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -35,6 +40,7 @@ while [ $# -gt 0 ]; do
 	--dir) dir=$2; shift 2 ;;
 	--pool) pool=$2; shift 2 ;;
 	--compress) compress=--compress; shift ;;
+	--startup-ms) startup_ms=$2; shift 2 ;;
 	--json) json=--json; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "bench-daemon.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
@@ -47,6 +53,7 @@ bench_name=bench-daemon.sh
 [[ $size =~ ^[0-9]+[KkMmGg]?$ ]] || die "--size '$size' is not a number with an optional K/M/G suffix"
 [[ $regions =~ ^[1-9][0-9]*$ ]] || die "--regions '$regions' is not a positive number"
 [[ $iters =~ ^[1-9][0-9]*$ ]] || die "--iters '$iters' is not a positive number"
+[[ $startup_ms =~ ^[0-9]+$ ]] || die "--startup-ms '$startup_ms' is not a number of milliseconds"
 bytes=$(to_bytes "$size")
 if [ -z "$pool" ]; then
 	# Two versions in DRAM at once (the newest committed one is never
@@ -102,7 +109,7 @@ log "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 set +e
 CKPT_DAEMON="unix:$sock" CKPT_TOKEN_FILE="$dir/token" CKPT_DEBUG=${CKPT_DEBUG:-INFO} \
 	"$bin/ckpt-bench" --root "$dir/root" --size "$size" --regions "$regions" --iters "$iters" \
-	--tiers local_mem,local_disk $compress $json 2>"$dir/bench.err"
+	--tiers local_mem,local_disk --startup-ms "$startup_ms" $compress $json 2>"$dir/bench.err"
 rc=$?
 set -e
 grep -v "^ckpt INFO" "$dir/bench.err" >&2 || true

@@ -75,9 +75,13 @@ have() { # client: installed?
 	*) die "--clients: no client '$1' (boto3, s3cmd, aws, rclone, s5cmd, curl, ckpt)" ;;
 	esac
 }
-# ckpt's flush to and restore from s3:// are not on main yet: until they
-# are, its rows say "not yet measured" (never a number).
-ckpt_s3_ready() { return 1; }
+# ckpt: tools/bench/ckpt-s3.sh runs its flush (a real agent) and restore
+# (one process per rank, every checksum checked) and measures them itself
+# (the agent's CPU and high-water mark; the ranks'). Until it and the
+# programs it drives are there, ckpt's rows say "not yet measured".
+bin=${CKPT_BIN:-$repo/build/bin}
+CKPT_S3_SH=${CKPT_S3_SH:-$here/bench/ckpt-s3.sh}
+ckpt_s3_ready() { [ -f "$CKPT_S3_SH" ] && [ -x "$bin/ckptd" ] && [ -x "$bin/ckpt-restore-bench" ]; }
 if [ "$install" = 1 ]; then
 	apt_want=()
 	for c in ${clients//,/ }; do
@@ -113,18 +117,24 @@ trap 'exit 130' INT TERM
 
 flat_max=0
 for f in $flat; do fb=$(to_bytes "$f"); [ "$fb" -gt "$flat_max" ] && flat_max=$fb; done
-need=$((2 * total + (1 << 30)))
+# the OSD's file may fill (bluestore reuses freed space but never gives it
+# back to the file system), the sources, a client's downloads
+store_size=$((2 * total + 8 * (1 << 30)))
+need=$((store_size + 2 * total + (1 << 30)))
 avail=$(($(df -k --output=avail "$dir" | tail -1) << 10))
 [ "$avail" -gt "$need" ] || die "needs about $(gib "$need") free under $dir, $(gib "$avail") there; try a smaller --size"
-# the OSD's file: a run's objects at a time (each client's are deleted and
-# collected before the next), with room; sparse
-store_size=$(((2 * total + 8 * (1 << 30)) ))
+# (the OSD's file holds a client's objects at a time: each client's are
+# deleted and collected before the next)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 log "gateway: $store on $(df -T "$dir" | awk 'NR == 2 { print $2 " on " $1 }'), $(gib "$store_size") store"
 # the OSD's store under $dir (the repository's disk: TMPDIR may be a tmpfs,
-# where bluestore's O_DIRECT fails); deleted objects collected at once
+# where bluestore's O_DIRECT fails); deleted objects collected at once; the
+# flatness runs' zeros compressed in large blobs (16 GiB of them take about
+# 1 GiB; compression is off until then)
 bash "$repo/tests/s3/s3gw.sh" start --dir "$gwdir/gw" --owner $$ --store "$store" --store-size "$store_size" \
-	--osd-dir "$dir/osd" --set "rgw gc obj min wait = 0" >"$dir/gw.env" 2>"$dir/gw.err" ||
+	--osd-dir "$dir/osd" --set "rgw gc obj min wait = 0" \
+	--set "bluestore compression min blob size = 1048576" --set "bluestore compression max blob size = 1048576" \
+	>"$dir/gw.env" 2>"$dir/gw.err" ||
 	die "the gateway did not start: $(tail -n 20 "$dir/gw.err")"
 gwdir=$gwdir/gw
 eval "$(sed 's/^/export /' "$dir/gw.env")"
@@ -201,7 +211,6 @@ up_cmd() {
 	curl)
 		cmd=("${curl_args[@]}" -o /dev/null)
 		for i in "${names[@]}"; do cmd+=(-T "$dir/src/$i" "$ep/$b/p/$i"); done ;;
-	ckpt) ckpt_up_cmd "$b" ;;
 	esac
 }
 down_cmd() {
@@ -218,14 +227,18 @@ down_cmd() {
 	curl)
 		cmd=("${curl_args[@]}")
 		for i in "${names[@]}"; do cmd+=(-o "$dir/dst/$i" "$ep/$b/p/$i"); done ;;
-	ckpt) ckpt_down_cmd "$b" ;;
 	esac
 }
-# ckpt's flush and restore of the same shards, once they exist (set cmd=(...)).
-ckpt_up_cmd() { die "ckpt: no s3:// flush yet"; }
-ckpt_down_cmd() { die "ckpt: no s3:// restore yet"; }
-ckpt_flat_up_cmd() { die "ckpt: no s3:// flush yet"; }   # BUCKET FILE: one shard
-ckpt_flat_down_cmd() { die "ckpt: no s3:// restore yet"; }
+# ckpt-s3.sh BUCKET FILE...: its two JSON lines (upload, restore) on stdout.
+ckpt_run() {
+	local b=$1
+	shift
+	bash "$CKPT_S3_SH" --bin "$bin" --endpoint "$ep" --url "s3://$b/p" --gw-dir "$gwdir" \
+		--work "$dir/ckpt-work" "$@"
+	local rc=$?
+	rm -rf "$dir/ckpt-work"
+	return $rc
+}
 curl_args=(curl -sS -f --parallel --parallel-max "$shards" --aws-sigv4 aws:amz:us-east-1:s3
 	--user "$S3GW_ACCESS_KEY:$S3GW_SECRET_KEY" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD")
 src_files=()
@@ -250,7 +263,7 @@ empty_bucket() {
 figure() { awk -v s="$2" 'BEGIN { split(s, a, " "); print a['"$1"'] }'; }
 for c in ${clients//,/ }; do
 	if [ "$c" = ckpt ] && ! ckpt_s3_ready; then
-		log "ckpt: not yet measured (its s3:// flush and restore are not on main)"
+		log "ckpt: not yet measured (no $CKPT_S3_SH, or no $bin/ckptd, ckpt-restore-bench)"
 		echo "ckpt - - - - - - - - not-yet" >>"$dir/results"
 		continue
 	fi
@@ -264,6 +277,32 @@ for c in ${clients//,/ }; do
 		gw bucket "$gwdir" "$b" >/dev/null
 		rm -rf "$dir/dst" && mkdir "$dir/dst"
 		sync
+		if [ "$c" = ckpt ]; then
+			s0=$(cpu_of $server_pids)
+			ckpt_run "$b" "${src_files[@]}" >"$dir/ckpt.$it.json" 2>"$dir/ckpt.$it.err" ||
+				{ tail -n 30 "$dir/ckpt.$it.err" >&2; die "ckpt: tools/bench/ckpt-s3.sh failed"; }
+			s2=$(cpu_of $server_pids)
+			python3 - "$dir/ckpt.$it.json" "$total" "$s0" "$s2" >>"$dir/results" <<'EOF' || die "ckpt: $(cat "$dir/ckpt.$it.json")"
+import json, sys
+ops = {}
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("{"):
+        j = json.loads(line)
+        ops[j["op"]] = j
+u, d = ops["upload"], ops["restore"]
+assert u["bytes"] == d["bytes"] == int(sys.argv[2]), "ckpt moved %s / %s bytes, not %s" % (u["bytes"], d["bytes"], sys.argv[2])
+assert d.get("exact") is True, "ckpt's restore is not bit-exact: %s" % d
+srv = (float(sys.argv[4]) - float(sys.argv[3])) / (int(sys.argv[2]) / 2**30)
+# the gateway's CPU over both (not told apart): -1 -1 and the total in the last column
+print("ckpt %.1f %.2f %.0f %d %.1f %.2f %.0f %d ok -1 -1 %.2f" % (
+    u["mib_s"], u["cpu_s_per_gib"], u["peak_rss_kb"] / 1024, u["lists"],
+    d["mib_s"], d["cpu_s_per_gib"], d["peak_rss_kb"] / 1024, d["lists"], srv))
+EOF
+			log "ckpt #$it: $(tail -n 1 "$dir/results")"
+			empty_bucket "$b"
+			continue
+		fi
 		m0=$(gw mark "$gwdir")
 		s0=$(cpu_of $server_pids)
 		up_cmd "$c" "$b"
@@ -308,19 +347,29 @@ if [ -n "$flat" ]; then
 			have "$c" || { echo "$f $c - - not-installed" >>"$dir/flat"; continue; }
 			b=bench-flat-$c-$$-$(to_bytes "$f")
 			gw bucket "$gwdir" "$b" >/dev/null
-			if [ "$c" = boto3 ]; then
-				cmd=(/usr/bin/python3 "$here/bench/s3-boto3.py" up "$ep" "$b" p/ "$dir/sparse")
+			if [ "$c" = ckpt ]; then
+				# its rank holds the shard in memory to save it, and again to restore it
+				if [ $((2 * fb)) -gt $(($(awk '/^MemAvailable:/ {print $2}' /proc/meminfo) << 10)) ]; then
+					echo "$f ckpt - - no-memory" >>"$dir/flat"
+					continue
+				fi
+				ckpt_run "$b" "$dir/sparse" >"$dir/flat.ckpt.$f.json" 2>"$dir/flat.ckpt.$f.err" ||
+					{ tail -n 30 "$dir/flat.ckpt.$f.err" >&2; die "flat $f: ckpt-s3.sh failed"; }
+				python3 - "$dir/flat.ckpt.$f.json" "$f" >>"$dir/flat" <<'EOF' || die "flat $f: $(cat "$dir/flat.ckpt.$f.json")"
+import json, sys
+ops = {j["op"]: j for j in (json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{"))}
+u, d = ops["upload"], ops["restore"]
+assert d.get("exact") is True, "not bit-exact: %s" % d
+# the agent's peak; the restoring rank's peak less its regions (the state itself)
+print("%s ckpt %.0f %.0f ok" % (sys.argv[2], u["peak_rss_kb"] / 1024, d.get("rss_over_state_kb", d["peak_rss_kb"]) / 1024))
+EOF
 			else
-				ckpt_flat_up_cmd "$b" "$dir/sparse"
+				measure "$dir/flat.$c.$f.up" /usr/bin/python3 "$here/bench/s3-boto3.py" up "$ep" "$b" p/ "$dir/sparse" ||
+					die "flat $f: $c's upload failed"
+				measure "$dir/flat.$c.$f.down" /usr/bin/python3 "$here/bench/s3-boto3.py" down "$ep" "$b" p/ - sparse ||
+					die "flat $f: $c's download failed"
+				echo "$f $c $(awk '{printf "%.0f", $4 / 1024}' "$dir/flat.$c.$f.up") $(awk '{printf "%.0f", $4 / 1024}' "$dir/flat.$c.$f.down") ok" >>"$dir/flat"
 			fi
-			measure "$dir/flat.$c.$f.up" "${cmd[@]}" || die "flat $f: $c's upload failed"
-			if [ "$c" = boto3 ]; then
-				cmd=(/usr/bin/python3 "$here/bench/s3-boto3.py" down "$ep" "$b" p/ - sparse)
-			else
-				ckpt_flat_down_cmd "$b"
-			fi
-			measure "$dir/flat.$c.$f.down" "${cmd[@]}" || die "flat $f: $c's download failed"
-			echo "$f $c $(awk '{printf "%.0f", $4 / 1024}' "$dir/flat.$c.$f.up") $(awk '{printf "%.0f", $4 / 1024}' "$dir/flat.$c.$f.down") ok" >>"$dir/flat"
 			log "flat $f $c: $(tail -n 1 "$dir/flat")"
 			empty_bucket "$b"
 		done
@@ -330,5 +379,14 @@ fi
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- the report -----------------------------------------------------------
-BS_SHARDS=$shards BS_SIZE=$size BS_ITERS=$iters BS_FIO_W=$fio_w BS_FIO_R=$fio_r BS_STORE=$store \
+# ckpt's memory budget for a flush: parts in flight x part size + 64 MiB,
+# from its settings' defaults (ckpt --help-config)
+mem_budget=""
+if ckpt_s3_ready && [ -x "$bin/ckpt" ]; then
+	hc=$("$bin/ckpt" --help-config 2>/dev/null || true)
+	pb=$(awk '$2 == "CKPT_S3_PART_SIZE" { print $3 }' <<<"$hc")
+	pp=$(awk '$2 == "CKPT_S3_PARALLEL" { print $3 }' <<<"$hc")
+	[ -n "$pb" ] && [ -n "$pp" ] && mem_budget=$(( (pp * $(to_bytes "$pb") >> 20) + 64 ))
+fi
+BS_CKPT_MEM_MIB=$mem_budget BS_SHARDS=$shards BS_SIZE=$size BS_ITERS=$iters BS_FIO_W=$fio_w BS_FIO_R=$fio_r BS_STORE=$store \
 	BS_LOAD="$load_start -> $load_end" python3 "$here/bench/s3-report.py" "$dir/results" "$dir/flat"

@@ -619,15 +619,38 @@ static int on_segment(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckp
 	return ckptd_session_send(s, &g, ckptd_pool_fd(pool));
 }
 
+/* The newest committed segment this pool holds of (job, rank) (1.4: READ of
+ * version ~0, a rank making its mapping ready before it restores). */
+static int newest_held(ckptd_pool *pool, const char *job, uint32_t rank, ckptd_seg_info *out)
+{
+	size_t n = 0;
+	ckptd_pool_list(pool, NULL, 0, &n);
+	ckptd_seg_info *segs = n ? calloc(n, sizeof(*segs)) : NULL;
+	int found = -ENOENT;
+	size_t got = n;
+	if (segs)
+		ckptd_pool_list(pool, segs, n, &got);
+	for (size_t i = 0; segs && i < n && i < got; i++)
+		if (segs[i].rank == rank && segs[i].state == CKPTD_SEG_HELD && segs[i].ver_state == CKPTD_VER_COMMITTED &&
+		    !strcmp(segs[i].job, job) && (found < 0 || segs[i].version > out->version)) {
+			*out = segs[i];
+			found = 0;
+		}
+	free(segs);
+	return found;
+}
+
 int ckptd__agent_grant_read(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_segment_request *m)
 {
 	ckptd_pool *pool = ckptd_jpools_get(a->pools, m->job, NULL);
 	ckptd_seg_info si;
-	if (!pool || ckptd_pool_find(pool, m->job, m->version, m->rank, &si) < 0 || si.state != CKPTD_SEG_HELD)
+	int r = !pool ? -ENOENT : m->version == UINT64_MAX ? newest_held(pool, m->job, m->rank, &si)
+	                        : ckptd_pool_find(pool, m->job, m->version, m->rank, &si);
+	if (r < 0 || si.state != CKPTD_SEG_HELD)
 		return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no DRAM copy of that shard on this node");
 	if (ckptd_pool_seg_pin(pool, si.id) < 0)
 		return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "that shard is not readable now");
-	int r = push_id(&rs->pinned, &rs->npinned, &rs->cappinned, si.id);
+	r = push_id(&rs->pinned, &rs->npinned, &rs->cappinned, si.id);
 	if (r < 0) {
 		ckptd_pool_seg_unpin(pool, si.id);
 		return r;

@@ -554,16 +554,21 @@ void ckpt__daemon_warm(ckpt_ctx *ctx)
 	size_t n = 0;
 	const uint8_t *img;
 	int cold;
-	/* The copy a restart restores first: the newest committed version. */
-	if (ckpt__daemon_versions(ctx, &v, &n) == 0 && n &&
-	    ckpt__daemon_segment_read(ctx, v[n - 1], &img, &len, &cold, &id) == 0) {
+	/* The copy a restart restores first: the newest committed version the
+	 * node holds (1.4 agents answer that themselves; older ones are asked
+	 * for the coordinator's newest). */
+	int got = ckpt__daemon_speaks(ctx, 4) ? ckpt__daemon_segment_read(ctx, CKPT_LATEST, &img, &len, &cold, &id)
+	        : ckpt__daemon_versions(ctx, &v, &n) == 0 && n ? ckpt__daemon_segment_read(ctx, v[n - 1], &img, &len,
+	                                                                                  &cold, &id)
+	        : -ENOENT;
+	if (got == 0) {
 		pthread_mutex_lock(&d->pop_mu);
 		if (d->map.addr && img >= (const uint8_t *)d->map.addr)
 			d->pop_next = (size_t)((uint64_t)(img - (const uint8_t *)d->map.addr) / POP_UNIT);
 		pthread_mutex_unlock(&d->pop_mu);
 		ckpt__daemon_segment_release(ctx, id);
-		LOG_T(&ctx->log, v[n - 1], "LOCAL_MEM: this node holds the newest version (%llu bytes): its page tables "
-		      "are built while idle, before a restore asks", (unsigned long long)len);
+		LOG_T(&ctx->log, CKPT_NO_VERSION, "LOCAL_MEM: this node holds a committed copy of this rank (%llu bytes): its "
+		      "page tables are built while idle, before a restore asks", (unsigned long long)len);
 	}
 	free(v);
 }

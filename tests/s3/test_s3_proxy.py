@@ -148,9 +148,14 @@ def start_proxy(*extra):
     fail("s3proxy.py did not say its port")
 
 
+# what `s3gw.sh curl` runs, without a shell per request
+SIGNED = ["curl", "-sS", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+          env["S3GW_ACCESS_KEY"] + ":" + env["S3GW_SECRET_KEY"], "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"]
+
+
 def s3curl(*args, timeout=120):
     """Signed curl; returns (exit code, stdout bytes, stderr text)."""
-    r = subprocess.run(["bash", GW, "curl", gwdir, "-sS"] + list(args), capture_output=True, timeout=timeout)
+    r = subprocess.run(SIGNED + list(args), capture_output=True, timeout=timeout)
     return r.returncode, r.stdout, r.stderr.decode(errors="replace")
 
 
@@ -308,7 +313,7 @@ try:
 
     # --- hold until released; wait ---------------------------------------
     rule(kind="PUT", action="hold", path="/held$")
-    p = subprocess.Popen(["bash", GW, "curl", gwdir, "-sS", "-o", os.devnull, "-w", "%{http_code}", "-T", small, B + "/held"],
+    p = subprocess.Popen(SIGNED + ["-o", os.devnull, "-w", "%{http_code}", "-T", small, B + "/held"],
                          stdout=subprocess.PIPE)
     st, ans = ctl("GET", "/_proxy/wait?kind=held&count=1&timeout=30")
     check(st == 200 and ans["count"] == 1, "wait held: %s %s" % (st, ans))
@@ -337,8 +342,8 @@ try:
     check(code_of(B + "/a")[1] == "200" and code_of("-r", "0-1", B + "/a")[1] == "503", "header filter")
     ctl("DELETE", "/_proxy/rules")
     rule(kind="HEAD", action="status", status=503, prob=0.5, times=0)
-    n503 = sum(code_of("-I", B + "/a")[1] == "503" for _ in range(30))
-    check(5 <= n503 <= 25, "prob 0.5: %d of 30" % n503)
+    n503 = sum(code_of("-I", B + "/a")[1] == "503" for _ in range(20))
+    check(3 <= n503 <= 17, "prob 0.5: %d of 20" % n503)
     ctl("DELETE", "/_proxy/rules")
 
     # --- keep-alive: several requests on one connection --------------------

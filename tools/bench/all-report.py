@@ -140,6 +140,13 @@ def daemon(s):
     s.row("daemon", "LOCAL_MEM commit / durable on disk", j.get("mem_commit_vs_durable"), "%.2f", "", None)
     s.row("daemon", "restore from LOCAL_MEM: speed / memcpy speed (best memcpy)", j.get("restore_vs_memcpy"), "%.2f",
           ">= 0.80", lambda v: v >= 0.8)
+    s.row("daemon", "restore from LOCAL_MEM: speed / memcpy just before it (median of pairs)",
+          j.get("restore_vs_memcpy_paired"), "%.2f", "", None)
+    st = j.get("stall_s_all") or []
+    rest = sorted(st[1:])
+    first = st[0] / rest[len(rest) // 2] if len(st) >= 2 and rest[len(rest) // 2] > 0 else None
+    s.row("daemon", "a job's first save into node DRAM: stall / the median of its others", first, "%.2f", "<= 1.25",
+          lambda v: v <= 1.25)
 
 
 def peer(s):
@@ -147,6 +154,10 @@ def peer(s):
     s.row("peer", "PEER_MEM copy GB/s / raw fabric write GB/s", j.get("copy_vs_fabric_write"), "%.2f", ">= 0.70",
           lambda v: v >= 0.70)
     s.row("peer", "save stall with PEER_MEM / without", j.get("stall_peer_vs_nopeer"), "%.2f", "~1.0", None)
+    s.row("peer", "restore on a new node from partner DRAM: speed / raw fabric read", j.get("restore_new_node_vs_fabric_read"),
+          "%.2f", ">= 0.80", lambda v: v >= 0.80)
+    s.row("peer", "restore from partner DRAM, pool ready: speed / raw fabric read", j.get("restore_peer_vs_fabric_read"),
+          "%.2f", ">= 0.80", lambda v: v >= 0.80)
 
 
 def preempt(s):

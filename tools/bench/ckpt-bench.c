@@ -50,6 +50,7 @@ typedef struct bench_opts {
 	int keep;
 	int recycle;          /* --recycle: cfg.recycle */
 	uint32_t keep_versions; /* --keep-versions N: cfg.keep_versions */
+	uint32_t startup_ms;  /* LOCAL_MEM restores: between the context's open and the restore */
 } bench_opts;
 
 typedef struct bench_region {
@@ -143,7 +144,7 @@ static void usage(FILE *f)
 	        "usage: ckpt-bench --root DIR --size BYTES --regions N [--json]\n"
 	        "                  [--chunk-bytes B] [--compress] [--workers W] [--io-depth D]\n"
 	        "                  [--iters K] [--keep] [--tiers LIST] [--staging BYTES]\n"
-	        "                  [--recycle] [--keep-versions N]\n"
+	        "                  [--recycle] [--keep-versions N] [--startup-ms MS]\n"
 	        "Sizes accept K, M, G suffixes (powers of 1024).\n"
 	        "Saves N host regions totalling BYTES into DIR K times (default 3), restores\n"
 	        "each save and verifies it, and times a memcpy of the same bytes (by as many\n"
@@ -151,7 +152,8 @@ static void usage(FILE *f)
 	        "CPUs online, at most 4).\n"
 	        "--tiers local_mem,local_disk saves into a ckptd agent's DRAM too (set\n"
 	        "CKPT_DAEMON=unix:/path and CKPT_TOKEN_FILE) and times its commit; restores\n"
-	        "then read DRAM, each in a context of its own. --staging sizes the staging\n"
+	        "then read DRAM, each in a context of its own (--startup-ms after it opened,\n"
+	        "untimed: a trainer building its model). --staging sizes the staging\n"
 	        "pool (default: the whole state; 64M with local_mem, where saves do not use it).\n"
 	        "--recycle with --keep-versions N: the library's retention deletes all but\n"
 	        "the newest N versions after each commit and later saves overwrite their\n"
@@ -176,6 +178,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
 		{ "keep-versions", required_argument, NULL, 'K' },
 		{ "tiers", required_argument, NULL, 't' },
 		{ "staging", required_argument, NULL, 'S' },
+		{ "startup-ms", required_argument, NULL, 'u' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -199,6 +202,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
 		case 'K': if (parse_u32(optarg, &o->keep_versions) < 0) bad = "--keep-versions"; break;
 		case 't': if (parse_tiers(optarg, &o->tiers) < 0) bad = "--tiers"; break;
 		case 'S': if (parse_size(optarg, &o->staging) < 0 || !o->staging) bad = "--staging"; break;
+		case 'u': if (parse_u32(optarg, &o->startup_ms) < 0 || o->startup_ms > 600000) bad = "--startup-ms"; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
 		}
@@ -539,7 +543,8 @@ static int open_registered(const ckpt_config *cfg, const bench_region *rg, uint3
 /* LOCAL_MEM restores: a context of their own, with the version's shard file
  * gone, so that only the agent's DRAM copy can serve them. Returns the
  * seconds ckpt_restore took, or -1. */
-static double restore_from_mem(const ckpt_config *cfg, const bench_region *rg, uint32_t n, uint64_t v)
+static double restore_from_mem(const ckpt_config *cfg, const bench_region *rg, uint32_t n, uint64_t v,
+                               uint32_t startup_ms)
 {
 	char p[4300];
 	snprintf(p, sizeof(p), "%s/jobs/%s/v%020" PRIu64 "/r%06u.ckpt", cfg->root, cfg->job_id, v, cfg->rank);
@@ -550,6 +555,8 @@ static double restore_from_mem(const ckpt_config *cfg, const bench_region *rg, u
 	ckpt_ctx *ctx;
 	if (open_registered(cfg, rg, n, &ctx) < 0)
 		return -1;
+	if (startup_ms)
+		usleep((useconds_t)startup_ms * 1000);
 	uint64_t got = 0;
 	double t0 = now_s();
 	int err = ckpt_restore(ctx, v, 0, &got);
@@ -784,7 +791,7 @@ static int bench_restore(bench *b, bench_iter *it, uint64_t v)
 		memset(b->rg[i].ptr, 0, b->rg[i].bytes);
 	double t3 = 0, t4 = 0;
 	if (b->mem) {
-		if ((t4 = restore_from_mem(&b->cfg, b->rg, b->o.nregions, v)) < 0)
+		if ((t4 = restore_from_mem(&b->cfg, b->rg, b->o.nregions, v, b->o.startup_ms)) < 0)
 			return -1;
 	} else {
 		uint64_t got = 0;
@@ -850,11 +857,11 @@ static void report_json(const bench *b, const bench_summary *m)
 	printf("{\"bytes\": %" PRIu64 ", \"regions\": %u, \"chunk_bytes\": %" PRIu64
 	       ", \"recycle\": %d, \"keep_versions\": %u, \"compress\": %d, \"workers\": %u, \"io_depth\": %u, "
 	       "\"iters\": %u, \"direct_io\": %d, "
-	       "\"stored_bytes\": %" PRIu64 ", \"tiers\": \"%s\", \"staging_bytes\": %" PRIu64 ", ",
+	       "\"stored_bytes\": %" PRIu64 ", \"tiers\": \"%s\", \"staging_bytes\": %" PRIu64 ", \"startup_ms\": %u, ",
 	       b->o.bytes, b->o.nregions, (uint64_t)cfg->chunk_bytes, cfg->recycle, cfg->keep_versions, cfg->compress,
 	       cfg->workers, cfg->io_depth, n,
 	       m->direct, it[n - 1].stored_bytes, b->mem ? "local_mem,local_disk" : "local_disk",
-	       (uint64_t)cfg->staging_bytes);
+	       (uint64_t)cfg->staging_bytes, b->o.startup_ms);
 	if (b->mem)
 		printf("\"mem_commit_s\": %.6f, \"mem_commit_vs_durable\": %.4f, \"memcpy_shm_s\": %.6f, "
 		       "\"stall_vs_memcpy_shm\": %.4f, \"stall_vs_memcpy_shm_paired\": %.4f, ",

@@ -15,7 +15,8 @@ import os
 import statistics
 import sys
 
-NOT = {"not-installed": "not installed", "not-yet": "not yet measured (its s3:// flush and restore are not on main)"}
+NOT = {"not-installed": "not installed", "not-yet": "not yet measured (its s3:// flush and restore are not on main)",
+       "no-memory": "not run: the rank holds the shard in memory twice, more than is available"}
 
 
 def num(x):
@@ -43,7 +44,7 @@ def main():
         name, st = f[0], f[9]
         status[name] = st
         if st == "ok":
-            runs.setdefault(name, []).append([float(x) for x in f[1:9]] + [float(x) for x in f[10:12]])
+            runs.setdefault(name, []).append([float(x) for x in f[1:9]] + [float(x) for x in f[10:13]])
     med = {}
     for name, rs in runs.items():
         col = list(zip(*rs))
@@ -51,8 +52,9 @@ def main():
             "up": statistics.median(col[0]), "up_cpu": statistics.median(col[1]), "up_rss": max(col[2]),
             "up_lists": max(col[3]), "down": statistics.median(col[4]), "down_cpu": statistics.median(col[5]),
             "down_rss": max(col[6]), "down_lists": max(col[7]),
-            "srv_up": statistics.median(col[8]) if len(col) > 8 else None,
-            "srv_down": statistics.median(col[9]) if len(col) > 9 else None,
+            "srv_up": statistics.median(col[8]) if len(col) > 8 and min(col[8]) >= 0 else None,
+            "srv_down": statistics.median(col[9]) if len(col) > 9 and min(col[9]) >= 0 else None,
+            "srv_both": statistics.median(col[10]) if len(col) > 10 else None,
             "up_all": col[0], "down_all": col[4],
         }
     others = {n: m for n, m in med.items() if n != "ckpt"}
@@ -77,7 +79,8 @@ def main():
         print("| %s | %.0f | %.2f | %.2f | %.0f | %d | %.0f | %.2f | %.2f | %.0f | %d | %s |" % (
             name, m["up"], m["up"] / med[best_up]["up"] if best_up else 0, m["up_cpu"], m["up_rss"], m["up_lists"],
             m["down"], m["down"] / med[best_down]["down"] if best_down else 0, m["down_cpu"], m["down_rss"],
-            m["down_lists"], "%.2f, %.2f" % (m["srv_up"], m["srv_down"]) if m["srv_up"] is not None else ""))
+            m["down_lists"], "%.2f, %.2f" % (m["srv_up"], m["srv_down"]) if m["srv_up"] is not None
+            else "%.2f both" % m["srv_both"] if m["srv_both"] is not None else ""))
     print()
     for name, m in med.items():
         print("%s runs: up %s MiB/s, down %s MiB/s" % (name, " ".join("%.0f" % x for x in m["up_all"]),
@@ -85,7 +88,7 @@ def main():
     flat = [l.split() for l in open(sys.argv[2]) if l.strip()]
     if flat:
         print()
-        print("| shard | client | upload peak MiB | download peak MiB |")
+        print("| shard | client | upload peak MiB | download peak MiB (ckpt: over its regions) |")
         print("|---|---|---:|---:|")
         for f in flat:
             if f[4] != "ok":
@@ -114,11 +117,17 @@ def main():
             round(m["up_cpu"] / med[best_cpu_up]["up_cpu"], 3), "%.2f", "<= 0.5")
         row("S3 %s: ckpt client CPU per GiB / least of the others, download" % what,
             round(m["down_cpu"] / med[best_cpu_down]["down_cpu"], 3), "%.2f", "<= 0.5")
-        row("S3 %s: LIST requests of ckpt's save and restore" % what, m["up_lists"] + m["down_lists"], "%d", "<= 0")
+        row("S3 %s: LIST requests of ckpt's save and restore" % what, int(m["up_lists"] + m["down_lists"]), "%d", "<= 0")
     ck = [f for f in flat if f[1] == "ckpt" and f[4] == "ok"]
+    budget = env.get("BS_CKPT_MEM_MIB")
+    if ck and budget:
+        row("S3: ckpt flush peak RSS (the agent's), %s shard, MiB" % ck[-1][0], float(ck[-1][2]), "%.0f",
+            "<= %s" % budget)
     if len(ck) >= 2:
         row("S3: ckpt flush peak RSS, %s shard / %s shard" % (ck[-1][0], ck[0][0]),
             round(float(ck[-1][2]) / float(ck[0][2]), 3), "%.2f", "<= 1.1")
+        row("S3: ckpt restore peak RSS over its regions, %s shard / %s shard" % (ck[-1][0], ck[0][0]),
+            round(float(ck[-1][3]) / float(ck[0][3]), 3), "%.2f", "<= 1.1")
     return 0
 
 
