@@ -67,7 +67,7 @@ fi
 cmp -s "$tmp/back/big.bin" "$tmp/big.bin" && ok "restored byte for byte" || fail "the restored file differs"
 unset CKPT_STAGING_BYTES
 
-# --- 2. changed mid-save: 64 KiB chunks, a 1 s pause before the 4th
+# --- 2. changed mid-save: 64 KiB chunks, a 2 s pause before the 4th
 versions() { # ROOT JOB [STATE]: its versions (in that state), space-separated
 	"$BIN/ckpt" ls --root "$1" --job "$2" --json 2>/dev/null | python3 -c '
 import json, sys
@@ -80,17 +80,16 @@ change_mid_save() { # label version expect-word command-that-changes-the-file
 	local label=$1 v=$2 word=$3 pid rc
 	shift 3
 	head -c 1M /dev/urandom >"$tmp/c.bin"
-	CKPT_FAULT=save.file_read=4@delay:1000 "$BIN/ckpt" save --root "$tmp/r2" --job c --version "$v" \
+	CKPT_FAULT=save.file_read=4@delay:2000 "$BIN/ckpt" save --root "$tmp/r2" --job c --version "$v" \
 		--chunk-bytes 64K "$tmp/c.bin" >"$tmp/out" 2>&1 &
 	pid=$!
-	# The save has begun once its shard's temp file exists; its first three
-	# chunks are read within milliseconds, then it pauses for a second.
-	for _ in $(seq 200); do
-		[ -e "$(printf '%s/jobs/c/v%020d/.r000000.ckpt.tmp' "$tmp/r2" "$v")" ] && break
+	# The save has read its first three chunks once it says it pauses
+	# before the fourth (for two seconds): change the file then.
+	for _ in $(seq 400); do
+		grep -q "fault point save.file_read: delay" "$tmp/out" 2>/dev/null && break
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.05
 	done
-	sleep 0.2
 	"$@"
 	wait "$pid"
 	rc=$?

@@ -120,7 +120,17 @@ for f in $flat; do fb=$(to_bytes "$f"); [ "$fb" -gt "$flat_max" ] && flat_max=$f
 # the OSD's file may fill (bluestore reuses freed space but never gives it
 # back to the file system), the sources, a client's downloads
 store_size=$((2 * total + 8 * (1 << 30)))
-need=$((store_size + 2 * total + (1 << 30)))
+need=$((2 * total + (1 << 30)))
+if [ "$store" = memstore ]; then
+	# memstore keeps the objects in the OSD's memory (the size is a cap,
+	# taken as used): a client's objects, twice over, must fit in RAM
+	mem_need=$((2 * total + (1 << 30)))
+	mem_avail=$(($(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo) << 10))
+	[ "$mem_avail" -gt "$mem_need" ] ||
+		die "--store memstore needs about $(gib "$mem_need") of memory, $(gib "$mem_avail") available; try a smaller --size or --store bluestore"
+else
+	need=$((need + store_size))
+fi
 avail=$(($(df -k --output=avail "$dir" | tail -1) << 10))
 [ "$avail" -gt "$need" ] || die "needs about $(gib "$need") free under $dir, $(gib "$avail") there; try a smaller --size"
 # (the OSD's file holds a client's objects at a time: each client's are

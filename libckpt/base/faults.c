@@ -81,6 +81,8 @@ int ckpt__fault(ckpt_faults *fs, const char *point)
 			return -CKPT_EFAULT_INJECTED;
 		case 3: {
 			struct timespec ts = { f->delay_ms / 1000, (long)(f->delay_ms % 1000) * 1000000L };
+			/* The line tells a test the process has reached the point. */
+			fprintf(stderr, "ckpt: fault point %s: delay %u ms\n", point, (unsigned)f->delay_ms);
 			nanosleep(&ts, NULL);
 			break;
 		}
