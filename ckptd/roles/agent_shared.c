@@ -724,7 +724,7 @@ static void handle_result(ckptd_agent *a, sh_item *it)
 				CKPTD_DEBUG(a->log, NULL, it->job, "version %llu: SHARED commit marker in place",
 				            (unsigned long long)it->version);
 			if (it->err < 0 && it->err != -ENOENT && !sh->retry_at_ns)
-				sh->retry_at_ns = ckpt__now_ns() + RETRY_MS * 1000000ull;
+				sh->retry_at_ns = ckpt__now_ns() + sh->retry_ms * 1000000ull;
 			return;
 		}
 		if (it->err == -ECANCELED)
@@ -735,7 +735,7 @@ static void handle_result(ckptd_agent *a, sh_item *it)
 			/* A missing or damaged rank's file will not get better. */
 			if (it->err != -ENOENT && it->err != -EEXIST && it->err != -CKPT_ECORRUPT && it->err != -CKPT_EFORMAT &&
 			    !sh->retry_at_ns)
-				sh->retry_at_ns = ckpt__now_ns() + RETRY_MS * 1000000ull;
+				sh->retry_at_ns = ckpt__now_ns() + sh->retry_ms * 1000000ull;
 			return;
 		}
 		if (it->copied) {
@@ -755,7 +755,7 @@ static void handle_result(ckptd_agent *a, sh_item *it)
 		d.checksum = it->checksum;
 		d.lineage = it->lineage;
 		if (ckptd__agent_done_push(a, NULL, &d) < 0) /* the next scan finds it in place */
-			sh->retry_at_ns = ckpt__now_ns() + RETRY_MS * 1000000ull;
+			sh->retry_at_ns = ckpt__now_ns() + sh->retry_ms * 1000000ull;
 	}
 }
 
@@ -849,6 +849,7 @@ int ckptd__shared_open(ckptd_agent *a, char *err, size_t errcap)
 	snprintf(sh->dir, sizeof(sh->dir), "%s", cfg->shared_dir);
 	snprintf(sh->partial, sizeof(sh->partial), "%s/.partial/%s", cfg->shared_dir, a->node);
 	sh->rate = cfg->shared_rate;
+	sh->retry_ms = cfg->shared_retry_ms ? cfg->shared_retry_ms : 30000;
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -11,7 +11,6 @@
 
 #define BLOCK (1u << 20)          /* bytes read and written at once */
 #define BURST_NS 100000000ull     /* the throttle saves up at most 0.1 s of its rate */
-#define RETRY_MS 30000            /* a failed flush is tried again after this */
 #define TICK_MS 1000
 #define PATH_BUF (CKPTD_PATH_MAX + 256)
 #define URGENT_MAX 16             /* emergency versions remembered at once */
@@ -41,6 +40,7 @@ struct ckptd_shared {
 	char partial[PATH_BUF]; /* dir/.partial/<node>: this node's temp files */
 	ckpt_s3tree *tree;      /* --shared-dir s3://...: the object store (agent_shared_s3.c); NULL: a directory */
 	uint64_t rate;
+	uint64_t retry_ms;      /* --shared-retry */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;      /* work queued, stop (CLOCK_MONOTONIC) */
 	pthread_t thr;

@@ -263,14 +263,13 @@ static int one_rank(cli *c, const s3ver *x, uint32_t r, int read_all, int *first
 	char key[CKPT_S3TREE_KEY_MAX], why[800] = "", hb[32];
 	ckpt_shard s;
 	ckpt__s3tree_key(c->tree, key, sizeof(key), c->job, x->v, r);
-	int err = ckpt__s3tree_shard_open(c->tree, key, &s, why, sizeof(why));
+	int err = ckpt__s3tree_shard_open(c->tree, key, &s, why, sizeof(why)), opened = err == 0;
 	if (err == 0 && (s.header.version != x->v || s.header.rank != r || strcmp(s.header.job, c->job) ||
 	                 (x->marked && (s.header.world_size != x->mk.world_size ||
 	                                (x->mk.lineage && s.header.lineage && s.header.lineage != x->mk.lineage))))) {
 		snprintf(why, sizeof(why), "%.600s is not the shard committed for version %llu rank %u", key,
 		         (unsigned long long)x->v, r);
 		err = -CKPT_ECORRUPT;
-		ckpt__shard_close(&s);
 	}
 	if (err == 0 && read_all) {
 		ckpt_read_opts o = { .depth = 16, .lg = &c->lg, .why = why, .whycap = sizeof(why) };
@@ -302,7 +301,7 @@ static int one_rank(cli *c, const s3ver *x, uint32_t r, int read_all, int *first
 			       ckpt_dtype_name(rg->dtype), cli_human(rg->bytes, hb, sizeof(hb)), rg->chunk_count);
 		}
 	}
-	if (err == 0)
+	if (opened)
 		ckpt__shard_close(&s);
 	*first = 0;
 	return err < 0;
