@@ -8,6 +8,7 @@ ckpt_install_deps() {
 	want+=(libcurl4-openssl-dev) # ckptd's preemption-notice pollers (ckptd/notice)
 	want+=(libfabric-dev libfabric-bin) # the peer-DRAM tier's transport (storage/fabric.c; fi_info in tests)
 	want+=(libisal-dev) # the peer tier's rs:K+M scheme: Reed–Solomon by ISA-L (storage/ec.c)
+	want+=(libssl-dev libexpat1-dev) # the S3 client (storage/s3*.c): SigV4's SHA-256/HMAC and MD5, XML answers
 	want+=(python3-dev python3-venv) # the Python binding (libckpt/python) and its test environment
 	local missing=()
 	for p in "${want[@]}"; do

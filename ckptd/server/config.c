@@ -7,6 +7,7 @@
 #include "wire/addr.h"
 #include "log.h"
 #include "wire/proto.h"
+#include "s3.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -372,6 +373,9 @@ void ckptd_config_help(FILE *out)
 	        "the libfabric provider of the peer pool (unset: libfabric's choice)");
 	fprintf(out, "  %-22s %-24s %-8s %s\n", "", "CKPT_FAULT", "-",
 	        "fault points to arm, for tests only (docs/testing.md)");
+	fprintf(out, "\nThe S3 client (an s3:// SHARED tier; credentials as AWS tools take them: AWS_ACCESS_KEY_ID,\n"
+	             "AWS_PROFILE with ~/.aws/credentials and ~/.aws/config, the instance metadata service):\n");
+	ckpt_s3_env_help(out);
 	fprintf(out, "\nOther flags: --help, --version, --print-config (show the effective settings and exit).\n"
 	             "Secrets are never accepted on the command line.\n"
 	             "Signals: SIGTERM or SIGINT stop accepting, flush replies, remove the socket, exit 0.\n"

@@ -6,12 +6,14 @@
 # ckpt-sim's reader of ckpt-bench reports, the
 # ckptd agent's preemption-notice parsers (fuzz_notice), its kernel-file
 # parsers for straggler evidence (fuzz_health) and the safetensors header
-# parser of ckpt import (fuzz_safetensors).
+# parser of ckpt import (fuzz_safetensors), and the S3 client's parsers of
+# its servers' XML answers (fuzz_s3_xml) and of credentials (fuzz_s3_config).
 #
 # usage: tests/fuzz/run-fuzzers.sh SECONDS [TARGET...]
 #   SECONDS  fuzzing time per target (the build is not counted)
 #   TARGET   fuzz_shard, fuzz_index, fuzz_proto, fuzz_coord, fuzz_bench_json,
-#            fuzz_notice, fuzz_health, fuzz_safetensors (default: all)
+#            fuzz_notice, fuzz_health, fuzz_safetensors, fuzz_s3_xml,
+#            fuzz_s3_config (default: all)
 # env: CKPT_FUZZ_BUILD  build directory (default: <repo>/build-fuzz)
 #      CC               a clang to use (default: clang-14, then clang)
 # exit: 0 no crash, 1 a target crashed, hung, leaked or broke an invariant
@@ -26,7 +28,7 @@ secs=${1:-}
 }
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_shard fuzz_index fuzz_proto fuzz_coord fuzz_bench_json fuzz_notice fuzz_health fuzz_safetensors)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_shard fuzz_index fuzz_proto fuzz_coord fuzz_bench_json fuzz_notice fuzz_health fuzz_safetensors fuzz_s3_xml fuzz_s3_config)
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -83,6 +85,8 @@ for t in "${targets[@]}"; do
 	fuzz_notice) maxlen=(-max_len=4096) ;;
 	fuzz_health) maxlen=(-max_len=8192) ;;
 	fuzz_safetensors) maxlen=(-max_len=8192) ;;
+	fuzz_s3_xml) maxlen=(-max_len=16384) ;;
+	fuzz_s3_config) maxlen=(-max_len=4096) ;;
 	esac
 	work="$build/fuzz-corpus/$name"   # grows from run to run; seeds stay as committed
 	art="$build/fuzz-artifacts/$name"

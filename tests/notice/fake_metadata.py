@@ -21,6 +21,12 @@ Served as the clouds do:
   GET /latest/meta-data/spot/instance-action  Needs a live token in
       X-aws-ec2-metadata-token (else 401). aws "none": 404; "terminate",
       "stop", "hibernate": {"action": ..., "time": "2026-11-29T13:40:00Z"}.
+  GET /latest/meta-data/iam/security-credentials/       AWS IMDSv2: the
+      instance's role name (404 without "aws_role"); needs a live token (401).
+  GET /latest/meta-data/iam/security-credentials/ROLE   that role's
+      credentials, {"Code": "Success", "AccessKeyId", "SecretAccessKey",
+      "Token", "Expiration": now + "aws_creds_ttl" s, ...} from "aws_creds"
+      (for the S3 client's tests, storage/s3_cred.c); a live token needed.
   GET /computeMetadata/v1/instance/preempted  Needs Metadata-Flavor: Google
       (else 403). gcp "none": FALSE; "preempted": TRUE.
   GET /metadata/scheduledevents?api-version=V  Needs Metadata: true and an
@@ -58,6 +64,9 @@ Control (JSON in, JSON out):
        ("" or null: follow "mode")
     "token_mode": the same for AWS's token endpoint ("mode" leaves it be)
     "aws_token_ttl": shortest TTL granted (null: as asked)
+    "aws_role": the IAM role's name (null: none), "aws_creds": {"AccessKeyId":
+       ..., "SecretAccessKey": ..., "Token": ...} served for it,
+       "aws_creds_ttl": their Expiration, seconds from each answer (3600)
     "revoke_tokens": true: every token issued so far stops being valid
   POST /_reset     the state given on the command line, counters zeroed.
 """
@@ -75,6 +84,7 @@ from urllib.parse import parse_qs, urlsplit
 
 AWS_TOKEN = "/latest/api/token"
 AWS_ACTION = "/latest/meta-data/spot/instance-action"
+AWS_ROLES = "/latest/meta-data/iam/security-credentials/"
 GCP_PREEMPTED = "/computeMetadata/v1/instance/preempted"
 AZURE_EVENTS = "/metadata/scheduledevents"
 MODES = ("ok", "garbage", "huge", "huge_stream", "slow", "hang", "redirect", "error")
@@ -106,6 +116,7 @@ class State:
             "azure_not_before": None, "mode": a.mode, "aws_mode": None,
             "gcp_mode": None, "azure_mode": None, "token_mode": None,
             "aws_token_ttl": a.token_ttl, "huge_bytes": 1 << 20, "slow_byte_s": 0.5,
+            "aws_role": None, "aws_creds": None, "aws_creds_ttl": 3600,
         }
         self.tokens = {}  # token -> expiry (time.monotonic())
         self.stats = {"requests": {}, "status": {}, "token_puts": 0,
@@ -281,6 +292,28 @@ class Handler(BaseHTTPRequestHandler):
                            "time": s["aws_time"] or rfc3339(time.time() + 120)})
         return self.hostile(mode, good.encode(), "application/json")
 
+    def aws_role(self, path):
+        """The role list, or a role's credentials (path below AWS_ROLES)."""
+        state = self.server.state
+        tok = self.headers.get("X-aws-ec2-metadata-token", "")
+        name = path[len(AWS_ROLES):]
+        with state.lock:
+            live = state.tokens.get(tok, 0) > time.monotonic()
+            role, creds, ttl = state.s["aws_role"], state.s["aws_creds"], state.s["aws_creds_ttl"]
+        if not live:
+            self.count(path, 401)
+            return self.send(401, "Unauthorized")
+        if not role or (name and name != role):
+            self.count(path, 404)
+            return self.send(404, "Not Found")
+        self.count(path, 200)
+        if not name:
+            return self.send(200, role)
+        body = {"Code": "Success", "LastUpdated": rfc3339(time.time()), "Type": "AWS-HMAC",
+                "Expiration": rfc3339(time.time() + float(ttl))}
+        body.update(creds or {})
+        return self.send(200, json.dumps(body), "application/json")
+
     def gcp_preempted(self):
         state = self.server.state
         with state.lock:
@@ -332,6 +365,8 @@ class Handler(BaseHTTPRequestHandler):
         state = self.server.state
         if u.path == AWS_ACTION:
             return self.aws_action()
+        if u.path.startswith(AWS_ROLES):
+            return self.aws_role(u.path)
         if u.path == GCP_PREEMPTED:
             return self.gcp_preempted()
         if u.path == AZURE_EVENTS:

@@ -1,6 +1,7 @@
 /* ckpt: list, inspect, verify, restore and maintain checkpoints. */
 #include "cli.h"
 #include "base/parse.h"
+#include "s3.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -65,6 +66,8 @@ int main(int argc, char **argv)
 		       "", "CKPT_PYTHON", "python3", "the python that runs the plotting scripts (--plot)",
 		       "", "CKPT_GOODPUT_PLOTTER", "-", "ckpt goodput --plot's script (unset: share/ckpt/plot_timeline.py)",
 		       "", "CKPT_SIM_PLOTTER", "-", "ckpt-sim --plot's script (unset: share/ckpt/plot_goodput.py)");
+		printf("\nThe S3 client (s3:// roots; credentials as AWS tools take them):\n");
+		ckpt_s3_env_help(stdout);
 		return EXIT_OK;
 	}
 	for (const cli_cmd *c = cli_cmds; c->name; c++) {

@@ -10,7 +10,8 @@ The layers (libckpt/README.md), each allowed to include only those listed:
   libckpt/src             base, format, wire, kernels, storage
   libckpt/python          ckpt.h only
   ckptd/*                 base, format, wire, kernels, storage, other ckptd modules
-  tools/ckpt              ckpt.h, base, format, wire (and its own folder, tools/sim)
+  tools/ckpt              ckpt.h, base, format, wire, storage (s3:// roots; and its
+                          own folder, tools/sim)
   tools/bench             ckpt.h, storage (the raw-fabric baseline)
   other tools, trainer    ckpt.h (and their own folders)
   tests                   anything
@@ -62,7 +63,8 @@ ALLOWED = {
     'libckpt/src': LIB | {'libckpt/src', 'kernels', 'storage'},
     'libckpt/python': {'libckpt/include', 'libckpt/python'},
     'ckptd': LIB | {'ckptd', 'kernels', 'storage'},
-    'tools/ckpt': LIB | {'tools/ckpt', 'tools/sim'},
+    # storage: the S3 client, for ckpt ls/show/verify/rm/gc on an s3:// root.
+    'tools/ckpt': LIB | {'tools/ckpt', 'tools/sim', 'storage'},
     # The raw-fabric baseline that the peer tier is measured against.
     'tools/bench': {'libckpt/include', 'tools/bench', 'storage'},
 }
