@@ -70,7 +70,10 @@ int ckpt_s3_url_parse(const char *url, char *bucket, size_t bcap, char *prefix, 
 int ckpt_s3_open(ckpt_s3 **out, const ckpt_s3_cfg *cfg, char *err, size_t errcap);
 void ckpt_s3_close(ckpt_s3 *s3);
 
-/* Counters of what this client sent (for tests and metrics). */
+/* Counters of what this client sent (for tests and metrics): requests
+ * counts every try, retries the tries after a failure that the client
+ * itself retried (curl also retries, unseen, a request on a reused
+ * connection that died before any answer), lists the list pages asked. */
 typedef struct ckpt_s3_stats {
 	uint64_t requests, retries, lists, bytes_up, bytes_down;
 	uint64_t part_bytes_peak; /* most bytes of upload part buffers held at once */
@@ -93,12 +96,17 @@ typedef int (*ckpt_s3_fill_fn)(void *arg, uint64_t off, void *buf, size_t len);
 int ckpt_s3_upload(ckpt_s3 *s3, const char *bucket, const char *key, uint64_t len, ckpt_s3_fill_fn fill,
                    void *arg, char *err, size_t errcap);
 
-/* HEAD: the object's size. -ENOENT if none. */
+/* HEAD: the object's size (size may be NULL). -ENOENT if none, -ENXIO
+ * when the bucket is missing (a refused HEAD has no body to say why: a
+ * one-byte GET of the key then asks). */
 int ckpt_s3_head(ckpt_s3 *s3, const char *bucket, const char *key, uint64_t *size, char *err, size_t errcap);
 
 /* Ranged GETs of one object into caller memory, up to parts_in_flight at
  * once; each range must come back whole (a short body is -EIO).
- * ranges[i].buf has ranges[i].len bytes. Returns 0 or -errno. */
+ * ranges[i].buf has ranges[i].len bytes (a range of 0 bytes is skipped).
+ * A range past the object's end is -EIO (416) or short (-EIO); a broken
+ * or truncated answer is retried as a failed request is. Returns 0 or
+ * -errno. */
 typedef struct ckpt_s3_range {
 	uint64_t off, len;
 	void *buf;
@@ -119,8 +127,9 @@ typedef int (*ckpt_s3_list_fn)(void *arg, const char *key, uint64_t size);
 int ckpt_s3_list(ckpt_s3 *s3, const char *bucket, const char *prefix, const char *delimiter,
                  ckpt_s3_list_fn cb, void *arg, char *err, size_t errcap);
 
-/* Multipart uploads in progress under prefix (ListMultipartUploads), and
- * aborting one. For restart and gc: no parts leak. */
+/* Multipart uploads in progress under prefix (ListMultipartUploads, paged
+ * as ckpt_s3_list), and aborting one (-ENOENT: no such upload any more,
+ * completed or aborted). For restart and gc: no parts leak. */
 typedef int (*ckpt_s3_upload_fn)(void *arg, const char *key, const char *upload_id);
 int ckpt_s3_list_uploads(ckpt_s3 *s3, const char *bucket, const char *prefix, ckpt_s3_upload_fn cb, void *arg,
                          char *err, size_t errcap);

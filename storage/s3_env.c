@@ -1,11 +1,10 @@
 /* The S3 client's settings from the CKPT_S3_* environment, in one table
  * (name, default, meaning) from which ckpt_s3_cfg_env and the help lines
  * are made; and s3:// URLs. */
-#include "s3.h"
+#include "s3_int.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -33,16 +32,6 @@ static const s3_env_entry table[] = {
 };
 
 #define NENTRIES (sizeof(table) / sizeof(table[0]))
-
-static void errf(char *err, size_t cap, const char *fmt, ...)
-{
-	if (!err || !cap)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, cap, fmt, ap);
-	va_end(ap);
-}
 
 /* "64M", "1G", "4096" -> bytes. */
 static int parse_size(const char *s, uint64_t *out)
@@ -148,7 +137,7 @@ static int set_one(ckpt_s3_cfg *cfg, const s3_env_entry *e, const char *v, const
 int ckpt_s3_cfg_env(ckpt_s3_cfg *cfg, char *err, size_t errcap)
 {
 	if (!cfg) {
-		errf(err, errcap, "no settings");
+		s3__errf(err, errcap, "no settings");
 		return -EINVAL;
 	}
 	if (!cfg->size)
@@ -159,7 +148,7 @@ int ckpt_s3_cfg_env(ckpt_s3_cfg *cfg, char *err, size_t errcap)
 			continue;
 		const char *want = "";
 		if (set_one(cfg, &table[i], v, &want) < 0) {
-			errf(err, errcap, "%s: wants %s", table[i].env, want);
+			s3__errf(err, errcap, "%s: wants %s", table[i].env, want);
 			return -EINVAL;
 		}
 	}

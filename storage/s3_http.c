@@ -139,6 +139,8 @@ static size_t on_read(char *p, size_t sz, size_t n, void *ud)
 	size_t k = sz * n, left = r->body_len - r->up_off;
 	if (k > left)
 		k = left;
+	if (!k)
+		return 0;
 	memcpy(p, (const char *)r->body + r->up_off, k);
 	r->up_off += k;
 	return k;
@@ -301,6 +303,9 @@ static void start(s3_eng *e, s3_req *r)
 	curl_easy_setopt(easy, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+	/* Larger than curl's 64 KiB: fewer callbacks and syscalls a part. */
+	curl_easy_setopt(easy, CURLOPT_UPLOAD_BUFFERSIZE, 512L << 10);
+	curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, 512L << 10);
 	long tmo = s3->cfg.timeout_ms;
 	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, tmo);
 	/* No progress for the timeout: at least one byte a second over it. */
@@ -450,11 +455,9 @@ static void final_error(ckpt_s3 *s3, s3_req *r)
 		s3__errf(r->err, sizeof(r->err), "%s: HTTP %ld %s%s%s", w, st, code[0] ? code : "", msg[0] ? ": " : "", msg);
 	} else
 		s3__errf(r->err, sizeof(r->err), "%s: HTTP %ld %s%s%s", w, st, code[0] ? code : "", msg[0] ? ": " : "", msg);
-	s3_creds c;
-	char ignore[8];
-	if (s3__creds_get(s3, &c, ignore, sizeof(ignore)) == 0)
-		s3__scrub(&c, r->err);
-	memset(&c, 0, sizeof(c));
+	pthread_mutex_lock(&s3->lock);
+	s3__scrub(&s3->creds, r->err);
+	pthread_mutex_unlock(&s3->lock);
 	finish(r, rc);
 }
 

@@ -73,7 +73,8 @@ void s3__digests(const void *p, size_t n, char sha_hex[65], char md5_b64[25], vo
 
 /* key in [section] of an AWS INI text (credentials: "[name]"; config:
  * "[profile name]", "[default]"): 1 found (value trimmed into out), 0 not,
- * -1 too long for out. section_seen: set to 1 when the section exists. */
+ * -1 too long for out or with a control byte in it. section_seen: set to 1
+ * when the section exists. */
 int s3__ini_get(const char *text, size_t len, const char *section, const char *key, char *out, size_t cap,
                 int *section_seen);
 
@@ -133,7 +134,7 @@ typedef struct s3_req {
 	const char *method;     /* GET PUT POST DELETE HEAD */
 	const char *bucket;     /* NULL: the service */
 	const char *key;        /* NULL: the bucket */
-	char query[2048];       /* canonical (s3__query) */
+	char query[8192];       /* canonical (s3__query): a prefix and a marker, encoded */
 	const void *body;
 	size_t body_len;
 	char sha[65];           /* of the body; "" : computed at start */

@@ -74,6 +74,10 @@ int s3__ini_get(const char *text, size_t len, const char *section, const char *k
 		size_t n = (size_t)(ve - vs);
 		if (n >= cap)
 			return -1;
+		/* A NUL or control byte would cut or bend the value: refused. */
+		for (const char *c = vs; c < ve; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				return -1;
 		memcpy(out, vs, n);
 		out[n] = 0;
 		found = 1;

@@ -112,6 +112,22 @@ uint64_t fz_text_mutations(const uint8_t *data, size_t size, size_t from, const 
 	return runs;
 }
 
+uint64_t fz_selector_mutations(const uint8_t *data, size_t size, const uint8_t *sel, size_t nsel, const uint8_t *vals,
+                               size_t nvals)
+{
+	uint64_t runs = 0;
+	uint8_t *m = malloc(size ? size : 1);
+	if (!m)
+		return 0;
+	for (size_t k = 0; size && k < nsel; k++, runs++) {
+		memcpy(m, data, size);
+		m[0] = sel[k];
+		LLVMFuzzerTestOneInput(m, size);
+	}
+	free(m);
+	return runs + fz_text_mutations(data, size, 1, vals, nvals);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1) {

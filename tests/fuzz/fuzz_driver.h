@@ -40,6 +40,10 @@ uint64_t fz_flips_and_values(uint8_t *m, const uint8_t *data, size_t size, const
  * every bit flipped and every byte set to each of vals, from byte `from`
  * on (those before it are the target's to vary). Returns the runs. */
 uint64_t fz_text_mutations(const uint8_t *data, size_t size, size_t from, const uint8_t *vals, size_t nvals);
+/* For a target whose first byte picks the parser: each seed's body under
+ * every selector of sel, then fz_text_mutations from byte 1. */
+uint64_t fz_selector_mutations(const uint8_t *data, size_t size, const uint8_t *sel, size_t nsel, const uint8_t *vals,
+                               size_t nvals);
 #endif
 
 #endif

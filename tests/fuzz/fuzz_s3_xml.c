@@ -107,16 +107,6 @@ uint64_t fz_mutations(const uint8_t *data, size_t size)
 {
 	static const uint8_t pokes[] = { '<', '>', '/', '&', ';', '"', '=', '!', '?', '0', '9', '-', ' ', 0x00, 0x80, 0xff };
 	static const uint8_t sel[] = { 'e', 'o', 'u', 'd', 'f' };
-	uint64_t runs = 0;
-	uint8_t *m = malloc(size ? size : 1);
-	if (!m)
-		return 0;
-	for (size_t k = 0; size && k < sizeof(sel); k++, runs++) {
-		memcpy(m, data, size);
-		m[0] = sel[k];
-		LLVMFuzzerTestOneInput(m, size);
-	}
-	free(m);
-	return runs + fz_text_mutations(data, size, 1, pokes, sizeof(pokes));
+	return fz_selector_mutations(data, size, sel, sizeof(sel), pokes, sizeof(pokes));
 }
 #endif

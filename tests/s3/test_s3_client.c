@@ -144,7 +144,25 @@ static void basics(void)
 	ckpt_s3_stats_get(s3, &st);
 	T_ASSERT(st.requests >= 9 && st.retries == 0 && st.lists == 0 && st.bytes_up >= 5 + strlen(msg));
 	ckpt_s3_close(s3);
-	printf("ok: PUT, HEAD, conditional PUT\n");
+
+	/* virtual-host addressing: BUCKET.domain:port reaches the same gateway */
+	if (g.vhost[0]) {
+		char ep[128];
+		snprintf(ep, sizeof(ep), "http://%s:%d", g.vhost, g.port);
+		ckpt_s3_cfg cfg = { 0 };
+		cfg.addressing = 2;
+		s3 = client(ep, &cfg);
+		T_OK(ckpt_s3_put(s3, bucket, "small/vhost", "vh", 2, 0, err, sizeof(err)));
+		T_OK(ckpt_s3_head(s3, bucket, odd, &size, err, sizeof(err)));
+		T_ASSERT(size == 1);
+		names l = { 0 };
+		T_OK(ckpt_s3_list(s3, bucket, "small/", NULL, on_key, &l, err, sizeof(err)));
+		T_ASSERT(l.n == 5);
+		ckpt_s3_close(s3);
+		T_ASSERT(s3gw_get(&g, bucket, "small/vhost", &b) == 200 && b.len == 2 && !memcmp(b.data, "vh", 2));
+		s3gw_buf_free(&b);
+	}
+	printf("ok: PUT, HEAD, conditional PUT, path and virtual-host addressing\n");
 }
 
 static void multipart(void)

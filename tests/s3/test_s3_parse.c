@@ -144,6 +144,9 @@ static void ini(void)
 	/* a section without its ']' and bytes that are no text at all */
 	const char *junk = "[work\naws_access_key_id=X\n\0\xff[work]\n=\n==\nk";
 	T_ASSERT(s3__ini_get(junk, 40, "work", "aws_access_key_id", v, sizeof(v), NULL) == 0);
+	/* a control byte inside a value (here a NUL): refused, not cut short */
+	const char nul[] = "[work]\naws_secret_access_key = SK\tX\0tail\n";
+	T_ASSERT(s3__ini_get(nul, sizeof(nul) - 1, "work", "aws_secret_access_key", v, sizeof(v), NULL) == -1);
 	printf("ok: credentials and config files\n");
 }
 
