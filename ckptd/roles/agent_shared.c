@@ -24,7 +24,7 @@
  * files are removed when the thread starts. A deletion cancels what is
  * queued or in flight for its version and removes the files this agent
  * flushed (the marker first). */
-#include "agent_int.h"
+#include "agent_shared_int.h"
 #include "base/dirs.h"
 
 #include "format/format.h"
@@ -42,56 +42,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BLOCK (1u << 20)          /* bytes read and written at once */
-#define BURST_NS 100000000ull     /* the throttle saves up at most 0.1 s of its rate */
-#define RETRY_MS 30000            /* a failed flush is tried again after this */
-#define TICK_MS 1000
-#define PATH_BUF (CKPTD_PATH_MAX + 256)
-#define URGENT_MAX 16             /* emergency versions remembered at once */
-
-enum { SH_COPY = 1, SH_MARK };
-
-typedef struct sh_item {
-	struct sh_item *next; /* finished, for the loop */
-	int kind;
-	char job[CKPTD_JOB_MAX + 1];
-	uint64_t version;
-	uint32_t rank, world_size;
-	uint64_t bytes, checksum, lineage; /* the LOCAL_DISK record's: the copy is the same shard */
-	char src[PATH_BUF];                /* the rank's file */
-	/* outcome, for the loop */
-	int err;
-	int cancelled; /* its version was deleted meanwhile */
-	int placed;    /* the file is under its final name */
-	uint64_t copied; /* bytes written; 0: it was in place already */
-	uint64_t ns;
-	char why[1024];
-} sh_item;
-
-struct ckptd_shared {
-	ckptd_agent *a;
-	char dir[PATH_BUF];     /* --shared-dir */
-	char partial[PATH_BUF]; /* dir/.partial/<node>: this node's temp files */
-	uint64_t rate;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;      /* work queued, stop (CLOCK_MONOTONIC) */
-	pthread_t thr;
-	int started, stop;
-	sh_item *q;             /* waiting */
-	size_t nq, capq;
-	sh_item *cur;           /* the one in flight (the thread's) */
-	int cancel;             /* cur's version was deleted: drop it */
-	sh_item *done;          /* finished, for the loop (newest first) */
-	int pipe[2];            /* the thread wakes the loop */
-	uint64_t next_ns;       /* the throttle (thread only) */
-	uint64_t retry_at_ns;   /* loop: rescan the index then (0: nothing failed) */
-	struct {                /* emergency versions aimed at SHARED (mu) */
-		char job[CKPTD_JOB_MAX + 1];
-		uint64_t version;
-	} urgent[URGENT_MAX];
-	size_t nurgent;         /* the newest URGENT_MAX, round robin */
-};
-
 /* With mu: whether (job, version) is an emergency's. */
 static int urgent_locked(const ckptd_shared *sh, const char *job, uint64_t version)
 {
@@ -105,7 +55,7 @@ static int urgent_locked(const ckptd_shared *sh, const char *job, uint64_t versi
 
 /* Waits for the throttle to allow `bytes` more. -ECANCELED on stop or a
  * deletion of the version in flight. */
-static int pace(ckptd_shared *sh, uint64_t bytes)
+int ckptd__sh_pace(ckptd_shared *sh, uint64_t bytes)
 {
 	pthread_mutex_lock(&sh->mu);
 	/* An emergency's files race a deadline: the throttle is for the
@@ -127,7 +77,7 @@ static int pace(ckptd_shared *sh, uint64_t bytes)
 }
 
 /* -ECANCELED on stop or a deletion of the version in flight. */
-static int check(ckptd_shared *sh)
+int ckptd__sh_check(ckptd_shared *sh)
 {
 	pthread_mutex_lock(&sh->mu);
 	int r = sh->stop || sh->cancel ? -ECANCELED : 0;
@@ -139,10 +89,10 @@ static int check(ckptd_shared *sh)
 static int verify_sink(void *arg, uint32_t ri, uint64_t off, const void *data, size_t len)
 {
 	(void)ri, (void)off, (void)data;
-	return pace(arg, len);
+	return ckptd__sh_pace(arg, len);
 }
 
-static int same_shard(const ckpt_shard *s, const sh_item *it)
+int ckptd__sh_same_shard(const ckpt_shard *s, const sh_item *it)
 {
 	return s->header.version == it->version && s->header.rank == it->rank && !strcmp(s->header.job, it->job);
 }
@@ -194,7 +144,7 @@ static int copy_file(ckptd_shared *sh, sh_item *it)
 		snprintf(it->why, sizeof(it->why), "the rank's file: %.900s", why);
 		return err;
 	}
-	if (!same_shard(&ss, it)) {
+	if (!ckptd__sh_same_shard(&ss, it)) {
 		snprintf(it->why, sizeof(it->why), "%.700s holds job %s version %llu rank %u", it->src, ss.header.job,
 		         (unsigned long long)ss.header.version, ss.header.rank);
 		err = -CKPT_ECORRUPT;
@@ -205,9 +155,9 @@ static int copy_file(ckptd_shared *sh, sh_item *it)
 	 * (a rank that saved this version again after resuming from an older
 	 * one) is the committed shard: it is not replaced. */
 	if (ckpt__shard_open(dst, &ds, why, sizeof(why)) == 0) {
-		int same = same_shard(&ds, it) && ds.tail.footer_checksum == ss.tail.footer_checksum &&
+		int same = ckptd__sh_same_shard(&ds, it) && ds.tail.footer_checksum == ss.tail.footer_checksum &&
 		           ds.file_length == ss.file_length;
-		int other = same_shard(&ds, it) && ds.header.lineage && ss.header.lineage &&
+		int other = ckptd__sh_same_shard(&ds, it) && ds.header.lineage && ss.header.lineage &&
 		            ds.header.lineage != ss.header.lineage;
 		ckpt__shard_close(&ds);
 		if (same) {
@@ -243,7 +193,7 @@ static int copy_file(ckptd_shared *sh, sh_item *it)
 	int half = 0;
 	for (uint64_t off = 0; off < ss.file_length;) {
 		size_t len = (size_t)CKPT_MIN((uint64_t)BLOCK, ss.file_length - off);
-		if ((err = pace(sh, len)) < 0 || (err = ckpt__pread_full(ss.fd, buf, len, off)) < 0 ||
+		if ((err = ckptd__sh_pace(sh, len)) < 0 || (err = ckpt__pread_full(ss.fd, buf, len, off)) < 0 ||
 		    (err = ckpt__pwrite_full(fd, buf, len, off)) < 0)
 			goto fail;
 		off += len;
@@ -265,7 +215,7 @@ static int copy_file(ckptd_shared *sh, sh_item *it)
 	fd = -1;
 	/* Read back: what lands under the final name has every chunk verified. */
 	if ((err = ckpt__shard_open(tmp, &ds, why, sizeof(why))) == 0) {
-		if (!same_shard(&ds, it) || ds.tail.footer_checksum != ss.tail.footer_checksum) {
+		if (!ckptd__sh_same_shard(&ds, it) || ds.tail.footer_checksum != ss.tail.footer_checksum) {
 			snprintf(why, sizeof(why), "the copy's footer differs from the rank's file");
 			err = -CKPT_ECORRUPT;
 		} else {
@@ -279,7 +229,7 @@ static int copy_file(ckptd_shared *sh, sh_item *it)
 			snprintf(it->why, sizeof(it->why), "the copy does not verify: %.900s", why[0] ? why : ckpt_strerror(err));
 		goto fail;
 	}
-	if ((err = check(sh)) < 0) /* deleted or stopping meanwhile */
+	if ((err = ckptd__sh_check(sh)) < 0) /* deleted or stopping meanwhile */
 		goto fail;
 	if (rename(tmp, dst) < 0) {
 		err = -errno;
@@ -355,7 +305,10 @@ static size_t pick(const ckptd_shared *sh)
 static void *flush_main(void *arg)
 {
 	ckptd_shared *sh = arg;
-	clean_partial(sh);
+	if (sh->tree)
+		ckptd__sh_s3_clean(sh);
+	else
+		clean_partial(sh);
 	pthread_mutex_lock(&sh->mu);
 	while (!sh->stop) {
 		if (!sh->nq) {
@@ -377,7 +330,10 @@ static void *flush_main(void *arg)
 		sh->cancel = 0;
 		pthread_mutex_unlock(&sh->mu);
 		uint64_t t0 = ckpt__now_ns();
-		it->err = it->kind == SH_COPY ? copy_file(sh, it) : write_mark(sh, it);
+		if (sh->tree)
+			it->err = it->kind == SH_COPY ? ckptd__sh_s3_copy(sh, it) : ckptd__sh_s3_mark(sh, it);
+		else
+			it->err = it->kind == SH_COPY ? copy_file(sh, it) : write_mark(sh, it);
 		it->ns = ckpt__now_ns() - t0;
 		pthread_mutex_lock(&sh->mu);
 		it->cancelled = sh->cancel;
@@ -652,6 +608,11 @@ int ckptd__shared_delete(ckptd_agent *a, const char *job, uint64_t version, uint
 		return r < 0 ? r : 0;
 	}
 	const char *dir = a->cfg->shared_dir;
+	if (a->shared && a->shared->tree) {
+		r = ckptd__sh_s3_delete(a->shared, job, version, acc.r, acc.n);
+		free(acc.r);
+		return r;
+	}
 	if (!dir) {
 		CKPTD_WARN(a->log, NULL, job, "version %llu: %zu SHARED copies recorded but no --shared-dir; their files stay",
 		           (unsigned long long)version, acc.n);
@@ -705,6 +666,10 @@ int ckptd__shared_delete(ckptd_agent *a, const char *job, uint64_t version, uint
 static void unlink_placed(ckptd_agent *a, const sh_item *it)
 {
 	char p[PATH_BUF];
+	if (a->shared->tree) {
+		ckptd__sh_s3_unplace(a->shared, it);
+		return;
+	}
 	int r = it->kind == SH_MARK ? ckpt__shared_marker_path(p, sizeof(p), a->shared->dir, it->job, it->version)
 	                            : ckpt__shard_path(p, sizeof(p), a->shared->dir, it->job, it->version, it->rank);
 	if (r == 0 && unlink(p) == 0)
@@ -759,7 +724,7 @@ static void handle_result(ckptd_agent *a, sh_item *it)
 				CKPTD_DEBUG(a->log, NULL, it->job, "version %llu: SHARED commit marker in place",
 				            (unsigned long long)it->version);
 			if (it->err < 0 && it->err != -ENOENT && !sh->retry_at_ns)
-				sh->retry_at_ns = ckpt__now_ns() + RETRY_MS * 1000000ull;
+				sh->retry_at_ns = ckpt__now_ns() + sh->retry_ms * 1000000ull;
 			return;
 		}
 		if (it->err == -ECANCELED)
@@ -770,7 +735,7 @@ static void handle_result(ckptd_agent *a, sh_item *it)
 			/* A missing or damaged rank's file will not get better. */
 			if (it->err != -ENOENT && it->err != -EEXIST && it->err != -CKPT_ECORRUPT && it->err != -CKPT_EFORMAT &&
 			    !sh->retry_at_ns)
-				sh->retry_at_ns = ckpt__now_ns() + RETRY_MS * 1000000ull;
+				sh->retry_at_ns = ckpt__now_ns() + sh->retry_ms * 1000000ull;
 			return;
 		}
 		if (it->copied) {
@@ -790,7 +755,7 @@ static void handle_result(ckptd_agent *a, sh_item *it)
 		d.checksum = it->checksum;
 		d.lineage = it->lineage;
 		if (ckptd__agent_done_push(a, NULL, &d) < 0) /* the next scan finds it in place */
-			sh->retry_at_ns = ckpt__now_ns() + RETRY_MS * 1000000ull;
+			sh->retry_at_ns = ckpt__now_ns() + sh->retry_ms * 1000000ull;
 	}
 }
 
@@ -863,13 +828,16 @@ int ckptd__shared_open(ckptd_agent *a, char *err, size_t errcap)
 	struct stat st;
 	if (!cfg->shared_dir)
 		return 0;
-	if (cfg->shared_dir[0] != '/' || strlen(cfg->shared_dir) > CKPTD_PATH_MAX) {
+	int s3 = ckpt__s3tree_is_url(cfg->shared_dir);
+	if (s3) {
+		/* checked by ckptd__sh_s3_open */
+	} else if (cfg->shared_dir[0] != '/' || strlen(cfg->shared_dir) > CKPTD_PATH_MAX) {
 		snprintf(err, errcap, "--shared-dir %s: want an absolute path of at most %d bytes", cfg->shared_dir,
 		         CKPTD_PATH_MAX);
 		return -EINVAL;
 	}
 	/* Not made here: a missing mount would otherwise fill the local disk. */
-	if (stat(cfg->shared_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+	if (!s3 && (stat(cfg->shared_dir, &st) < 0 || !S_ISDIR(st.st_mode))) {
 		snprintf(err, errcap, "--shared-dir %s: not a directory (is the shared filesystem mounted?)", cfg->shared_dir);
 		return -ENOTDIR;
 	}
@@ -881,6 +849,7 @@ int ckptd__shared_open(ckptd_agent *a, char *err, size_t errcap)
 	snprintf(sh->dir, sizeof(sh->dir), "%s", cfg->shared_dir);
 	snprintf(sh->partial, sizeof(sh->partial), "%s/.partial/%s", cfg->shared_dir, a->node);
 	sh->rate = cfg->shared_rate;
+	sh->retry_ms = cfg->shared_retry_ms ? cfg->shared_retry_ms : 30000;
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -889,6 +858,8 @@ int ckptd__shared_open(ckptd_agent *a, char *err, size_t errcap)
 	pthread_mutex_init(&sh->mu, NULL);
 	a->shared = sh;
 	int r;
+	if (s3 && (r = ckptd__sh_s3_open(sh, cfg->shared_dir, err, errcap)) < 0)
+		return r;
 	if (pipe2(sh->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
 		r = -errno;
 		goto fail;
@@ -896,12 +867,14 @@ int ckptd__shared_open(ckptd_agent *a, char *err, size_t errcap)
 	if ((r = ckptd_server_watch(a->srv, sh->pipe[0], on_flushed, a)) < 0 ||
 	    (r = ckptd_server_every(a->srv, TICK_MS, tick, a)) < 0)
 		goto fail;
+	CKPTD_INFO(a->log, NULL, NULL, "SHARED tier: flushing committed versions to %s at %s", sh->dir,
+	           sh->rate ? "a throttled rate" : "full speed");
+	/* Queued before the thread starts: on an object store it aborts the
+	 * uploads a killed run left of what is queued. */
+	scan_index(a);
 	if ((r = -pthread_create(&sh->thr, NULL, flush_main, sh)) < 0)
 		goto fail;
 	sh->started = 1;
-	CKPTD_INFO(a->log, NULL, NULL, "SHARED tier: flushing committed versions to %s at %s", sh->dir,
-	           sh->rate ? "a throttled rate" : "full speed");
-	scan_index(a);
 	return 0;
 fail:
 	snprintf(err, errcap, "cannot start the flush to --shared-dir: %s", strerror(-r));
@@ -928,6 +901,7 @@ void ckptd__shared_close(ckptd_agent *a)
 	pthread_cond_destroy(&sh->cv);
 	pthread_mutex_destroy(&sh->mu);
 	free(sh->q);
+	ckptd__sh_s3_close(sh);
 	for (sh_item *it = sh->done, *next; it; it = next) {
 		next = it->next;
 		free(it);

@@ -80,9 +80,10 @@ static const cfg_entry table[] = {
 	{ "notice-azure-vm", T_NAME, F(notice_azure_vm), NULL, "CKPT_NOTICE_AZURE_VM", "agent: this VM's name among an Azure event's resources (unset: any event)" },
 	{ "notice-file", T_PATH, F(notice_file), NULL, "CKPT_NOTICE_FILE", "agent: a trigger file; when it appears the node is noticed (content: empty, deadline=SECONDS, or an RFC 3339 time)" },
 	{ "notice-interval", T_DURATION, F(notice_interval_ms), "1s", "CKPT_NOTICE_INTERVAL", "agent: how often the notice sources are polled" },
-	{ "shared-dir", T_PATH, F(shared_dir), NULL, "CKPT_SHARED_DIR", "agent: a shared filesystem directory that committed versions are copied to in the background (the SHARED tier, which survives losing every node; ranks read it with the same CKPT_SHARED_DIR). Unset: no SHARED tier" },
+	{ "shared-dir", T_PATH, F(shared_dir), NULL, "CKPT_SHARED_DIR", "agent: a shared filesystem directory, or an object store s3://BUCKET/PREFIX/, that committed versions are copied to in the background (the SHARED tier, which survives losing every node; ranks read it with the same CKPT_SHARED_DIR). Unset: no SHARED tier" },
 	{ "rank-roots", T_PATH, F(rank_roots), NULL, "CKPT_RANK_ROOTS", "agent: directories (':'-separated) that ranks' checkpoint roots must lie in; the agent deletes and reads files under a root a rank registers, so it takes one only inside these, and over the Unix socket only if owned by the rank's uid (unset: any root the rank's uid owns; over TCP none is recorded)" },
 	{ "shared-rate", T_SIZE0, F(shared_rate), "200M", "CKPT_SHARED_RATE", "agent: bytes per second the flush to --shared-dir may read and write together, so that it leaves training its bandwidth (K, M, G suffixes; 0: unthrottled)" },
+	{ "shared-retry", T_DURATION, F(shared_retry_ms), "30s", "CKPT_SHARED_RETRY", "agent: a flush to --shared-dir that failed (the shared filesystem or the object store away, an upload the client gave up on) is tried again this long after" },
 	{ "metrics-listen", T_TCP_ADDR, F(metrics_listen), NULL, "CKPT_METRICS_LISTEN", "host:port serving Prometheus metrics on GET /metrics; only this address is bound (unset: no endpoint)" },
 };
 

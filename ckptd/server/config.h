@@ -69,6 +69,7 @@ typedef struct ckptd_config {
 	char *shared_dir;        /* agent: the SHARED tier's directory (a shared filesystem); NULL: none */
 	char *rank_roots;        /* agent: ':'-separated directories ranks' roots must lie in; NULL: any the rank's uid owns */
 	uint64_t shared_rate;    /* agent: bytes/s the flush to shared_dir may move; 0: unthrottled */
+	uint64_t shared_retry_ms; /* agent: a failed flush is tried again this long after */
 	uint8_t source[64];      /* per table entry: where its value came from */
 } ckptd_config;
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #define MARKER_MAGIC "ckpt-shared-commit 1"
-#define MARKER_MAX 512
+#define MARKER_MAX CKPT_SHARED_MARKER_MAX
 
 int ckpt__shared_marker_path(char *out, size_t cap, const char *dir, const char *job, uint64_t version)
 {
@@ -21,6 +21,13 @@ int ckpt__shared_marker_path(char *out, size_t cap, const char *dir, const char 
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
+int ckpt__shared_marker_format(char *buf, size_t cap, const char *job, uint64_t version, const ckpt_shared_mark *m)
+{
+	int n = snprintf(buf, cap, MARKER_MAGIC "\njob %s\nversion %llu\nworld_size %u\nlineage %016llx\n", job,
+	                 (unsigned long long)version, m->world_size, (unsigned long long)m->lineage);
+	return n < 0 || (size_t)n >= cap || n > MARKER_MAX ? -ENAMETOOLONG : n;
+}
+
 int ckpt__shared_marker_write(const char *dir, const char *job, uint64_t version, const ckpt_shared_mark *m,
                               const char *tmp)
 {
@@ -28,10 +35,9 @@ int ckpt__shared_marker_write(const char *dir, const char *job, uint64_t version
 	CKPT_TRY(ckpt__shared_marker_path(path, sizeof(path), dir, job, version));
 	if (access(path, F_OK) == 0)
 		return 0;
-	int n = snprintf(text, sizeof(text), MARKER_MAGIC "\njob %s\nversion %llu\nworld_size %u\nlineage %016llx\n", job,
-	                 (unsigned long long)version, m->world_size, (unsigned long long)m->lineage);
-	if (n < 0 || (size_t)n >= sizeof(text))
-		return -ENAMETOOLONG;
+	int n = ckpt__shared_marker_format(text, sizeof(text), job, version, m);
+	if (n < 0)
+		return n;
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;

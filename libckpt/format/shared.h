@@ -27,6 +27,11 @@ typedef struct ckpt_shared_mark {
 /* <dir>/jobs/<job>/v<version>/COMMITTED. Returns 0 or -ENAMETOOLONG. */
 int ckpt__shared_marker_path(char *out, size_t cap, const char *dir, const char *job, uint64_t version);
 
+/* The marker's text (at most CKPT_SHARED_MARKER_MAX bytes) into buf: its
+ * length, or -ENAMETOOLONG. The object store's marker has the same bytes. */
+#define CKPT_SHARED_MARKER_MAX 512
+int ckpt__shared_marker_format(char *buf, size_t cap, const char *job, uint64_t version, const ckpt_shared_mark *m);
+
 /* Writes the marker of (job, version) under dir crash-safely: to tmp (a
  * path on the same filesystem that no other writer uses), fsync, rename
  * into place, fsync of the version directory. An existing marker is left

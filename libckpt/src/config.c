@@ -81,7 +81,7 @@ static const cfg_entry table[] = {
 	{ "snapshot_threads", T_U32, F(snapshot_threads), "0", "CKPT_SNAPSHOT_THREADS",
 	  "threads that copy the snapshot together, the caller included (0: the CPUs online, at most 4; 1: the caller alone)" },
 	{ "shared_dir", T_STR, F(shared_dir), NULL, "CKPT_SHARED_DIR",
-	  "the ckptd agents' --shared-dir as this rank sees it: ckpt_restore reads the SHARED tier there (unset: not read)" },
+	  "the ckptd agents' --shared-dir as this rank sees it (a directory, or s3://BUCKET/PREFIX/): ckpt_restore reads the SHARED tier there (unset: not read)" },
 };
 
 static int parse_tiers(const char *s, uint32_t *out)

@@ -6,6 +6,7 @@
 #include "daemon.h"
 #include "peer.h"
 #include "preempt.h"
+#include "restore.h"
 #include "config.h"
 #include "ckpt_kernels.h"
 
@@ -298,6 +299,7 @@ int ckpt_ctx_close(ckpt_ctx *ctx)
 	free(ctx->backend_name);
 	free(ctx->daemon_addr);
 	free(ctx->token_file);
+	ckpt__restore_s3_close(ctx);
 	free(ctx->shared_dir);
 	pthread_mutex_destroy(&ctx->lock);
 	pthread_mutex_destroy(&ctx->step_mu);

@@ -219,6 +219,8 @@ struct ckpt_ctx {
 	int wake_pending;        /* with lock: a wake-up for mem_ready is on its way */
 	uint32_t nlive;
 	char *shared_dir;        /* the SHARED tree (cfg.shared_dir, owned); NULL: not read */
+	struct ckpt_s3tree *s3tree; /* shared_dir s3://...: its client, opened at the first restore (lock) */
+	int s3tree_failed;       /* the client could not be opened (said once) */
 };
 
 /* ctx.c: the lineage of a run that started fresh (restored 0) or resumed

@@ -8,6 +8,7 @@
 #include "restore.h"
 #include "format/reader.h"
 #include "format/shared.h"
+#include "format/s3tree.h"
 #include "format/seal.h"
 #include "ckpt_kernels.h"
 
@@ -18,12 +19,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-struct restore_arg {
-	ckpt_ctx *ctx;
-	int32_t *map; /* shard region index -> ctx region index, -1 if not wanted */
-};
-
-static int restore_sink(void *arg, uint32_t ri, uint64_t off, const void *data, size_t len)
+int ckpt__restore_sink(void *arg, uint32_t ri, uint64_t off, const void *data, size_t len)
 {
 	struct restore_arg *a = arg;
 	int32_t ci = a->map[ri];
@@ -62,7 +58,7 @@ static uint8_t *restore_place(struct restore_arg *a, uint32_t ri, uint64_t off, 
 
 /* The reader's place callback: a chunk's bytes read straight into host
  * regions (a range outside the region gets NULL: the sink reports it). */
-static uint8_t *read_place(void *arg, uint32_t ri, uint64_t off, size_t len)
+uint8_t *ckpt__restore_place(void *arg, uint32_t ri, uint64_t off, size_t len)
 {
 	int bad;
 	return restore_place(arg, ri, off, len, &bad);
@@ -176,9 +172,9 @@ static int restore_file(ckpt_ctx *ctx, uint64_t version, const char *path, const
 	ckpt_read_opts o = {
 		.backend = ctx->backend_name, .depth = depth, .bufs = bufs, .nbufs = nb,
 		.buf_bytes = ctx->pool.slot_bytes, .direct = ctx->direct_ok, .want = want,
-		.lg = &ctx->log, .why = why, .whycap = sizeof(why), .place = read_place, .place_arg = &a,
+		.lg = &ctx->log, .why = why, .whycap = sizeof(why), .place = ckpt__restore_place, .place_arg = &a,
 	};
-	err = ckpt__shard_read(path, &s, &o, restore_sink, &a);
+	err = ckpt__shard_read(path, &s, &o, ckpt__restore_sink, &a);
 	pthread_mutex_lock(&ctx->lock);
 	for (uint32_t i = 0; i < nb; i++)
 		ckpt__pool_put(&ctx->pool, slots[i]);
@@ -194,7 +190,7 @@ out:
 }
 
 /* Fills a.map / want for the context's regions; logs a mismatch. */
-static int map_regions(ckpt_ctx *ctx, uint64_t version, const ckpt_shard *s, int32_t *map, uint8_t *want)
+int ckpt__restore_map(ckpt_ctx *ctx, uint64_t version, const ckpt_shard *s, int32_t *map, uint8_t *want)
 {
 	for (uint32_t i = 0; i < s->footer.region_count; i++)
 		map[i] = -1;
@@ -265,7 +261,7 @@ static int check_chunk(ckpt_ctx *ctx, uint64_t version, const char *from, const 
 		      (unsigned long long)k);
 		return -CKPT_ECORRUPT;
 	}
-	return dst ? 0 : restore_sink(a, c->region, k * f->chunk_bytes, data, c->raw_len);
+	return dst ? 0 : ckpt__restore_sink(a, c->region, k * f->chunk_bytes, data, c->raw_len);
 }
 
 /* Chunk ci of a sealed DRAM image (or a partner's copy of one), whose
@@ -288,7 +284,7 @@ static int check_sealed(ckpt_ctx *ctx, uint64_t version, const char *from, const
 		      (unsigned long long)k);
 		return -CKPT_ECORRUPT;
 	}
-	return dst ? 0 : restore_sink(a, c->region, k * f->chunk_bytes, data, c->raw_len);
+	return dst ? 0 : ckpt__restore_sink(a, c->region, k * f->chunk_bytes, data, c->raw_len);
 }
 
 /* Chunk ci of a DRAM image. */
@@ -376,7 +372,7 @@ static int restore_mem(ckpt_ctx *ctx, uint64_t version)
 		err = -CKPT_ECORRUPT;
 		goto out;
 	}
-	if ((err = map_regions(ctx, version, &s, a.map, want)) < 0)
+	if ((err = ckpt__restore_map(ctx, version, &s, a.map, want)) < 0)
 		goto out;
 	/* A seal table checks each chunk at the copy's speed; without one (an
 	 * older writer) or with one that does not check, the tree checksums. */
@@ -537,7 +533,7 @@ static int restore_from_partner(ckpt_ctx *ctx, uint64_t version, const ckpt_peer
 		err = -CKPT_ECORRUPT;
 		goto out;
 	}
-	if ((err = map_regions(ctx, version, s, a.map, want)) < 0)
+	if ((err = ckpt__restore_map(ctx, version, s, a.map, want)) < 0)
 		goto out;
 	/* Where the provider needs registered buffers (verbs, efa), the host
 	 * regions are registered for the restore; one that cannot be is read
@@ -617,6 +613,8 @@ static int restore_shared(ckpt_ctx *ctx, uint64_t version, int listed)
 	uint32_t g;
 	if (!ctx->shared_dir)
 		return -CKPT_EUNAVAIL;
+	if (ckpt__s3tree_is_url(ctx->shared_dir))
+		return ckpt__restore_s3(ctx, version, listed);
 	int err = ckpt__shared_marker_read(ctx->shared_dir, ctx->job, version, &mk);
 	if (err < 0 && err != -ENOENT)
 		LOG_W(&ctx->log, version, "restore: the SHARED tree's commit marker: %s", ckpt_strerror(err));
@@ -766,6 +764,8 @@ static int list_committed(ckpt_ctx *ctx, uint64_t **v, size_t *n)
 static int shared_marked(ckpt_ctx *ctx, uint64_t version)
 {
 	ckpt_shared_mark mk;
+	if (ckpt__s3tree_is_url(ctx->shared_dir))
+		return ckpt__restore_s3_marked(ctx, version);
 	return ckpt__shared_marker_read(ctx->shared_dir, ctx->job, version, &mk) == 0;
 }
 
@@ -841,8 +841,11 @@ static int restore_timed(ckpt_ctx *ctx, uint64_t version, uint64_t *restored)
 	/* The versions the SHARED tree marks committed count too: with every
 	 * node lost, neither this root nor the coordinator knows them. */
 	uint8_t *tree = NULL;
-	if (ctx->shared_dir && order_has(ctx, CKPT_TIER_SHARED)) {
-		int k = ckpt__shared_merge(ctx->shared_dir, ctx->job, &a.v, &a.n, &tree);
+	if (ctx->shared_dir && order_has(ctx, CKPT_TIER_SHARED) && (!listed || !ckpt__s3tree_is_url(ctx->shared_dir))) {
+		/* An object store is listed only when the coordinator could not
+		 * say (no LIST on the restore path but recovery's). */
+		int k = ckpt__s3tree_is_url(ctx->shared_dir) ? ckpt__restore_s3_merge(ctx, &a.v, &a.n, &tree)
+		                                              : ckpt__shared_merge(ctx->shared_dir, ctx->job, &a.v, &a.n, &tree);
 		if (k < 0) {
 			free(a.v);
 			return k;

@@ -16,6 +16,10 @@
  *       far below the checkpoint rate; with 15 s of notice the emergency
  *       version must go to SHARED ahead of the backlog and the throttle, and
  *       the noticed node's ranks restore from it elsewhere.
+ *   shared_s3  the same with the SHARED tier on an object store
+ *       (--shared-dir s3://BUCKET/pre/ on the CTest run's Ceph gateway,
+ *       tests/s3): the emergency version's objects and marker are in the
+ *       bucket before the deadline.
  *
  * Checked each time: every rank leaves through EXIT; every rank that saved
  * an emergency version saved the same step S; S is COMMITTED at peer_mem
@@ -26,6 +30,7 @@
  * the notice. Exit 0 / 1 / 77 (no python3 or no tcp;ofi_rxm provider). */
 #include "roles_test.h"
 #include "rank_proc.h"
+#include "s3gw_helper.h"
 
 #include <ckpt.h>
 
@@ -46,6 +51,14 @@ static char ckroot[NODES][600], scen[16], shared_dir[600];
 static int failures;
 static pid_t driver, fake_pid;
 static int fake_port;
+static s3gw gw;            /* shared_s3: the gateway */
+static char bucket[64];
+
+/* shared or shared_s3: the SHARED tier without peer pools. */
+static int is_shared(void)
+{
+	return !strncmp(scen, "shared", 6);
+}
 
 #define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
 	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); failures++; } } while (0)
@@ -106,7 +119,7 @@ static int fake_ctl(const char *json)
 
 static void rank_env(const char *tag, int rank, int node)
 {
-	int shared = !strcmp(scen, "shared");
+	int shared = is_shared();
 	rp_rank r = { env.dir, tag, JOB, rank, WORLD, 0, ckroot[node], agent[node].unixa,
 	              shared ? "local_mem,local_disk" : "local_mem,peer_mem,local_disk", env.tokpath, 150 };
 	rp_child_setup(driver, &r);
@@ -297,7 +310,7 @@ static void start_daemons(void)
 		snprintf(host, sizeof(host), "127.0.0.%d", k + 1);
 		const char *aargs[16] = { "--role", "agent", "--coordinator", coord.tcp, "--pool-size", "32M",
 		                          "--peer-pool-size", "32M", NULL };
-		if (!strcmp(scen, "shared")) { /* far below the checkpoint rate: a backlog builds */
+		if (is_shared()) { /* far below the checkpoint rate: a backlog builds */
 			aargs[6] = "--shared-dir";
 			aargs[7] = shared_dir;
 			aargs[8] = "--shared-rate";
@@ -349,7 +362,7 @@ static uint64_t raise_notice(proc *p, int *noticed)
 		cli_preempt("n3", "30s");
 		return now + 30000000000ull;
 	}
-	if (!strcmp(scen, "shared")) { /* n2's two files take 16 s at the throttle's rate */
+	if (is_shared()) { /* n2's two files take 16 s at the throttle's rate */
 		cli_preempt("n2", "15s");
 		return now + 15000000000ull;
 	}
@@ -414,14 +427,35 @@ static void run(void)
 		CHECK(newest == S, "the newest committed version is %llu at tiers 0x%x; want the emergency step %llu",
 		      (unsigned long long)newest, tiers, (unsigned long long)S);
 	}
-	if (!short_ && !strcmp(scen, "shared")) {
+	if (!short_ && is_shared()) {
 		uint32_t tiers = 0;
 		newest_committed(S + 1, 0, &tiers);
 		CHECK(tiers & CKPT_TIER_SHARED, "version %llu is committed at tiers 0x%x, not at SHARED",
 		      (unsigned long long)S, tiers);
+		if (bucket[0]) { /* in the bucket itself: every rank's object, and the marker */
+			int have = 0;
+			for (int r = -1; r < WORLD; r++) {
+				char key[300];
+				s3gw_buf b = { 0 };
+				if (r < 0)
+					snprintf(key, sizeof(key), "pre/jobs/%s/v%020llu/COMMITTED", JOB, (unsigned long long)S);
+				else
+					snprintf(key, sizeof(key), "pre/jobs/%s/v%020llu/r%06d.ckpt", JOB, (unsigned long long)S, r);
+				uint64_t end = td_ms() + 10000; /* the marker follows the SHARED commit */
+				long st;
+				while ((st = s3gw_get(&gw, bucket, key, &b)) != 200 && td_ms() < end) {
+					s3gw_buf_free(&b);
+					usleep(50000);
+				}
+				have += st == 200 && b.len > 0;
+				s3gw_buf_free(&b);
+			}
+			CHECK(have == WORLD + 1, "%d of %d objects and the marker of version %llu in the bucket", have - 1, WORLD,
+			      (unsigned long long)S);
+		}
 		if (!failures)
-			fprintf(stderr, "ok: shared: every rank saved step %llu and left; committed at SHARED %.1f s before the "
-			        "deadline, ahead of the throttled backlog\n", (unsigned long long)S,
+			fprintf(stderr, "ok: %s: every rank saved step %llu and left; committed at SHARED %.1f s before the "
+			        "deadline, ahead of the throttled backlog\n", scen, (unsigned long long)S,
 			        (deadline - exit_ns[WORLD - 1]) / 1e9);
 	} else if (!short_) {
 		/* The noticed nodes' ranks have partner copies, none on a noticed
@@ -465,6 +499,11 @@ static void run(void)
 		char log[700];
 		rp_log_path(log, sizeof(log), env.dir, "restore", r);
 		CHECK(!td_file_has(log, 0, "ckpt ERROR"), "rank %d restored fine but logged an ERROR (%s)", r, log);
+		/* Their node gone and no partner DRAM: the noticed node's ranks
+		 * read the emergency version from SHARED. */
+		if (!short_ && is_shared() && (noticed & (1 << (r / 2))))
+			CHECK(td_file_has(log, 0, "restored from SHARED"), "rank %d (its node noticed) did not restore from "
+			      "SHARED (%s)", r, log);
 	}
 	if (ok == WORLD)
 		fprintf(stderr, "ok: %s: 6 new ranks restored version %llu bit-exact\n", scen, (unsigned long long)want);
@@ -485,6 +524,18 @@ int main(int argc, char **argv)
 	rt_init(&env, tag);
 	snprintf(shared_dir, sizeof(shared_dir), "%s/shared", env.dir);
 	T_ASSERT(mkdir(shared_dir, 0700) == 0);
+	if (!strcmp(scen, "shared_s3")) { /* the agents and ranks reach the bucket with the user's keys */
+		s3gw_open(&gw, env.dir);
+		s3gw_new_bucket(&gw, "preempt", bucket, sizeof(bucket));
+		snprintf(shared_dir, sizeof(shared_dir), "s3://%s/pre/", bucket);
+		setenv("CKPT_S3_ENDPOINT", gw.endpoint, 1);
+		setenv("CKPT_S3_REGION", gw.region[0] ? gw.region : "us-east-1", 1);
+		setenv("AWS_ACCESS_KEY_ID", gw.access, 1);
+		setenv("AWS_SECRET_ACCESS_KEY", gw.secret, 1);
+		setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+		unsetenv("AWS_SESSION_TOKEN");
+		unsetenv("AWS_PROFILE");
+	}
 	if (!strcmp(scen, "aws") || !strcmp(scen, "gcp") || !strcmp(scen, "azure"))
 		fake_start();
 	start_daemons();
@@ -501,6 +552,7 @@ int main(int argc, char **argv)
 		kill(fake_pid, SIGTERM);
 		waitpid(fake_pid, NULL, 0);
 	}
+	s3gw_close(&gw);
 	ckptd_secret_free(env.cluster);
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed; logs kept in %s\n", failures, env.dir);

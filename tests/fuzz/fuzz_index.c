@@ -1,5 +1,6 @@
 /* Fuzz target for the LMDB index codecs: version records, shard records and
- * keys; and the SHARED tree's commit marker (a small text record on disk). A record that decodes must re-encode to the same bytes and satisfy
+ * keys; the SHARED tree's commit marker (a small text record on disk); and
+ * the object store's keys as a LIST answers them (format/s3tree.h). A record that decodes must re-encode to the same bytes and satisfy
  * the decoder's promises; anything else must be refused with
  * -CKPT_ECORRUPT or -CKPT_EFORMAT.
  *
@@ -9,6 +10,9 @@
 #include "fuzz_driver.h"
 #include "format/index.h"
 #include "format/shared.h"
+#include "format/s3tree.h"
+
+#include <errno.h>
 
 static void check_err(int r, const char *what)
 {
@@ -93,12 +97,34 @@ static int run_marker(const uint8_t *data, size_t size)
 	return r;
 }
 
+/* A key from a listing is taken only in the layout's own spelling: one that
+ * parses is what ckpt__s3tree_key writes for what it parsed to. */
+static int run_s3key(const uint8_t *data, size_t size)
+{
+	static ckpt_s3tree t = { .prefix = "p/" };
+	char key[CKPT_S3TREE_KEY_MAX], job[65], again[CKPT_S3TREE_KEY_MAX];
+	size_t n = size < sizeof(key) - 1 ? size : sizeof(key) - 1;
+	memcpy(key, data, n);
+	key[n] = '\0';
+	uint64_t v = 0;
+	uint32_t rank = 0;
+	int r = ckpt__s3tree_parse_key(&t, key, job, &v, &rank);
+	FZ_CHECK(r == 0 || r == -EINVAL, "ckpt__s3tree_parse_key returned %d", r);
+	if (r == 0) {
+		FZ_CHECK(ckpt__job_valid(job) == 0, "a key parsed to an invalid job id");
+		FZ_CHECK(ckpt__s3tree_key(&t, again, sizeof(again), job, v, rank) == 0 && !strcmp(again, key),
+		         "key '%s' parses but is not the one written for it", key);
+	}
+	return r;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	run_version(data, size);
 	run_shard(data, size);
 	run_key(data, size);
 	run_marker(data, size);
+	run_s3key(data, size);
 	return 0;
 }
 

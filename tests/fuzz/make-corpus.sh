@@ -77,5 +77,9 @@ shard_rec 4 > "$out/index/shard-disk-no-lineage"
 { printf '\x06golden'; be 42 8; be 3 4; } > "$out/index/key-shard"
 { printf '\x40'; head -c 64 /dev/zero | tr '\0' 'j'; be 18446744073709551615 8; be 4294967295 4; } \
 	> "$out/index/key-longest"
+# The SHARED tier's marker, and the object store's keys (format/s3tree.h, prefix "p/").
+printf 'ckpt-shared-commit 1\njob j\nversion 7\nworld_size 8\nlineage 00000000deadbeef\n' > "$out/index/shared-marker"
+printf 'p/jobs/j/v00000000000000000007/r000003.ckpt' > "$out/index/s3-key-shard"
+printf 'p/jobs/job-1.x/v18446744073709551615/COMMITTED' > "$out/index/s3-key-marker"
 
 du -sh "$out"

@@ -308,7 +308,9 @@ class Proxy:
         self.requests = 0
         self.kinds = {}
         self.arrived = {}
-        self.in_flight = {}
+        # What is in flight now is not a counter: requests that arrived
+        # before a reset still end after it.
+        self.in_flight = {k: n for k, n in getattr(self, "in_flight", {}).items() if n}
         self.status = {}
         self.faults = {}
         self.log = []

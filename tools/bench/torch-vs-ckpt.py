@@ -2,7 +2,7 @@
 on one disk, one state (N random float32 tensors, SIZE bytes in all), in one run,
 beside the machine's own limits measured in the same run: a tensor copy_ into a
 pre-touched buffer (memcpy) and fio write/read of the same bytes (O_DIRECT,
-io_uring, 8 MiB blocks, QD 8 -- ckpt's chunk and depth).
+io_uring, 8 MiB blocks -- ckpt's chunk --, the faster of queue depths 8 and 32).
 
 Four figures per method, medians over --iters:
   stall    until the save call returns
@@ -66,13 +66,24 @@ def fsync_tree(path):
     os.close(fd)
 
 
+FIO_DEPTHS = (8, 32)  # ckpt's default depth, and a deeper queue
+
+
 def fio(rw, path, size):
+    """Seconds for fio to write or read size bytes of path (O_DIRECT,
+    io_uring, 8 MiB blocks): the faster of queue depth 8 (ckpt's default)
+    and 32. A virtual disk can read twice as fast at 32 as at 8, so depth 8
+    alone is not the disk's limit (restores then measured 1.5-2.3x "fio
+    read")."""
     bs = min(8 << 20, size) // 4096 * 4096  # a smoke size below one block
-    r = subprocess.run(["fio", "--name=seq" + rw, f"--filename={path}", f"--rw={rw}", f"--bs={bs}", "--iodepth=8",
-                        "--ioengine=io_uring", "--direct=1", f"--size={size}", "--end_fsync=1",
-                        "--output-format=json"], capture_output=True, text=True, check=True)
-    j = json.loads(r.stdout)["jobs"][0]
-    return j["job_runtime"] / 1000.0
+    best = None
+    for depth in FIO_DEPTHS:
+        r = subprocess.run(["fio", "--name=seq" + rw, f"--filename={path}", f"--rw={rw}", f"--bs={bs}",
+                            f"--iodepth={depth}", "--ioengine=io_uring", "--direct=1", f"--size={size}",
+                            "--end_fsync=1", "--output-format=json"], capture_output=True, text=True, check=True)
+        s = json.loads(r.stdout)["jobs"][0]["job_runtime"] / 1000.0
+        best = s if best is None else min(best, s)
+    return best
 
 
 def timed(fn):

@@ -40,6 +40,7 @@ typedef struct cli {
 	ckpt_logger lg;
 	ckpt_faults faults;
 	ckpt_index *ix;
+	struct ckpt_s3tree *tree; /* --root s3://...: the object store (cmd_s3.c) */
 } cli;
 
 typedef struct cli_cmd {
@@ -97,6 +98,8 @@ typedef struct cli_shard_src {
 	int check_sum;           /* compare the footer checksum with footer_checksum */
 	uint64_t footer_checksum;
 	uint64_t lineage;        /* the run that must have written it (a SHARED marker's); 0: any */
+	struct ckpt_s3tree *tree; /* or an object at key in an object store */
+	const char *key;
 } cli_shard_src;
 /* Writes each region of the shard (version v, rank) as a file into the
  * directory outfd, every chunk verified first. Returns 0 or an error (why says). */
@@ -107,6 +110,15 @@ void cli_remove_stage(const char *dir);
 /* shared_dir: the SHARED tree as this machine sees it (NULL: not read). */
 int cli_restore_daemon(cli *c, const char *out, const char *shared_dir);
 int cli_open_index(cli *c);
+/* cmd_s3.c: the commands on an object store root (--root s3://BUCKET/PREFIX):
+ * versions and shards from a LIST of the job's keys, markers, objects. */
+int cli_s3_root(const cli *c); /* 1 if --root names an object store */
+int cli_s3_ls(cli *c);
+int cli_s3_show(cli *c);
+int cli_s3_verify(cli *c);
+int cli_s3_restore(cli *c, const char *out);
+int cli_s3_rm(cli *c);
+int cli_s3_gc(cli *c, long keep);
 /* cmd_export.c, cmd_import.c */
 int cmd_export(cli *c, int argc, char **argv);
 void help_export(FILE *out);

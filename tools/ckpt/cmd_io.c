@@ -4,6 +4,7 @@
 #include "base/parse.h"
 #include "format/format.h"
 #include "format/reader.h"
+#include "format/s3tree.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -541,6 +542,8 @@ int cmd_verify(cli *c, int argc, char **argv)
 		return -use;
 	if (use)
 		return cli_daemon_verify(c);
+	if (cli_s3_root(c))
+		return cli_s3_verify(c);
 	if (cli_need(c, 1, 1) < 0)
 		return cli_usage("verify", "--root and a valid --job are required");
 	int rc = cli_open_index(c);
@@ -684,9 +687,10 @@ static int sync_files(const ckpt_shard *s, int outfd)
  * every file stays inside it whatever a name says. */
 int cli_restore_shard(cli *c, const cli_shard_src *src, uint64_t v, uint32_t rank, int outfd, char *why, size_t cap)
 {
-	const char *path = src->path ? src->path : "the DRAM copy";
+	const char *path = src->path ? src->path : src->tree ? src->key : "the DRAM copy";
 	ckpt_shard s;
 	int err = src->img ? ckpt__shard_parse_mem(src->img, src->len, &s, why, cap)
+	        : src->tree ? ckpt__s3tree_shard_open(src->tree, src->key, &s, why, cap)
 	                   : ckpt__shard_open(src->path, &s, why, cap);
 	if (err < 0)
 		return err;
@@ -711,6 +715,7 @@ int cli_restore_shard(cli *c, const cli_shard_src *src, uint64_t v, uint32_t ran
 		of.fd[k] = -1;
 	ckpt_read_opts o = { .depth = 8, .direct = 1, .lg = &c->lg, .why = why, .whycap = cap };
 	err = src->img ? ckpt__shard_read_mem(src->img, src->len, &s, &o, file_sink, &of)
+	    : src->tree ? ckpt__s3tree_shard_read(src->tree, src->key, &s, &o, file_sink, &of)
 	               : ckpt__shard_read(src->path, &s, &o, file_sink, &of);
 	out_close(&of);
 	if (p.on && err < 0)
@@ -892,6 +897,8 @@ int cmd_restore(cli *c, int argc, char **argv)
 		return cli_usage("restore", "--out is required");
 	if (use)
 		return cli_restore_daemon(c, out, shared_dir && *shared_dir ? shared_dir : NULL);
+	if (cli_s3_root(c))
+		return cli_s3_restore(c, out);
 	if (cli_need(c, 1, 1) < 0 || !out)
 		return cli_usage("restore", "--root, a valid --job and --out are required");
 	if (c->version == VERSION_ALL)

@@ -246,6 +246,8 @@ static int cmd_ls(cli *c, int argc, char **argv)
 		return cli_usage("ls", "--root and --daemon exclude each other");
 	if (c->daemon && *c->daemon && (c->daemon_flag || !c->root_flag))
 		return cli_daemon_ls(c);
+	if (cli_s3_root(c))
+		return cli_s3_ls(c);
 	if (cli_need(c, 1, 0) < 0)
 		return cli_usage("ls", "--root is required");
 	if (c->job && ckpt__job_valid(c->job) < 0)
@@ -452,12 +454,16 @@ static int cmd_show(cli *c, int argc, char **argv)
 	if (rc)
 		return rc;
 	if (global) {
+		if (cli_s3_root(c))
+			return cli_usage("show", "--global reads a checkpoint root, not an object store");
 		if (cli_need(c, 1, 1) < 0)
 			return cli_usage("show", "--global needs --root and a valid --job");
 		return cli_show_global(c);
 	}
 	if ((rc = cli_use_daemon(c, "show")) != 0)
 		return rc < 0 ? -rc : cli_daemon_show(c);
+	if (cli_s3_root(c))
+		return cli_s3_show(c);
 	if (cli_need(c, 1, 1) < 0)
 		return cli_usage("show", "--root and a valid --job are required");
 	if (c->version == VERSION_UNSET || c->version == VERSION_ALL)
@@ -532,6 +538,8 @@ static int cmd_rm(cli *c, int argc, char **argv)
 		return cli_daemon_rm(c, tiers);
 	if (tiers)
 		return cli_usage("rm", "--tiers goes with --daemon (a root holds one tier)");
+	if (cli_s3_root(c))
+		return cli_s3_rm(c);
 	if (cli_need(c, 1, 1) < 0)
 		return cli_usage("rm", "--root and a valid --job are required");
 	if (c->version >= VERSION_UNSET || c->version == VERSION_ALL)
@@ -602,6 +610,8 @@ static int cmd_gc(cli *c, int argc, char **argv)
 		return cli_usage("gc", "--keep-dram, --keep-disk and --keep-every go with --daemon");
 	if (keep < 0)
 		return cli_usage("gc", "--keep N is required");
+	if (cli_s3_root(c))
+		return cli_s3_gc(c, keep);
 	if (cli_need(c, 1, 1) < 0)
 		return cli_usage("gc", "--root and a valid --job are required");
 	if ((rc = cli_open_index(c)))
