@@ -11,6 +11,8 @@
 #include "s3gw_helper.h"
 #include "s3.h"
 
+#include <pthread.h>
+
 static s3gw g;
 static char bucket[64];
 
@@ -322,6 +324,62 @@ static void listing(void)
 	printf("ok: list pages, batched deletes, multipart uploads listed and aborted\n");
 }
 
+/* One client, several threads at once: each its own objects, uploads and
+ * reads, all whole. */
+typedef struct worker {
+	ckpt_s3 *s3;
+	int id, rc;
+	char err[512];
+} worker;
+
+static void *work(void *arg)
+{
+	worker *w = arg;
+	char key[64];
+	uint64_t len = 3 * (1u << 20) + 17;
+	for (int i = 0; i < 3 && !w->rc; i++) {
+		snprintf(key, sizeof(key), "threads/w%d-%d", w->id, i);
+		src s = { .seed = (uint64_t)(100 + w->id * 10 + i) };
+		if ((w->rc = ckpt_s3_upload(w->s3, bucket, key, len, fill, &s, w->err, sizeof(w->err))) < 0)
+			break;
+		unsigned char *buf = malloc(len);
+		ckpt_s3_range r[2] = { { 0, len / 2, buf }, { len / 2, len - len / 2, buf + len / 2 } };
+		if ((w->rc = ckpt_s3_get_ranges(w->s3, bucket, key, r, 2, w->err, sizeof(w->err))) == 0)
+			for (uint64_t j = 0; j < len; j++)
+				if (buf[j] != byte_at(s.seed, j)) {
+					snprintf(w->err, sizeof(w->err), "%s: byte %llu differs", key, (unsigned long long)j);
+					w->rc = -EIO;
+					break;
+				}
+		free(buf);
+	}
+	return NULL;
+}
+
+static void threads(void)
+{
+	ckpt_s3_cfg cfg = { 0 };
+	cfg.part_bytes = 1u << 20;
+	cfg.parts_in_flight = 2;
+	ckpt_s3 *s3 = client(NULL, &cfg);
+	worker w[4];
+	pthread_t t[4];
+	for (int i = 0; i < 4; i++) {
+		w[i] = (worker){ s3, i, 0, "" };
+		T_ASSERT(pthread_create(&t[i], NULL, work, &w[i]) == 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		if (w[i].rc)
+			T_FAIL("thread %d: %s", i, w[i].err);
+	}
+	ckpt_s3_stats st;
+	ckpt_s3_stats_get(s3, &st);
+	T_ASSERT(st.part_bytes_peak <= 4 * 2 * cfg.part_bytes);
+	ckpt_s3_close(s3);
+	printf("ok: 4 threads on one client: 12 uploads and their reads\n");
+}
+
 static void faults(const char *tmp)
 {
 	char err[512];
@@ -461,6 +519,7 @@ static void refusals(void)
 
 int main(void)
 {
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	char *tmp = t_tmpdir("s3client");
 	s3gw_open(&g, tmp);
 	s3gw_new_bucket(&g, "client", bucket, sizeof(bucket));
@@ -470,6 +529,7 @@ int main(void)
 	basics();
 	multipart();
 	listing();
+	threads();
 	faults(tmp);
 	refusals();
 	s3gw_close(&g);

@@ -49,7 +49,8 @@ static int put_with(const char *profile, const char *region, const char *imds_ep
 
 static void no_secret(const char *msg)
 {
-	T_ASSERT(!strstr(msg, g.secret) && !strstr(msg, g.access) && !strstr(msg, "WRONGSECRET"));
+	T_ASSERT(!strstr(msg, g.secret) && !strstr(msg, g.access) && !strstr(msg, "WRONGSECRET") &&
+	         !strstr(msg, "role+token"));
 }
 
 /* --- the fake metadata service --- */
@@ -149,7 +150,8 @@ static void imds_creds(const char *access, const char *secret, int ttl)
 {
 	char json[600];
 	snprintf(json, sizeof(json),
-	         "{\"aws_role\": \"ckpt-test-role\", \"aws_creds\": {\"AccessKeyId\": \"%s\", \"SecretAccessKey\": \"%s\"},"
+	         "{\"aws_role\": \"ckpt-test-role\", \"aws_creds\": {\"AccessKeyId\": \"%s\", \"SecretAccessKey\": \"%s\","
+	         " \"Token\": \"IQoJb3JpZ2luX2VjEXAMPLE/role+token==\"},"
 	         " \"aws_creds_ttl\": %d}", access, secret, ttl);
 	free(imds_ctl(json));
 }
@@ -176,6 +178,11 @@ int main(void)
 	T_ASSERT(mkdir(home, 0700) == 0 && mkdir(path, 0700) == 0);
 	setenv("HOME", home, 1);
 	T_OK(put_with(NULL, reg, NULL, err, sizeof(err)));
+	/* A session token is signed and sent (x-amz-security-token); this
+	 * gateway, without STS, checks the signature over it and ignores it. */
+	setenv("AWS_SESSION_TOKEN", "FwoGZXIvYXdzEXAMPLE+session/token==", 1);
+	T_OK(put_with(NULL, reg, NULL, err, sizeof(err)));
+	unsetenv("AWS_SESSION_TOKEN");
 	setenv("AWS_ACCESS_KEY_ID", g.access, 1);
 	unsetenv("AWS_SECRET_ACCESS_KEY");
 	T_ASSERT(put_with(NULL, reg, NULL, err, sizeof(err)) == -EACCES && strstr(err, "AWS_SECRET_ACCESS_KEY is not"));
