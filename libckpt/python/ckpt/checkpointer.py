@@ -200,6 +200,17 @@ class Checkpointer:
             if leaf.device == _ckpt.DEVICE_CUDA and self._cuda_dev is None:
                 self._cuda_dev = leaf.cuda_index
 
+    def _release_regions(self) -> None:
+        """Unregisters every region and drops the references to their
+        memory. For callers whose state is a fresh copy at each save (DCP's
+        stagers): holding the last copy until the next save keeps the
+        allocator from reusing its memory, so every copy is faulted in anew
+        (DCP's staging took 1.0 s instead of 0.37 s for 1 GiB)."""
+        with self._lock:
+            for name in list(self._registered):
+                self._ctx.region_remove(name)
+            self._registered.clear()
+
     def _only(self, name: str, buf: bytearray) -> None:
         leaf = _state.Leaf("bytes", "bytes", (), len(buf), _ckpt.DEVICE_HOST, buf, ("meta", id(buf)), owner=buf)
         self._sync({name: leaf})

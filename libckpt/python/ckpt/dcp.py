@@ -249,7 +249,11 @@ class StorageWriter(_Writer):
         if self.is_coordinator:
             self._pending = state  # saved in finish(), with the global metadata
         else:
-            self.checkpointer().save(self.version, state).wait(timeout=self.timeout)
+            ck = self.checkpointer()
+            try:
+                ck.save(self.version, state).wait(timeout=self.timeout)
+            finally:
+                ck._release_regions()  # the planner's tensors: DCP's stagers copy anew at each save
         fut: Future = Future()
         fut.set_result(results)
         return fut
@@ -262,7 +266,11 @@ class StorageWriter(_Writer):
         state = self._pending
         state[METADATA] = bytearray(pickle.dumps(metadata, protocol=pickle.HIGHEST_PROTOCOL))
         self._pending = None
-        st = self.checkpointer().save(self.version, state).wait(timeout=self.timeout)
+        ck = self.checkpointer()
+        try:
+            st = ck.save(self.version, state).wait(timeout=self.timeout)
+        finally:
+            ck._release_regions()
         if not st.committed:
             raise StateError(-(_ckpt.ESTATE), f"version {self.version}: the metadata is durable but the version "
                                               f"is not COMMITTED: a rank's shard is missing")

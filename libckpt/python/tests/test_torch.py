@@ -163,3 +163,33 @@ def test_large_tensors_aligned_and_misaligned(root):
             assert v.data_ptr() % 4096 == 0, k
             assert v.dtype == want[k].dtype and v.shape == want[k].shape, k
             assert bits(v) == bits(want[k]), k
+
+
+def test_dcp_writer_keeps_no_state_between_saves(root):
+    """After dcp.save through ckpt.torch.StorageWriter returns, the writer
+    holds nothing of the state it saved: DCP's stagers hand it a fresh copy
+    at every save, and keeping the last one (its regions registered) held
+    a whole state's memory in the allocator until the next save."""
+    import gc
+    import weakref
+
+    import torch.distributed.checkpoint as dcp
+    from ckpt.torch import StorageReader, StorageWriter
+
+    w = StorageWriter("dcpref", root)
+    alive = []
+    for step in (1, 2):
+        arrays = [np.random.default_rng(step * 10 + i).standard_normal(4096).astype(np.float32) for i in range(4)]
+        refs = [weakref.ref(a) for a in arrays]
+        state = {f"t{i}": torch.from_numpy(a) for i, a in enumerate(arrays)}
+        want = {k: v.clone() for k, v in state.items()}
+        dcp.save(state, storage_writer=w, checkpoint_id=step, no_dist=True)
+        del state, arrays
+        gc.collect()
+        alive.append(sum(r() is not None for r in refs))
+    assert alive == [0, 0], f"tensors the writer still holds after each save: {alive}"
+    w.close()
+    into = {k: torch.zeros_like(v) for k, v in want.items()}
+    dcp.load(into, storage_reader=StorageReader("dcpref", root), checkpoint_id=2, no_dist=True)
+    for k in want:
+        assert torch.equal(into[k], want[k]), k
