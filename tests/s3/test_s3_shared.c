@@ -20,7 +20,8 @@
  *     every version with a marker has every rank's object, each the rank's
  *     file byte for byte (never a torn version), and every object there is
  *     whole; restarted, n1 finishes the flush. `ckpt gc` on the s3:// root
- *     then leaves no multipart upload in progress.
+ *     then leaves no multipart upload in progress; `ckpt restore --daemon`
+ *     through n1 with --shared-dir s3:// takes n2's ranks from the bucket.
  *  C. The whole cluster lost: both agents and the coordinator killed, every
  *     checkpoint root and agent root deleted. Four ranks with nothing but
  *     CKPT_SHARED_DIR (no daemon, empty roots) restore the newest version
@@ -469,6 +470,18 @@ static uint64_t phase_k(uint64_t v)
 	long after = s3gw_count_uploads(&g, bucket, "pre/");
 	CHECK(rc == 0 && after == 0, "ckpt gc --root s3:// exited %d and left %ld uploads (%ld before): %s", rc, after,
 	      before, out);
+	/* The operator's way through a node's agent: n1's ranks from its own
+	 * copies, n2's from the bucket. */
+	char dir[700], da[3000];
+	snprintf(dir, sizeof(dir), "%s/cli-daemon-restore", env.dir);
+	snprintf(da, sizeof(da), "restore --daemon %s --token-file '%s' --job %s --version %llu --shared-dir %s "
+	         "--out '%s' --json", agent[0].unixa, env.tokpath, JOB, (unsigned long long)newest, url, dir);
+	rc = ckpt_tool(da, out, sizeof(out));
+	int exact = 0;
+	for (int r = 0; r < WORLD; r++)
+		exact += restored_files(dir, r, newest);
+	CHECK(rc == 0 && exact == WORLD && strstr(out, "\"from_shared\":2"),
+	      "ckpt restore --daemon --shared-dir s3:// exited %d, %d of %d ranks bit-exact: %s", rc, exact, WORLD, out);
 	if (done && sane && after == 0)
 		fprintf(stderr, "ok: K: n1 killed -9 %d times (%d mid-upload, %d leaving an incomplete upload, %d versions "
 		        "saved meanwhile) in %.1f s: no version ever looked complete that was not; version %llu committed at "

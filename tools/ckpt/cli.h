@@ -113,6 +113,10 @@ int cli_open_index(cli *c);
 /* cmd_s3.c: the commands on an object store root (--root s3://BUCKET/PREFIX):
  * versions and shards from a LIST of the job's keys, markers, objects. */
 int cli_s3_root(const cli *c); /* 1 if --root names an object store */
+/* Opens c->tree on url (EXIT_OK, or an exit code after saying why); close
+ * with cli_s3_close (none open: nothing done). */
+int cli_s3_open(cli *c, const char *url, const char *cmd);
+void cli_s3_close(cli *c);
 int cli_s3_ls(cli *c);
 int cli_s3_show(cli *c);
 int cli_s3_verify(cli *c);

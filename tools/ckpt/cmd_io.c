@@ -590,7 +590,7 @@ int cmd_verify(cli *c, int argc, char **argv)
 void help_restore(FILE *o)
 {
 	fprintf(o, "usage: ckpt restore --root DIR --job J --out DIR [--version V|latest] [--rank R]\n"
-	           "       ckpt restore --daemon unix:SOCK --job J --out DIR [--version V] [--rank R] [--shared-dir DIR]\n\n"
+	           "       ckpt restore --daemon unix:SOCK --job J --out DIR [--version V] [--rank R] [--shared-dir DIR|s3://B/P/]\n\n"
 	           "Writes each region of a shard as a file named after the region into --out\n"
 	           "(into --out/rank-R/ for each rank when the job has several ranks and --rank is\n"
 	           "not given). Every chunk is checksum-verified before it is written; files appear\n"

@@ -10,6 +10,7 @@
 #include "wire/client.h"
 #include "wire/fdpass.h"
 #include "format/shared.h"
+#include "format/s3tree.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -89,6 +90,15 @@ static void restage(const char *dir, int *dfd)
 		*dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }
 
+/* The SHARED tier's marker of v: the directory tree's, or the object
+ * store's (c->tree, opened for an s3:// --shared-dir). */
+static int shared_marker(cli *c, const char *shared_dir, uint64_t v, ckpt_shared_mark *mk)
+{
+	char err[600];
+	return c->tree ? ckpt__s3tree_marker_read(c->tree, c->job, v, mk, err, sizeof(err))
+	               : ckpt__shared_marker_read(shared_dir, c->job, v, mk);
+}
+
 /* This rank's file in the SHARED tree: the version must be committed there
  * (the tree's marker, or a SHARED copy the coordinator records); its header
  * must be this rank's of the marker's run. -ENOENT: not there. */
@@ -99,13 +109,19 @@ static int restore_shared(cli *c, const char *shared_dir, uint64_t v, uint32_t r
 	int listed = 0;
 	for (size_t i = 0; i < n; i++)
 		listed |= cp[i].rank == r && cp[i].tier == CKPT_TIER_SHARED && cp[i].live;
-	int err = ckpt__shared_marker_read(shared_dir, c->job, v, &mk);
+	int err = shared_marker(c, shared_dir, v, &mk);
 	if (err < 0 && !listed) {
 		snprintf(why, cap, "version %llu is not committed in %.300s (no marker, no SHARED copy recorded)",
 		         (unsigned long long)v, shared_dir);
 		return -ENOENT;
 	}
 	char path[4096];
+	if (c->tree) { /* the object: -ENOENT when it is not there */
+		if ((err = ckpt__s3tree_key(c->tree, path, sizeof(path), c->job, v, r)) < 0)
+			return err;
+		cli_shard_src src = { .tree = c->tree, .key = path, .lineage = mk.lineage };
+		return cli_restore_shard(c, &src, v, r, dfd, why, cap);
+	}
 	if ((err = ckpt__shard_path(path, sizeof(path), shared_dir, c->job, v, r)) < 0)
 		return err;
 	if (access(path, F_OK) != 0) {
@@ -148,7 +164,7 @@ static int restore_plan(cli *c, ckptd_client *cl, const char *shared_dir, rplan 
 		 * replaced) while the SHARED tree marks it committed: the tree is
 		 * enough, as it is for the library. */
 		ckpt_shared_mark mk;
-		if (rc != EXIT_NOTFOUND || !shared_dir || ckpt__shared_marker_read(shared_dir, c->job, p->v, &mk) < 0 ||
+		if (rc != EXIT_NOTFOUND || !shared_dir || shared_marker(c, shared_dir, p->v, &mk) < 0 ||
 		    !mk.world_size || mk.world_size > (1u << 20))
 			return rc;
 		fprintf(stderr, "ckpt restore: the SHARED tree marks version %llu committed (%u ranks): reading it there\n",
@@ -294,9 +310,13 @@ int cli_restore_daemon(cli *c, const char *out, const char *shared_dir)
 		return cli_usage("restore", "--daemon: restore reads this node's copies; give its agent's Unix socket "
 		                            "(unix:/path), not %s", c->daemon);
 	ckptd_client *cl = NULL;
-	int rc = cli_daemon_connect(c, "restore", c->job, &cl);
-	if (rc)
+	int rc;
+	if (shared_dir && ckpt__s3tree_is_url(shared_dir) && (rc = cli_s3_open(c, shared_dir, "restore")))
 		return rc;
+	if ((rc = cli_daemon_connect(c, "restore", c->job, &cl))) {
+		cli_s3_close(c);
+		return rc;
+	}
 	rplan p = { 0 };
 	rtally t = { 0 };
 	char stage[4200] = "", why[700] = "";
@@ -344,5 +364,6 @@ out:
 		cli_remove_stage(stage);
 	free(p.cp);
 	ckptd_client_close(cl);
+	cli_s3_close(c);
 	return rc;
 }

@@ -34,13 +34,13 @@ typedef struct s3scan {
 	size_t n, cap;
 } s3scan;
 
-static int open_tree(cli *c, const char *cmd)
+int cli_s3_open(cli *c, const char *url, const char *cmd)
 {
 	if (c->tree)
 		return EXIT_OK;
 	char err[800] = "";
 	ckpt_s3tree *t = calloc(1, sizeof(*t));
-	int r = t ? ckpt__s3tree_open(t, c->root, err, sizeof(err)) : -ENOMEM;
+	int r = t ? ckpt__s3tree_open(t, url, err, sizeof(err)) : -ENOMEM;
 	if (r < 0) {
 		fprintf(stderr, "ckpt %s: %s\n", cmd, err[0] ? err : ckpt_strerror(r));
 		free(t);
@@ -50,7 +50,12 @@ static int open_tree(cli *c, const char *cmd)
 	return EXIT_OK;
 }
 
-static void close_tree(cli *c)
+static int open_tree(cli *c, const char *cmd)
+{
+	return cli_s3_open(c, c->root, cmd);
+}
+
+void cli_s3_close(cli *c)
 {
 	if (!c->tree)
 		return;
@@ -222,11 +227,11 @@ int cli_s3_ls(cli *c)
 		int r = ckpt__s3tree_jobs(c->tree, &jobs, &nj, err, sizeof(err));
 		if (r < 0) {
 			fprintf(stderr, "ckpt ls: listing %s: %s\n", c->root, err[0] ? err : ckpt_strerror(r));
-			close_tree(c);
+			cli_s3_close(c);
 			return EXIT_ERROR;
 		}
 	} else if (ckpt__job_valid(c->job) < 0) {
-		close_tree(c);
+		cli_s3_close(c);
 		return cli_usage("ls", "invalid job id '%s'", c->job);
 	}
 	if (c->json)
@@ -245,7 +250,7 @@ int cli_s3_ls(cli *c)
 	if (c->json)
 		printf("%s]\n", first ? "" : "\n");
 	free(jobs);
-	close_tree(c);
+	cli_s3_close(c);
 	return rc;
 }
 
@@ -340,7 +345,7 @@ int cli_s3_show(cli *c)
 		return rc;
 	s3scan sc;
 	if ((rc = scan_job(c, "show", &sc))) {
-		close_tree(c);
+		cli_s3_close(c);
 		return rc;
 	}
 	uint64_t want = c->version == VERSION_UNSET || c->version == VERSION_ALL ? VERSION_LATEST : c->version;
@@ -365,7 +370,7 @@ int cli_s3_show(cli *c)
 			printf("\n]}\n");
 	}
 	scan_free(&sc);
-	close_tree(c);
+	cli_s3_close(c);
 	return rc;
 }
 
@@ -376,7 +381,7 @@ int cli_s3_verify(cli *c)
 		return rc;
 	s3scan sc;
 	if ((rc = scan_job(c, "verify", &sc))) {
-		close_tree(c);
+		cli_s3_close(c);
 		return rc;
 	}
 	uint64_t want = c->version == VERSION_UNSET ? VERSION_ALL : c->version;
@@ -393,7 +398,7 @@ int cli_s3_verify(cli *c)
 	if (c->json)
 		printf("%s]\n", first ? "" : "\n");
 	scan_free(&sc);
-	close_tree(c);
+	cli_s3_close(c);
 	if (!found && want != VERSION_ALL) {
 		fprintf(stderr, "ckpt verify: job %s has no such version in %s\n", c->job, c->root);
 		return EXIT_NOTFOUND;
@@ -454,7 +459,7 @@ int cli_s3_restore(cli *c, const char *out)
 		return rc;
 	s3scan sc;
 	if ((rc = scan_job(c, "restore", &sc))) {
-		close_tree(c);
+		cli_s3_close(c);
 		return rc;
 	}
 	uint64_t want = c->version == VERSION_UNSET ? VERSION_LATEST : c->version;
@@ -501,7 +506,7 @@ int cli_s3_restore(cli *c, const char *out)
 		fprintf(stderr, "ckpt restore: job %s has no %s in %s\n", c->job,
 		        want == VERSION_LATEST ? "committed version" : "such version", c->root);
 	scan_free(&sc);
-	close_tree(c);
+	cli_s3_close(c);
 	return rc;
 }
 
@@ -524,7 +529,7 @@ int cli_s3_rm(cli *c)
 		return rc;
 	s3scan sc;
 	if ((rc = scan_job(c, "rm", &sc))) {
-		close_tree(c);
+		cli_s3_close(c);
 		return rc;
 	}
 	s3ver *x = pick(&sc, c->version);
@@ -538,7 +543,7 @@ int cli_s3_rm(cli *c)
 		printf("removed job %s version %llu from %s\n", c->job, (unsigned long long)c->version, c->root);
 	}
 	scan_free(&sc);
-	close_tree(c);
+	cli_s3_close(c);
 	return rc;
 }
 
@@ -555,7 +560,7 @@ int cli_s3_gc(cli *c, long keep)
 		return rc;
 	s3scan sc;
 	if ((rc = scan_job(c, "gc", &sc))) {
-		close_tree(c);
+		cli_s3_close(c);
 		return rc;
 	}
 	/* The newest `keep` committed stay, and what is newer than the oldest
@@ -587,6 +592,6 @@ int cli_s3_gc(cli *c, long keep)
 		printf("deleted %u versions of job %s in %s, kept the newest %ld committed; aborted %zu incomplete uploads\n",
 		       deleted, c->job, c->root, keep, aborted);
 	scan_free(&sc);
-	close_tree(c);
+	cli_s3_close(c);
 	return bad ? EXIT_ERROR : EXIT_OK;
 }
