@@ -242,6 +242,21 @@ int ckpt_s3_put(ckpt_s3 *s3, const char *bucket, const char *key, const void *da
 	s3__digests(r->body, len, r->sha, r->md5, NULL, NULL);
 	s3__do(s3, r);
 	rc = s3__req_result(r, err, errcap);
+	/* 412: the key exists. Holding these very bytes it is ours (a try
+	 * whose answer was lost, retried by us or by curl on a dead reused
+	 * connection) or the same content: no conflict. */
+	char hex[33], etag[130];
+	if (rc == -EEXIST && s3__md5_b64_hex(r->md5, hex) == 0) {
+		s3__req_free(r);
+		req_init(r, "HEAD", bucket, key);
+		if (s3__do(s3, r) == 0) {
+			snprintf(etag, sizeof(etag), "%s", r->etag);
+			size_t el = strlen(etag);
+			if (el == 34 && etag[0] == '"' && etag[33] == '"' && !strncasecmp(etag + 1, hex, 32) &&
+			    r->have_clen && r->clen == len)
+				rc = 0;
+		}
+	}
 	s3__req_free(r);
 	free(r);
 	return rc;

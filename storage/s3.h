@@ -11,7 +11,7 @@
  * message in err (never a secret: no key, no token, no signature):
  *   -ENOENT      NoSuchKey / 404 on an object
  *   -ENXIO       NoSuchBucket ("bucket B does not exist")
- *   -EEXIST      412 on a conditional PUT (If-None-Match: * and the key exists)
+ *   -EEXIST      412 on a conditional PUT (If-None-Match: * and the key exists, other bytes)
  *   -EACCES      403: InvalidAccessKeyId, SignatureDoesNotMatch (wrong secret),
  *                AccessDenied (no permission), RequestTimeTooSkewed (the clock:
  *                the message says by how much when the server says)
@@ -81,7 +81,10 @@ typedef struct ckpt_s3_stats {
 void ckpt_s3_stats_get(ckpt_s3 *s3, ckpt_s3_stats *st);
 
 /* A small object in one PUT with Content-MD5. flags CKPT_S3_IF_NONE_MATCH:
- * "If-None-Match: *" (-EEXIST when the key is there; the commit marker). */
+ * "If-None-Match: *" (the commit marker): -EEXIST when the key is there
+ * with other bytes; there with these very bytes (its ETag is their MD5:
+ * a try whose answer was lost wrote them, or a writer of the same
+ * content) it is 0. */
 #define CKPT_S3_IF_NONE_MATCH 1u
 int ckpt_s3_put(ckpt_s3 *s3, const char *bucket, const char *key, const void *data, size_t len,
                 uint32_t flags, char *err, size_t errcap);

@@ -65,6 +65,8 @@ void s3__amzdate(time_t t, char out[17]);
 
 void s3__sha256_hex(const void *p, size_t n, char out[65]);
 void s3__md5_b64(const void *p, size_t n, char out[25]);
+/* The hex form of a base64 MD5 (an S3 ETag's): 0, or -1 if not one. */
+int s3__md5_b64_hex(const char *b64, char hex[33]);
 /* Both in one pass, in steps; between steps pump(arg) (NULL: none) keeps
  * other transfers going. */
 void s3__digests(const void *p, size_t n, char sha_hex[65], char md5_b64[25], void (*pump)(void *), void *arg);

@@ -149,6 +149,15 @@ void s3__digests(const void *p, size_t n, char sha_hex[65], char md5_b64[25], vo
 	EVP_MD_CTX_free(m);
 }
 
+int s3__md5_b64_hex(const char *b64, char hex[33])
+{
+	unsigned char d[24];
+	if (strlen(b64) != 24 || EVP_DecodeBlock(d, (const unsigned char *)b64, 24) != 18)
+		return -1;
+	hexify(d, 16, hex);
+	return 0;
+}
+
 static void hmac(const void *key, size_t klen, const char *msg, unsigned char out[32])
 {
 	unsigned int n = 32;
