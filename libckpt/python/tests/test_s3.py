@@ -1,0 +1,83 @@
+"""Restore from the SHARED tier on an object store through Python: a Ceph
+gateway of this module's own (tests/s3/s3gw.sh; skipped without Ceph, a
+failure with CKPT_REQUIRE_S3=1), a bucket holding what the agents upload
+(each shard file as its object, then the version's marker), and a
+Checkpointer on an empty root with shared_dir="s3://BUCKET/p/": it restores
+the newest version bit-exact from the bucket alone. (The C library's
+fallback past a corrupt object is tests/s3/test_s3_shared.c's.)"""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import ckpt
+from conftest import SMALL, shard_files
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+S3GW = os.path.join(HERE, "..", "..", "..", "tests", "s3", "s3gw.sh")
+
+
+def sh(*args, **kw):
+    return subprocess.run(["bash", S3GW, *args], check=True, capture_output=True, text=True, **kw).stdout
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory):
+    if not os.path.exists(S3GW):
+        pytest.skip("no tests/s3/s3gw.sh beside the package's tests")
+    rc = subprocess.run(["bash", S3GW, "check"], capture_output=True).returncode
+    if rc == 77:
+        if os.environ.get("CKPT_REQUIRE_S3") == "1":
+            pytest.fail("no Ceph S3 gateway here (tools/deps.sh installs it) and CKPT_REQUIRE_S3=1")
+        pytest.skip("no Ceph S3 gateway here")
+    d = str(tmp_path_factory.mktemp("s3gw") / "gw")
+    env = dict(line.split("=", 1) for line in sh("start", "--dir", d, "--owner", str(os.getpid())).splitlines()
+               if "=" in line)
+    yield env
+    subprocess.run(["bash", S3GW, "stop", env["S3GW_DIR"]], capture_output=True)
+
+
+def put(gw, bucket, key, path):
+    sh("curl", gw["S3GW_DIR"], "-sS", "-f", "-T", path, "%s/%s/%s" % (gw["S3GW_ENDPOINT"], bucket, key))
+
+
+def upload(gw, bucket, root, job, version, tmp_path):
+    """As the agents do: the shard objects first, the marker last."""
+    vdir = "p/jobs/%s/v%020d" % (job, version)
+    files = shard_files(root, job, version)
+    for f in files:
+        put(gw, bucket, "%s/%s" % (vdir, os.path.basename(f)), f)
+    mk = tmp_path / ("marker-%d" % version)
+    mk.write_text("ckpt-shared-commit 1\njob %s\nversion %d\nworld_size %d\nlineage %016x\n" % (job, version,
+                                                                                                   len(files), 0))
+    put(gw, bucket, vdir + "/COMMITTED", str(mk))
+
+
+def test_restore_from_the_bucket_alone(gw, tmp_path, monkeypatch):
+    bucket = sh("bucket", gw["S3GW_DIR"], "py-%d" % os.getpid()).strip() or "py-%d" % os.getpid()
+    monkeypatch.setenv("CKPT_S3_ENDPOINT", gw["S3GW_ENDPOINT"])
+    monkeypatch.setenv("CKPT_S3_REGION", gw.get("S3GW_REGION", "us-east-1"))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", gw["S3GW_ACCESS_KEY"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", gw["S3GW_SECRET_KEY"])
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    first_root = str(tmp_path / "node")
+    rng = np.random.default_rng(23)
+    state = {"w": rng.standard_normal((128, 1024)).astype(np.float32), "step": 1}
+    with ckpt.Checkpointer("s3py", first_root, **SMALL) as c:
+        c.save(1, state).wait()
+        v1 = state["w"].copy()
+        state["w"] += 1
+        state["step"] = 2
+        c.save(2, state).wait()
+        v2 = state["w"].copy()
+    for v in (1, 2):
+        upload(gw, bucket, first_root, "s3py", v, tmp_path)
+    url = "s3://%s/p/" % bucket
+    # Every node lost: an empty root, nothing but the bucket.
+    with ckpt.Checkpointer("s3py", str(tmp_path / "fresh"), shared_dir=url, **SMALL) as c:
+        state["w"][:] = 0
+        assert c.restore(state) == 2
+        assert np.array_equal(state["w"], v2) and state["step"] == 2
