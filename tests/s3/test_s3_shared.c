@@ -29,6 +29,8 @@
  *  F. A byte flipped in rank 0's object of the newest version: rank 0's
  *     restore finds the chunk's checksum wrong and restores the version
  *     before, bit-exact; `ckpt verify --root s3://...` exits 3 naming it.
+ *  E. The tool on the bucket with a wrong secret key, on a missing bucket,
+ *     on a malformed URL: each refused, its cause named, no secret said.
  *
  * Checks are counted, so that one failure does not hide the next phases. */
 #include "../ckptd_roles/roles_test.h"
@@ -549,6 +551,29 @@ static void phase_f(uint64_t newest, uint64_t older)
 		        (unsigned long long)older);
 }
 
+/* Errors name their cause and carry no secret: a wrong secret key, a
+ * bucket that does not exist, a malformed URL. */
+static void phase_e(void)
+{
+	static char out[1 << 16];
+	char a[1200];
+	const char *bad = "wrong0secret0for0this0test0abcdefgh";
+	setenv("AWS_SECRET_ACCESS_KEY", bad, 1);
+	snprintf(a, sizeof(a), "ls --root %s --job %s", url, JOB);
+	int rc = ckpt_tool(a, out, sizeof(out));
+	CHECK(rc == 1 && strstr(out, "SignatureDoesNotMatch") && !strstr(out, bad) && !strstr(out, g.secret),
+	      "ckpt ls with a wrong secret key exited %d: %s", rc, out);
+	setenv("AWS_SECRET_ACCESS_KEY", g.secret, 1);
+	snprintf(a, sizeof(a), "ls --root s3://%s-none/pre/ --job %s", bucket, JOB);
+	int rc2 = ckpt_tool(a, out, sizeof(out));
+	CHECK(rc2 == 1 && strstr(out, "doesnotexist"), "ckpt ls of a missing bucket exited %d: %s", rc2, out);
+	int rc3 = ckpt_tool("ls --root s3://Bad_Bucket/x/", out, sizeof(out));
+	CHECK(rc3 == 2 && strstr(out, "notanobjectstoreURL"), "ckpt ls of a malformed URL exited %d: %s", rc3, out);
+	if (rc == 1 && rc2 == 1 && rc3 == 2)
+		fprintf(stderr, "ok: E: a wrong secret (SignatureDoesNotMatch), a missing bucket and a malformed URL each "
+		        "refused with their cause named, no secret in the message\n");
+}
+
 int main(void)
 {
 	driver = getpid();
@@ -601,6 +626,7 @@ int main(void)
 	PHASE("K", newest = phase_k(4));
 	PHASE("C", phase_c(newest));
 	PHASE("F", phase_f(newest, newest - 1));
+	PHASE("E", phase_e());
 
 	for (int k = 0; k < NODES; k++)
 		if (agent[k].pid > 0)
