@@ -256,6 +256,11 @@ osd crush chooseleaf type = 0
 # the monitor proposes every 1 s by default
 paxos propose interval = 0.05
 paxos min wait = 0.01
+# A gateway a test killed keeps its cache watch on the control objects
+# until this timeout (30 s by default), and until then every metadata
+# change (a new bucket) waits for its notify to time out: after
+# test_s3_helper's kill -9, the next tests' buckets took 28 s each
+osd client watch timeout = 10
 EOF
 	case $store in
 	memstore) cat >>"$dir/ceph.conf" <<EOF
