@@ -35,6 +35,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Held around any change of the process's signal dispositions that may run
+ * while another thread opens the first fabric (which loads libfabric and
+ * puts back every disposition its libraries' constructors changed): the
+ * change then comes before or after that load, never inside it. */
+void ckpt_fab_signals_lock(void);
+void ckpt_fab_signals_unlock(void);
+
 typedef struct ckpt_fab ckpt_fab;       /* fabric, domain, av, cq, endpoint */
 typedef struct ckpt_fab_mr ckpt_fab_mr; /* a registered memory region */
 

@@ -17,6 +17,23 @@ static ckpt_fab_lib lib;
 static const ckpt_fab_lib *loaded;
 static char why[256];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+/* Held from the load's look at the signal dispositions to its putting them
+ * back, and by whoever else changes them (ckpt_fab_signals_lock): a handler
+ * installed in between would be taken for the load's and replaced by the
+ * disposition seen before it (a rank's preemption handler, installed while
+ * the fabric loaded in the background, was put back to SIG_DFL, and the
+ * SIGTERM that followed killed the rank). */
+static pthread_mutex_t signals_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void ckpt_fab_signals_lock(void)
+{
+	pthread_mutex_lock(&signals_mu);
+}
+
+void ckpt_fab_signals_unlock(void)
+{
+	pthread_mutex_unlock(&signals_mu);
+}
 
 static void *sym(void *h, const char *name)
 {
@@ -62,8 +79,9 @@ static int installed_by_process(const objs *o, void (*h)(int))
  * or the default that lets it dump core): every disposition the load
  * changed is put back as it was. The load may run on a thread of its own
  * (libckpt opens the fabric in the background) while the process installs
- * handlers: a handler that belongs to an object loaded before libfabric is
- * the process's own doing, and stays. */
+ * handlers: libckpt's own installs take signals_mu, so they come before or
+ * after the whole load; a handler another thread installs that belongs to an
+ * object loaded before libfabric is the process's own doing, and stays. */
 static void load_keeping_signals(void **h)
 {
 	static struct sigaction before[NSIG];
@@ -90,7 +108,9 @@ static void load(void)
 	/* RTLD_LOCAL: its providers' symbols stay out of the process's scope.
 	 * Never closed: providers keep threads for the process. */
 	void *h;
+	pthread_mutex_lock(&signals_mu);
 	load_keeping_signals(&h);
+	pthread_mutex_unlock(&signals_mu);
 	if (!h) {
 		const char *e = dlerror();
 		snprintf(why, sizeof(why), "cannot load %s: %s", CKPT_LIBFABRIC_SONAME, e ? e : "unknown error");

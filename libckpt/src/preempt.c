@@ -26,6 +26,7 @@
 #include "ctx.h"
 #include "daemon.h"
 #include "wire/proto.h"
+#include "fabric.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -170,6 +171,7 @@ int ckpt_preempt_install(ckpt_ctx *ctx, const int *signals, int nsignals)
 		return -ENOSPC;
 	}
 	char skipped[160] = "";
+	ckpt_fab_signals_lock(); /* not inside a background load of libfabric */
 	for (int i = 0; i < nsignals && r == 0; i++) {
 		int sig = signals[i], have = 0;
 		for (int k = 0; k < ctx->narmed_sigs; k++)
@@ -197,6 +199,7 @@ int ckpt_preempt_install(ckpt_ctx *ctx, const int *signals, int nsignals)
 		users[sig]++;
 		ctx->armed_sigs[ctx->narmed_sigs++] = sig;
 	}
+	ckpt_fab_signals_unlock();
 	atomic_store(&armed[slot], ctx);
 	pthread_mutex_unlock(&install_mu);
 	if (r == 0)
@@ -214,11 +217,13 @@ void ckpt__preempt_disarm(ckpt_ctx *ctx)
 	for (int i = 0; i < ARMED_MAX; i++)
 		if (atomic_load(&armed[i]) == ctx)
 			atomic_store(&armed[i], NULL);
+	ckpt_fab_signals_lock();
 	for (int k = 0; k < ctx->narmed_sigs; k++) {
 		int sig = ctx->armed_sigs[k];
 		if (--users[sig] == 0)
 			sigaction(sig, &saved[sig], NULL); /* the last one out puts it back */
 	}
+	ckpt_fab_signals_unlock();
 	ctx->narmed_sigs = 0;
 	pthread_mutex_unlock(&install_mu);
 }
