@@ -125,6 +125,11 @@ int ckpt__shared_merge(const char *dir, const char *job, uint64_t **v, size_t *n
 		}
 		closedir(d);
 	}
+	return ckpt__shared_merge_found(v, n, found, nf, tree_only);
+}
+
+int ckpt__shared_merge_found(uint64_t **v, size_t *n, uint64_t *found, size_t nf, uint8_t **tree_only)
+{
 	size_t total = *n + nf, k = 0;
 	uint64_t *all = malloc((total + 1) * sizeof(*all));
 	uint8_t *flags = calloc(total + 1, 1);

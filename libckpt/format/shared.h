@@ -57,4 +57,11 @@ int ckpt__shared_marker_parse(const char *buf, size_t len, const char *job, uint
  * then unchanged). A missing or unreadable tree adds nothing. */
 int ckpt__shared_merge(const char *dir, const char *job, uint64_t **v, size_t *n, uint8_t **tree_only);
 
+/* Merges found[0..nf) (versions seen in a SHARED tree; taken over and
+ * freed) into the ascending list *v of *n versions: the union, ascending,
+ * without repeats, replaces *v, and *tree_only (allocated, one flag per
+ * entry) marks those only the tree had. Returns nf (capped at INT32_MAX)
+ * or -ENOMEM (found freed, *v untouched). */
+int ckpt__shared_merge_found(uint64_t **v, size_t *n, uint64_t *found, size_t nf, uint8_t **tree_only);
+
 #endif

@@ -9,6 +9,7 @@
 #include "restore.h"
 #include "format/reader.h"
 #include "format/s3tree.h"
+#include "format/shared.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -56,12 +57,6 @@ int ckpt__restore_s3_marked(ckpt_ctx *ctx, uint64_t version)
 	return t && ckpt__s3tree_marker_read(t, ctx->job, version, &mk, err, sizeof(err)) == 0;
 }
 
-static int cmp_u64(const void *x, const void *y)
-{
-	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-	return a < b ? -1 : a > b;
-}
-
 int ckpt__restore_s3_merge(ckpt_ctx *ctx, uint64_t **v, size_t *n, uint8_t **tree_only)
 {
 	ckpt_s3tree *t = tree_of(ctx);
@@ -78,31 +73,7 @@ int ckpt__restore_s3_merge(ckpt_ctx *ctx, uint64_t **v, size_t *n, uint8_t **tre
 			nf = 0;
 		}
 	}
-	size_t total = *n + nf, k = 0;
-	uint64_t *all = malloc((total + 1) * sizeof(*all));
-	uint8_t *flags = calloc(total + 1, 1);
-	if (!all || !flags) {
-		free(all);
-		free(flags);
-		free(found);
-		return -ENOMEM;
-	}
-	if (*n)
-		memcpy(all, *v, *n * sizeof(*all));
-	if (nf)
-		memcpy(all + *n, found, nf * sizeof(*all));
-	qsort(all, total, sizeof(*all), cmp_u64);
-	for (size_t i = 0; i < total; i++)
-		if (!k || all[k - 1] != all[i])
-			all[k++] = all[i];
-	for (size_t i = 0; i < k; i++)
-		flags[i] = !*n || !bsearch(&all[i], *v, *n, sizeof(**v), cmp_u64);
-	free(found);
-	free(*v);
-	*v = all;
-	*n = k;
-	*tree_only = flags;
-	return (int)CKPT_MIN(nf, (size_t)INT32_MAX);
+	return ckpt__shared_merge_found(v, n, found, nf, tree_only);
 }
 
 /* The shard object at key into the regions, every chunk checked. */
