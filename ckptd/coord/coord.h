@@ -260,9 +260,10 @@ typedef struct ckptd_place_node {
  * Returns 0 or -ENOMEM. */
 int ckptd_coord_place(const ckptd_place_node *nodes, size_t n, uint32_t replicas, size_t *out, size_t *count);
 
-/* The failure domains a node names for rs:K+M groups (groups.c): its
- * host, then the labels its agent carries (--domain: the rack; --switch,
- * --power). NULL or "": none of that kind. */
+/* The failure domains a node names for rs:K+M groups (groups.c): the
+ * labels its agent carries (--domain-host: the physical host; --domain:
+ * the rack; --domain-switch, --domain-power). NULL or "": none of that
+ * kind. */
 enum { CKPTD_GDOM_HOST, CKPTD_GDOM_RACK, CKPTD_GDOM_SWITCH, CKPTD_GDOM_POWER, CKPTD_GROUP_DOMAINS };
 typedef struct ckptd_group_node {
 	const char *node;
@@ -277,6 +278,9 @@ typedef struct ckptd_group_node {
  * Returns 0 or -ENOMEM. */
 int ckptd_coord_groups(const ckptd_group_node *nodes, size_t n, unsigned width, uint32_t *group, uint32_t *member,
                        size_t *ngroups);
+/* Whether a and b share a failure domain of some kind (then no group may
+ * hold both). */
+int ckptd_coord_group_clash(const ckptd_group_node *a, const ckptd_group_node *b);
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int clash(const ckptd_group_node *a, const ckptd_group_node *b)
+int ckptd_coord_group_clash(const ckptd_group_node *a, const ckptd_group_node *b)
 {
 	for (unsigned d = 0; d < CKPTD_GROUP_DOMAINS; d++)
 		if (a->dom[d] && a->dom[d][0] && b->dom[d] && !strcmp(a->dom[d], b->dom[d]))
@@ -84,7 +84,7 @@ int ckptd_coord_groups(const ckptd_group_node *nodes, size_t n, unsigned width, 
 		for (size_t a = 0; a < nc && got < width; a++) {
 			int ok = 1;
 			for (size_t b = 0; b < got && ok; b++)
-				ok = !clash(&nodes[c[a].idx], &nodes[pick[b]]);
+				ok = !ckptd_coord_group_clash(&nodes[c[a].idx], &nodes[pick[b]]);
 			if (ok)
 				pick[got++] = c[a].idx;
 		}

@@ -185,6 +185,9 @@ static int send_hello(ckptd_agent *a)
 	snprintf(m.u.agent_hello.node, sizeof(m.u.agent_hello.node), "%s", a->node);
 	snprintf(m.u.agent_hello.address, sizeof(m.u.agent_hello.address), "%s", a->address);
 	snprintf(m.u.agent_hello.domain, sizeof(m.u.agent_hello.domain), "%s", a->cfg->domain ? a->cfg->domain : "");
+	snprintf(m.u.agent_hello.host, sizeof(m.u.agent_hello.host), "%s", a->cfg->domain_host ? a->cfg->domain_host : "");
+	snprintf(m.u.agent_hello.sw, sizeof(m.u.agent_hello.sw), "%s", a->cfg->domain_switch ? a->cfg->domain_switch : "");
+	snprintf(m.u.agent_hello.power, sizeof(m.u.agent_hello.power), "%s", a->cfg->domain_power ? a->cfg->domain_power : "");
 	m.u.agent_hello.pool_bytes = a->cfg->pool_size;
 	ckptd__peer_stats(a, &m.u.agent_hello.peer_bytes, &(uint64_t){ 0 });
 	int r = ckptd__agent_link_send(a, &m, FWD_IGNORE, 0);

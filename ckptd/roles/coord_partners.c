@@ -56,6 +56,7 @@ done:
 	free(out);
 	free(cnt);
 	free(ent);
+	ckptd__coord_groups_update(c); /* the same change of membership regroups rs:K+M */
 }
 
 #define WHERE_MAX 64 /* a shard has a copy per tier per node: few */

@@ -280,6 +280,9 @@ static void hello(ckptd_coordinator *c, peer *p, const ckptd_agent_hello *h)
 {
 	snprintf(p->address, sizeof(p->address), "%s", h->address);
 	snprintf(p->domain, sizeof(p->domain), "%s", h->domain);
+	snprintf(p->host, sizeof(p->host), "%s", h->host);
+	snprintf(p->sw, sizeof(p->sw), "%s", h->sw);
+	snprintf(p->power, sizeof(p->power), "%s", h->power);
 	p->pool_bytes = h->pool_bytes;
 	p->peer_bytes = h->peer_bytes;
 	p->up = 1;
@@ -411,6 +414,7 @@ static void liveness(ckptd_server *srv, void *arg)
 		ckptd__coord_flush_batch(c);
 		int r = ckptd_coord_agent_lost(c->db, p->node, on_change, c);
 		CKPTD_WARN(c->log, p->node, NULL, "agent %s lost after the grace period: %d copies dropped", p->node, r);
+		ckptd__coord_groups_update(c); /* a free node may take its place in its rs group */
 	}
 }
 
@@ -581,7 +585,7 @@ int ckptd_coordinator_status(ckptd_coordinator *c, const char *job, ckptd_status
 		out->tier_stats[out->ntiers++] = (ckptd_tier_stat){ 1u << i, t.at[i], t.bytes[i],
 		                                                    (1u << i) == CKPT_TIER_PEER_MEM ? peer_bad
 		                                                                                    : degraded + down };
-	return 0;
+	return ckptd__coord_groups_status(c, out);
 }
 
 /* ---------------------------------------------------------------- deletion */
@@ -922,6 +926,8 @@ int ckptd_coordinator_new(ckptd_server *srv, const ckptd_config *cfg, const ckpt
 		snprintf(err, errcap, "--root: cannot open the coordinator index in %s: %s", dir, ckpt_strerror(r));
 		goto fail;
 	}
+	if ((r = ckptd__coord_groups_open(c, err, errcap)) < 0)
+		goto fail;
 	if ((r = ckptd_server_after_events(srv, after_events, c)) < 0 ||
 	    (r = ckptd_server_every(srv, LIVENESS_MS, liveness, c)) < 0 ||
 	    (r = ckptd_steps_new(cfg, log, c->mx, announce_interval, c, &c->steps)) < 0 ||
@@ -949,6 +955,7 @@ void ckptd_coordinator_free(ckptd_coordinator *c)
 		free(p->jobs);
 		free(p);
 	}
+	ckptd__coord_groups_free(c);
 	ckptd_coord_close(c->db);
 	ckptd_emerg_free(c->emerg);
 	ckptd_stragglers_free(c->stragglers);

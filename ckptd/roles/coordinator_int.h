@@ -14,6 +14,7 @@ typedef struct peer {
 	char node[CKPTD_NAME_MAX + 1];
 	char address[CKPTD_ADDR_MAX + 1];
 	char domain[CKPTD_NAME_MAX + 1];
+	char host[CKPTD_NAME_MAX + 1], sw[CKPTD_NAME_MAX + 1], power[CKPTD_NAME_MAX + 1]; /* more domains (rs groups) */
 	uint64_t pool_bytes;
 	uint64_t peer_bytes;        /* its pool for partners' copies; 0: holds none */
 	ckptd_session *s;           /* NULL while disconnected, or when local */
@@ -63,6 +64,7 @@ struct ckptd_coordinator {
 	 * did not answer): the recovery side's, NULL when unset. */
 	void (*straggler_hook)(ckptd_coordinator *c, const ckptd_node_evidence *ev);
 	uint64_t silence_tick_ns; /* the last liveness pass: a late one means this process stalled */
+	struct ckptd_cgroups *groups; /* the peer tier's rs:K+M groups (coord_groups.c) */
 };
 
 /* coordinator.c */
@@ -76,6 +78,17 @@ void ckptd__coord_flush_batch(ckptd_coordinator *c);
 /* coord_partners.c */
 /* Tells every agent that is up where its ranks replicate (PARTNERS). */
 void ckptd__coord_place_partners(ckptd_coordinator *c);
+
+/* coord_groups.c: the rs:K+M groups of --peer-scheme */
+/* Parses --peer-scheme. Returns 0 or -EINVAL/-ENOMEM with why in err. */
+int ckptd__coord_groups_open(ckptd_coordinator *c, char *err, size_t errcap);
+void ckptd__coord_groups_free(ckptd_coordinator *c);
+/* Re-forms the groups after a change of membership: members declared lost
+ * are replaced by free nodes that fit, free nodes form new groups. */
+void ckptd__coord_groups_update(ckptd_coordinator *c);
+/* The scheme, groups and members into a STATUS_REPLY (freed with
+ * ckptd__coord_groups_status_free, roles_int.h). Returns 0 or -ENOMEM. */
+int ckptd__coord_groups_status(ckptd_coordinator *c, ckptd_status_reply *out);
 
 /* coord_stragglers.c */
 int ckptd__coord_stragglers_open(ckptd_coordinator *c);

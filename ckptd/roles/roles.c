@@ -98,6 +98,7 @@ static int status(ckptd_server *srv, ckptd_session *s, const ckptd_msg *req, voi
 		if (e < 0) {
 			free(o->entries);
 			free(o->tier_stats);
+			ckptd__coord_groups_status_free(o);
 			return e;
 		}
 		/* DEGRADED is 1.3's: an older peer would refuse the whole reply. */
@@ -109,6 +110,7 @@ static int status(ckptd_server *srv, ckptd_session *s, const ckptd_msg *req, voi
 	int e = ckptd_session_send(s, &m, -1);
 	free(o->entries);
 	free(o->tier_stats);
+	ckptd__coord_groups_status_free(o);
 	return e;
 }
 

@@ -24,6 +24,8 @@ void ckptd_coordinator_free(ckptd_coordinator *c);
 int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd_msg *m);
 /* Fills the coordinator part of STATUS_REPLY (entries are the caller's to free). */
 int ckptd_coordinator_status(ckptd_coordinator *c, const char *job, ckptd_status_reply *out);
+/* Frees what ckptd_coordinator_status added of the peer tier's groups. */
+void ckptd__coord_groups_status_free(ckptd_status_reply *out);
 /* Answers LIST_VERSIONS into out (entries malloc'd: free(out->entries)). */
 int ckptd_coordinator_list(ckptd_coordinator *c, const ckptd_list_versions *req, ckptd_versions *out);
 

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "wire/proto.h"
 #include "s3.h"
+#include "ec.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -15,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum cfg_type { T_PATH, T_NAME, T_TCP_ADDR, T_SOCKET, T_ROLE, T_SIZE, T_SIZE0, T_COUNT, T_DURATION, T_LOGLEVEL, T_UINT, T_URL };
+enum cfg_type { T_PATH, T_NAME, T_TCP_ADDR, T_SOCKET, T_ROLE, T_SIZE, T_SIZE0, T_COUNT, T_DURATION, T_LOGLEVEL, T_UINT, T_URL, T_SCHEME };
 
 typedef struct cfg_entry {
 	const char *name; /* flag without "--", and config-file key */
@@ -54,7 +55,10 @@ static const cfg_entry table[] = {
 	{ "shutdown-grace", T_DURATION, F(shutdown_grace_ms), "5s", "CKPT_SHUTDOWN_GRACE", "on SIGTERM/SIGINT, time left to flush replies in flight" },
 	{ "out-queue", T_SIZE, F(out_queue), "4M", "CKPT_OUT_QUEUE", "bytes queued to one peer before its requests stop being read" },
 	{ "log-level", T_LOGLEVEL, F(log_level), "info", CKPT_LOG_ENV, "error, warn, info, debug or trace (the library reads CKPT_DEBUG too; CKPT_LOG_LEVEL is an alias)", CKPT_LOG_ENV_ALIAS },
-	{ "domain", T_NAME, F(domain), NULL, "CKPT_DOMAIN", "agent: this node's failure domain (rack), for partner placement" },
+	{ "domain", T_NAME, F(domain), NULL, "CKPT_DOMAIN", "agent: this node's failure domain (rack), for partner placement and rs groups" },
+	{ "domain-host", T_NAME, F(domain_host), NULL, "CKPT_DOMAIN_HOST", "agent: the physical host this node runs on, when several nodes share one (rs groups take at most one node of a host)" },
+	{ "domain-switch", T_NAME, F(domain_switch), NULL, "CKPT_DOMAIN_SWITCH", "agent: this node's network switch (rs groups take at most one node of a switch)" },
+	{ "domain-power", T_NAME, F(domain_power), NULL, "CKPT_DOMAIN_POWER", "agent: this node's power feed (rs groups take at most one node of a feed)" },
 	{ "agent-grace", T_DURATION, F(agent_grace_ms), "30s", "CKPT_AGENT_GRACE", "coordinator: a disconnected agent's copies are dropped after this (a silent one's too)" },
 	{ "heartbeat-timeout", T_DURATION, F(heartbeat_timeout_ms), "10s", "CKPT_HEARTBEAT_TIMEOUT", "agent and coordinator: the other side of their link is silent (partitioned, hung) once not heard from this long: the agent reconnects, the coordinator marks the agent degraded; heartbeats go at a quarter of it (0: none)" },
 	{ "retention-interval", T_DURATION, F(retention_interval_ms), "60s", "CKPT_RETENTION_INTERVAL", "coordinator: how often retention runs (0: never)" },
@@ -70,6 +74,7 @@ static const cfg_entry table[] = {
 	{ "health-cgroup", T_PATH, F(health_cgroup), "/sys/fs/cgroup", "CKPT_HEALTH_CGROUP", "agent: the cgroup v2 tree its ranks' CPU throttling is read from" },
 	{ "health-kmsg", T_PATH, F(health_kmsg), "/dev/kmsg", "CKPT_HEALTH_KMSG", "agent: the kernel log it reads OOM kills and hardware errors from (needs root or CAP_SYSLOG)" },
 	{ "peer-pool-size", T_SIZE0, F(peer_pool_size), "0", "CKPT_PEER_POOL_SIZE", "agent: DRAM for partner nodes' copies (PEER_MEM), registered with libfabric at the --listen host; needs --listen (0: this node keeps none). The provider is CKPT_FABRIC_PROVIDER's, else libfabric's choice" },
+	{ "peer-scheme", T_SCHEME, F(peer_scheme), "partner", "CKPT_PEER_SCHEME", "coordinator: how PEER_MEM protects a shard: partner (full copies, --peer-replicas) or rs:K+M (Reed-Solomon groups of K+M nodes, at most one per failure domain of any kind, that survive any M lost; nodes left out of a group keep partner copies)" },
 	{ "peer-replicas", T_UINT, F(peer_replicas), "1", "CKPT_PEER_REPLICAS", "coordinator: copies of each shard kept in other nodes' DRAM, on nodes of other failure domains first (0: none)" },
 	{ "peer-lease", T_DURATION, F(peer_lease_ms), "60s", "CKPT_PEER_LEASE", "agent: a partner's slot not committed within this is reclaimed (its writer died or hangs)" },
 	{ "peer-protect-idle", T_DURATION, F(peer_protect_idle_ms), "24h", "CKPT_PEER_PROTECT_IDLE", "agent: a job's restore point in the peer pool is never evicted while the job is heard from (a commit, a lease or a read of its copies); silent this long (finished, deleted elsewhere, gone) its copies are evicted before any live job's over-share copies, and it no longer counts in the pool's shares (0: protected until deleted)" },
@@ -118,6 +123,14 @@ static int set_field(ckptd_config *cfg, const cfg_entry *e, const char *v, const
 		if (strlen(v) > 1000 || (strncmp(v, "http://", 7) && strncmp(v, "https://", 8)))
 			return -EINVAL;
 		return set_str((char **)base, v);
+	case T_SCHEME: {
+		*expect = "partner or rs:K+M with K >= 1, M >= 1, K + M <= 64 (e.g. rs:8+2)";
+		char why[160];
+		unsigned k, m;
+		if (ckpt_ec_scheme_parse(v, &k, &m, why, sizeof(why)) < 0)
+			return -EINVAL;
+		return set_str((char **)base, v);
+	}
 	case T_NAME:
 		*expect = "a name of letters, digits, '.', '_', '-' (at most 64)";
 		if (*v && ckpt__job_valid(v) < 0)
@@ -349,7 +362,8 @@ void ckptd_config_free(ckptd_config *cfg)
 		return;
 	for (size_t i = 0; i < NENTRIES; i++) {
 		enum cfg_type t = table[i].type;
-		if (t == T_PATH || t == T_NAME || t == T_TCP_ADDR || t == T_SOCKET || t == T_URL)
+		if (t == T_PATH || t == T_NAME || t == T_TCP_ADDR || t == T_SOCKET || t == T_URL ||
+		    t == T_SCHEME)
 			free(*(char **)((char *)cfg + table[i].offset));
 	}
 	memset(cfg, 0, sizeof(*cfg));

@@ -44,6 +44,7 @@ typedef struct ckptd_config {
 	uint64_t out_queue;      /* bytes queued to one peer before it is throttled */
 	int log_level;           /* CKPTD_LOG_* */
 	char *domain;            /* failure domain (rack) an agent reports; NULL: none */
+	char *domain_host, *domain_switch, *domain_power; /* agent: more failure domains, for rs groups; NULL: none */
 	uint64_t agent_grace_ms; /* coordinator: a disconnected agent is lost after this */
 	uint64_t heartbeat_timeout_ms; /* a link's peer not heard from this long is silent; 0: no heartbeats */
 	uint64_t retention_interval_ms; /* coordinator: retention timer; 0: off */
@@ -59,6 +60,7 @@ typedef struct ckptd_config {
 	uint64_t mtbf_ms;             /* coordinator: the jobs' MTBF for interval advice; 0: observed */
 	uint64_t peer_pool_size; /* agent: DRAM for partners' copies (PEER_MEM), bytes; 0: none */
 	uint32_t peer_replicas;  /* coordinator: partner copies of each shard */
+	char *peer_scheme;       /* coordinator: "partner" or "rs:K+M" (checked by ckpt_ec_scheme_parse) */
 	uint64_t peer_lease_ms;  /* agent: a leased slot not committed within this is reclaimed */
 	uint64_t peer_protect_idle_ms; /* agent: a job silent this long loses its peer pool protection; 0: never */
 	uint64_t preempt_deadline_ms; /* coordinator: a notice's deadline when its source names none */

@@ -120,6 +120,14 @@ static const family families[CKPTD_M__COUNT] = {
 	                                "coordinator: ranks that stayed stragglers for --straggler-persist judgements (their node's evidence was gathered)" },
 	[CKPTD_M_STRAGGLER_CAUSES] = { "ckpt_straggler_causes_total", M_COUNTER, { "ckpt_job", "cause" },
 	                               "coordinator: persistent stragglers by what their node's evidence named (cpu_steal, cpu_throttling, cpu_contention, memory_pressure, io_pressure, slow_disk, oom_kill, hardware_errors; none_found; no_evidence)" },
+	[CKPTD_M_PEER_GROUPS] = { "ckpt_peer_groups", M_GAUGE, { 0 },
+	                          "coordinator: Reed-Solomon groups of the peer tier (--peer-scheme rs:K+M)" },
+	[CKPTD_M_PEER_UNGROUPED] = { "ckpt_peer_ungrouped_nodes", M_GAUGE, { 0 },
+	                             "coordinator: eligible nodes in no rs group (too few nodes or failure domains left); they keep partner copies" },
+	[CKPTD_M_PEER_GROUP_LOST] = { "ckpt_peer_group_lost_members", M_GAUGE, { "group" },
+	                              "coordinator: members of an rs group that are down or silent" },
+	[CKPTD_M_PEER_GROUP_LEFT] = { "ckpt_peer_group_losses_left", M_GAUGE, { "group" },
+	                              "coordinator: more member losses an rs group can take (M minus those lost)" },
 };
 
 /* Seconds: a fast DRAM snapshot to a slow shared-storage flush. */

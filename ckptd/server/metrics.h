@@ -89,6 +89,10 @@ enum ckptd_metric {
 	CKPTD_M_PEER_PROTECTED,      /* gauge {job}: of which its restore point's copies (never evicted) */
 	CKPTD_M_STRAGGLER_PERSIST,   /* counter {job}: ranks that became persistent stragglers */
 	CKPTD_M_STRAGGLER_CAUSES,    /* counter {job, cause}: what their node's evidence named */
+	CKPTD_M_PEER_GROUPS,         /* gauge: rs:K+M groups formed (--peer-scheme) */
+	CKPTD_M_PEER_UNGROUPED,      /* gauge: eligible nodes in no group */
+	CKPTD_M_PEER_GROUP_LOST,     /* gauge {group}: members down or silent */
+	CKPTD_M_PEER_GROUP_LEFT,     /* gauge {group}: losses it can still take */
 	CKPTD_M__COUNT
 };
 

@@ -158,6 +158,10 @@ enum {
 	CKPTD_TAG_PSI_IO_SOME, CKPTD_TAG_PSI_IO_FULL, CKPTD_TAG_DISK_AWAIT_US, CKPTD_TAG_DISK,
 	CKPTD_TAG_OOM_KILLS, CKPTD_TAG_HW_ERRORS, CKPTD_TAG_KMSG, CKPTD_TAG_TIME_NS,
 	CKPTD_TAG_VERDICT,
+	/* 1.4: the peer tier's rs:K+M groups (tags 160 and up) */
+	CKPTD_TAG_HOST_DOMAIN = 160, CKPTD_TAG_SWITCH_DOMAIN, CKPTD_TAG_POWER_DOMAIN, CKPTD_TAG_SCHEME,
+	CKPTD_TAG_GROUPS, CKPTD_TAG_MEMBERS, CKPTD_TAG_GROUP, CKPTD_TAG_LOST, CKPTD_TAG_LOSSES_LEFT,
+	CKPTD_TAG_UNGROUPED,
 };
 
 /* GC.keep_dram / keep_disk: no limit. */
@@ -516,6 +520,21 @@ typedef struct ckptd_tier_stat {
 	uint32_t degraded; /* optional (1.3): nodes serving the tier that are down or silent */
 } ckptd_tier_stat;
 
+/* One rs:K+M group of the peer tier (STATUS_REPLY.groups, 1.4). */
+typedef struct ckptd_group_info {
+	uint32_t group;       /* its id, kept while it exists */
+	uint32_t members;     /* K + M */
+	uint32_t lost;        /* members down or silent */
+	uint32_t losses_left; /* more losses it can take: M - lost, 0 at or past M */
+} ckptd_group_info;
+
+/* One member of a group (STATUS_REPLY.members, 1.4), in member order. */
+typedef struct ckptd_group_member {
+	uint32_t group;
+	char node[CKPTD_NAME_MAX + 1];
+	uint32_t state; /* CKPTD_AGENT_* */
+} ckptd_group_member;
+
 typedef struct ckptd_status_reply {
 	char node[CKPTD_NAME_MAX + 1];
 	uint32_t roles;      /* CKPTD_SERVES_* mask, not 0 */
@@ -527,6 +546,15 @@ typedef struct ckptd_status_reply {
 	ckptd_agent_info *entries;
 	uint32_t ntiers;     /* optional (1.1): per tier, versions committed there */
 	ckptd_tier_stat *tier_stats;
+	/* optional (1.4): the peer tier's scheme, "partner" or "rs:K+M" (a
+	 * coordinator's), its groups and their members, and the eligible
+	 * agents in no group (too few nodes or failure domains left) */
+	char scheme[CKPTD_NAME_MAX + 1];
+	uint32_t ungrouped;
+	uint32_t ngroups;
+	ckptd_group_info *groups;
+	uint32_t nmembers;
+	ckptd_group_member *members;
 } ckptd_status_reply;
 
 typedef struct ckptd_agent_hello {
@@ -535,6 +563,11 @@ typedef struct ckptd_agent_hello {
 	char domain[CKPTD_NAME_MAX + 1];  /* optional failure domain */
 	uint64_t pool_bytes;
 	uint64_t peer_bytes;              /* optional (1.2): its pool for partners' replicas; 0: none */
+	/* optional (1.4): more failure domains, for rs:K+M groups: the
+	 * physical host, the switch, the power feed */
+	char host[CKPTD_NAME_MAX + 1];
+	char sw[CKPTD_NAME_MAX + 1];
+	char power[CKPTD_NAME_MAX + 1];
 } ckptd_agent_hello;
 
 /* PARTNERS (1.2). Coordinator -> agent: the nodes this node's ranks

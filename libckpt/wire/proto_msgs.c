@@ -109,6 +109,20 @@ static const char *check_status_reply(const void *r)
 	return m->pool_used > m->pool_bytes ? "pool used exceeds pool size" : NULL;
 }
 
+static const char *check_group_member(const void *r)
+{
+	const ckptd_group_member *g = r;
+	return g->state < CKPTD_AGENT_UP || g->state > CKPTD_AGENT_DEGRADED ? "unknown agent state" : NULL;
+}
+
+static const char *check_group_info(const void *r)
+{
+	const ckptd_group_info *g = r;
+	if (g->members < 2 || g->members > 64)
+		return "group width out of range";
+	return g->lost > g->members || g->losses_left >= g->members ? "group losses exceed its members" : NULL;
+}
+
 static const char *check_tier_stat(const void *r)
 {
 	const ckptd_tier_stat *t = r;
@@ -488,6 +502,19 @@ static const ckptd__field f_tier_stat[] = {
 	F_U32(ckptd_tier_stat, degraded, CKPTD_TAG_COUNT, OPT),
 };
 static const ckptd__schema s_tier_stat = SCHEMA(ckptd_tier_stat, f_tier_stat, check_tier_stat);
+static const ckptd__field f_group_info[] = {
+	F_U32(ckptd_group_info, group, CKPTD_TAG_GROUP, REQ),
+	F_U32(ckptd_group_info, members, CKPTD_TAG_COUNT, REQ),
+	F_U32(ckptd_group_info, lost, CKPTD_TAG_LOST, REQ),
+	F_U32(ckptd_group_info, losses_left, CKPTD_TAG_LOSSES_LEFT, REQ),
+};
+static const ckptd__schema s_group_info = SCHEMA(ckptd_group_info, f_group_info, check_group_info);
+static const ckptd__field f_group_member[] = {
+	F_U32(ckptd_group_member, group, CKPTD_TAG_GROUP, REQ),
+	F_STR(ckptd_group_member, node, CKPTD_TAG_NODE, REQ, CK_NAME),
+	F_U32(ckptd_group_member, state, CKPTD_TAG_STATE, REQ),
+};
+static const ckptd__schema s_group_member = SCHEMA(ckptd_group_member, f_group_member, check_group_member);
 static const ckptd__field f_status_reply[] = {
 	F_STR(ckptd_status_reply, node, CKPTD_TAG_NODE, REQ, CK_NAME),
 	F_U32(ckptd_status_reply, roles, CKPTD_TAG_ROLES, REQ),
@@ -497,6 +524,10 @@ static const ckptd__field f_status_reply[] = {
 	F_U32(ckptd_status_reply, versions, CKPTD_TAG_VERSIONS, OPT),
 	F_LIST(ckptd_status_reply, entries, count, CKPTD_TAG_ENTRIES, s_agent_info),
 	F_LIST(ckptd_status_reply, tier_stats, ntiers, CKPTD_TAG_TIER_STATS, s_tier_stat),
+	F_STR(ckptd_status_reply, scheme, CKPTD_TAG_SCHEME, OPT, CK_TEXT),
+	F_U32(ckptd_status_reply, ungrouped, CKPTD_TAG_UNGROUPED, OPT),
+	F_LIST(ckptd_status_reply, groups, ngroups, CKPTD_TAG_GROUPS, s_group_info),
+	F_LIST(ckptd_status_reply, members, nmembers, CKPTD_TAG_MEMBERS, s_group_member),
 };
 static const ckptd__field f_agent_hello[] = {
 	F_STR(ckptd_agent_hello, node, CKPTD_TAG_NODE, REQ, CK_NAME),
@@ -504,6 +535,9 @@ static const ckptd__field f_agent_hello[] = {
 	F_STR(ckptd_agent_hello, domain, CKPTD_TAG_DOMAIN, OPT, CK_NAME),
 	F_U64(ckptd_agent_hello, pool_bytes, CKPTD_TAG_POOL_BYTES, REQ),
 	F_U64(ckptd_agent_hello, peer_bytes, CKPTD_TAG_PEER_BYTES, OPT),
+	F_STR(ckptd_agent_hello, host, CKPTD_TAG_HOST_DOMAIN, OPT, CK_NAME),
+	F_STR(ckptd_agent_hello, sw, CKPTD_TAG_SWITCH_DOMAIN, OPT, CK_NAME),
+	F_STR(ckptd_agent_hello, power, CKPTD_TAG_POWER_DOMAIN, OPT, CK_NAME),
 };
 static const ckptd__field f_partner[] = {
 	F_STR(ckptd_partner, node, CKPTD_TAG_NODE, REQ, CK_NAME),

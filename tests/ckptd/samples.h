@@ -35,6 +35,8 @@ typedef struct t_store {
 	ckptd_goodput_slice gs[3];
 	ckptd_partner p[3];
 	ckptd_node_evidence ev[2];
+	ckptd_group_info gi[2];
+	ckptd_group_member gm[6];
 } t_store;
 
 
@@ -225,13 +227,32 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 		m->u.status_reply.tier_stats = st->t;
 		for (int i = 0; i < 4; i++)
 			st->t[i] = (ckptd_tier_stat){ 1u << i, (uint32_t)(10 * i), (uint64_t)i << 35 };
+		if (full) {
+			snprintf(m->u.status_reply.scheme, sizeof(m->u.status_reply.scheme), "rs:2+1");
+			m->u.status_reply.ungrouped = 1;
+			m->u.status_reply.ngroups = 2;
+			m->u.status_reply.groups = st->gi;
+			m->u.status_reply.nmembers = 6;
+			m->u.status_reply.members = st->gm;
+			st->gi[0] = (ckptd_group_info){ 0, 3, 0, 1 };
+			st->gi[1] = (ckptd_group_info){ 7, 3, 1, 0 };
+			for (int i = 0; i < 6; i++) {
+				st->gm[i].group = i < 3 ? 0 : 7;
+				snprintf(st->gm[i].node, sizeof(st->gm[i].node), "gpu-%d", i);
+				st->gm[i].state = i == 4 ? CKPTD_AGENT_DOWN : CKPTD_AGENT_UP;
+			}
+		}
 		break;
 	case CKPTD_MSG_AGENT_HELLO:
 		t_str(m->u.agent_hello.node, full ? CKPTD_NAME_MAX : 1, 'h');
 		snprintf(m->u.agent_hello.address, sizeof(m->u.agent_hello.address), "%s",
 		         full ? "[fe80::1]:7070" : "x");
-		if (full)
+		if (full) {
 			snprintf(m->u.agent_hello.domain, sizeof(m->u.agent_hello.domain), "rack-12.row_3");
+			snprintf(m->u.agent_hello.host, sizeof(m->u.agent_hello.host), "host-7");
+			snprintf(m->u.agent_hello.sw, sizeof(m->u.agent_hello.sw), "tor-3");
+			snprintf(m->u.agent_hello.power, sizeof(m->u.agent_hello.power), "pdu-a");
+		}
 		m->u.agent_hello.pool_bytes = full ? (256ull << 30) : 0;
 		break;
 	case CKPTD_MSG_AGENT_INVENTORY:

@@ -251,30 +251,38 @@ static inline int rt_list_find(ckptd_client *c, const char *job, uint64_t v, ckp
 }
 
 /* A simulated agent: connects to the coordinator at coord_tcp and says
- * AGENT_HELLO as node `node`. The coordinator may push PARTNERS (placement
- * changed) and notices before its OK, as a real agent's link sees them
+ * AGENT_HELLO h. The coordinator may push PARTNERS (placement changed) and
+ * notices before its OK, as a real agent's link sees them
  * (ckptd/roles/agent.c, on_link): those are skipped; an ERROR fails. */
-static inline ckptd_client *rt_sim_agent(const rt_env *e, const char *coord_tcp, const char *node,
-                                         const char *address, uint64_t pool_bytes)
+static inline ckptd_client *rt_sim_agent_hello(const rt_env *e, const char *coord_tcp, const ckptd_agent_hello *h)
 {
 	ckptd_client *c = rt_connect(coord_tcp, NULL, CKPTD_ROLE_AGENT, e->cluster);
 	ckptd_msg m = { .type = CKPTD_MSG_AGENT_HELLO };
-	snprintf(m.u.agent_hello.node, sizeof(m.u.agent_hello.node), "%s", node);
-	snprintf(m.u.agent_hello.address, sizeof(m.u.agent_hello.address), "%s", address);
-	m.u.agent_hello.pool_bytes = pool_bytes;
+	m.u.agent_hello = *h;
 	T_ASSERT(ckptd_client_send(c, &m) == 0);
 	for (;;) {
 		ckptd_msg rep;
 		T_ASSERT(ckptd_client_recv(c, &rep) == 0);
 		uint16_t type = rep.type;
 		if (type == CKPTD_MSG_ERROR)
-			T_FAIL("AGENT_HELLO of %s refused: %u %s", node, rep.u.error.code, rep.u.error.text);
+			T_FAIL("AGENT_HELLO of %s refused: %u %s", h->node, rep.u.error.code, rep.u.error.text);
 		ckptd_msg_free(&rep);
 		if (type == CKPTD_MSG_OK)
 			return c;
 		if (type != CKPTD_MSG_PARTNERS && type != CKPTD_MSG_COMMIT_NOTICE && type != CKPTD_MSG_INTERVAL_NOTICE)
-			T_FAIL("AGENT_HELLO of %s answered %s", node, ckptd_msg_name(type) ? ckptd_msg_name(type) : "?");
+			T_FAIL("AGENT_HELLO of %s answered %s", h->node, ckptd_msg_name(type) ? ckptd_msg_name(type) : "?");
 	}
+}
+
+/* As rt_sim_agent_hello, as node `node` at address with a DRAM pool. */
+static inline ckptd_client *rt_sim_agent(const rt_env *e, const char *coord_tcp, const char *node,
+                                         const char *address, uint64_t pool_bytes)
+{
+	ckptd_agent_hello h = { 0 };
+	snprintf(h.node, sizeof(h.node), "%s", node);
+	snprintf(h.address, sizeof(h.address), "%s", address);
+	h.pool_bytes = pool_bytes;
+	return rt_sim_agent_hello(e, coord_tcp, &h);
 }
 
 /* Waits until the coordinator's STATUS lists `want` agents up. */

@@ -228,6 +228,53 @@ static const char *agent_state(uint32_t st)
 	return st == CKPTD_AGENT_UP ? "up" : st == CKPTD_AGENT_DEGRADED ? "degraded" : "down";
 }
 
+/* The peer tier's scheme and rs groups (a coordinator's, protocol 1.4). */
+static void status_groups_json(const ckptd_status_reply *s)
+{
+	if (!s->scheme[0])
+		return;
+	printf(", \"peer_scheme\": ");
+	cli_json_str(stdout, s->scheme);
+	printf(", \"ungrouped_nodes\": %u, \"groups\": [", s->ungrouped);
+	for (uint32_t i = 0; i < s->ngroups; i++) {
+		const ckptd_group_info *g = &s->groups[i];
+		printf("%s{\"group\": %u, \"lost\": %u, \"losses_left\": %u, \"members\": [", i ? ", " : "", g->group,
+		       g->lost, g->losses_left);
+		int first = 1;
+		for (uint32_t j = 0; j < s->nmembers; j++) {
+			if (s->members[j].group != g->group)
+				continue;
+			printf("%s{\"node\": ", first ? "" : ", ");
+			cli_json_str(stdout, s->members[j].node);
+			printf(", \"state\": \"%s\"}", agent_state(s->members[j].state));
+			first = 0;
+		}
+		printf("]}");
+	}
+	printf("]");
+}
+
+static void status_groups_text(const ckptd_status_reply *s)
+{
+	if (!s->scheme[0])
+		return;
+	printf("peer scheme: %s", s->scheme);
+	if (strcmp(s->scheme, "partner"))
+		printf(", %u group%s, %u node%s in none%s", s->ngroups, s->ngroups == 1 ? "" : "s", s->ungrouped,
+		       s->ungrouped == 1 ? "" : "s", s->ungrouped ? " (too few nodes or failure domains: partner copies)" : "");
+	printf("\n");
+	for (uint32_t i = 0; i < s->ngroups; i++) {
+		const ckptd_group_info *g = &s->groups[i];
+		printf("  group %u: can lose %u more%s:", g->group, g->losses_left,
+		       g->lost ? "" : " (all members up)");
+		for (uint32_t j = 0; j < s->nmembers; j++)
+			if (s->members[j].group == g->group)
+				printf(" %s%s", s->members[j].node,
+				       s->members[j].state == CKPTD_AGENT_UP ? "" : s->members[j].state == CKPTD_AGENT_DOWN ? "(down)" : "(degraded)");
+		printf("\n");
+	}
+}
+
 int cmd_status(cli *c, int argc, char **argv)
 {
 	int prc = cli_parse_opts(c, "status", argc, argv);
@@ -285,6 +332,7 @@ int cmd_status(cli *c, int argc, char **argv)
 			       s->tier_stats[i].degraded);
 		}
 		printf("]");
+		status_groups_json(s);
 		if (c->job)
 			cli_status_stragglers(c, cl);
 		printf("}\n");
@@ -314,6 +362,7 @@ int cmd_status(cli *c, int argc, char **argv)
 				       cli_human(a->pool_bytes, b2, sizeof(b2)));
 			}
 		}
+		status_groups_text(s);
 		if (c->job)
 			cli_status_stragglers(c, cl);
 	}
@@ -335,8 +384,11 @@ void help_status(FILE *o)
 	           "listed with what their node's evidence names (ckpt stragglers shows it all).\n"
 	           "--json prints one object: daemon, node, roles, pool_bytes, pool_used, jobs,\n"
 	           "versions, agents (node, address, domain, pool_bytes, pool_used, state), tiers\n"
-	           "(tier, versions committed there, their bytes, degraded_nodes), and with --job\n"
-	           "persistent_stragglers (rank, node, verdict).\n");
+	           "(tier, versions committed there, their bytes, degraded_nodes), peer_scheme\n"
+	           "(partner or rs:K+M), ungrouped_nodes, groups (group, lost, losses_left, members\n"
+	           "with node and state), and with --job persistent_stragglers (rank, node, verdict).\n"
+	           "A coordinator with --peer-scheme rs:K+M lists its Reed-Solomon groups: members,\n"
+	           "their state, and how many more losses each group can take.\n");
 }
 
 /* ------------------------------------------------------------- show, rm, gc */
