@@ -12,7 +12,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 for exe in "${CKPT_BIN:?}/ckptd" "$CKPT_BIN/ckpt" "$CKPT_BIN/ckpt-bench" "$CKPT_BIN/ckpt-rank-bench" \
-	"$CKPT_BIN/ckpt-step-bench" "$CKPT_BIN/ckptd-coord-bench" "${CKPT_TESTS_BIN:?}/ckptd-roles-bench"; do
+	"$CKPT_BIN/ckpt-step-bench" "$CKPT_BIN/ckptd-coord-bench" "$CKPT_BIN/ckpt-restore-bench" "${CKPT_TESTS_BIN:?}/ckptd-roles-bench"; do
 	[ -x "$exe" ] || { echo "SKIP: no $exe"; exit 77; }
 done
 command -v fio >/dev/null || { echo "SKIP: no fio"; exit 77; }
@@ -30,6 +30,12 @@ for step in roles ls disk daemon peer preempt step; do
 	grep -qE "^- $step \([0-9]+ s\): \`" "$tmp/report.md" || fail "no command of step $step"
 done
 ! grep -q -- "--dir" "$tmp/report.md" || fail "a temporary path leaked into the commands"
+# the s3 step measured ckpt itself (tools/bench/ckpt-s3.sh: a real agent's
+# flush, a restore compared bit for bit), not "not yet measured"
+grep -qE "^\| s3 \| S3 [^|]*: ckpt flush / best other client's upload \| [0-9.]+ \|" "$tmp/report.md" ||
+	fail "no ckpt flush figure in the s3 step"
+grep -qE "^\| s3 \| S3 [^|]*: LIST requests of ckpt's save and restore \| 0 \|" "$tmp/report.md" ||
+	fail "ckpt's save or restore sent a LIST, or its figure is missing"
 commit=$(git -C "$here/.." rev-parse HEAD 2>/dev/null || true)
 [ -z "$commit" ] || grep -q "$commit" "$tmp/report.md" || fail "the report does not name commit $commit"
 [ "$(head -2 "$tmp/doc.md")" = "$(printf 'before\n<!-- bench-all:begin -->')" ] || fail "--doc changed what comes before"

@@ -77,8 +77,8 @@ have() { # client: installed?
 }
 # ckpt: tools/bench/ckpt-s3.sh runs its flush (a real agent) and restore
 # (one process per rank, every checksum checked) and measures them itself
-# (the agent's CPU and high-water mark; the ranks'). Until it and the
-# programs it drives are there, ckpt's rows say "not yet measured".
+# (the agent's CPU and high-water mark; the ranks'). Without the programs
+# it drives (a build without them), ckpt's rows say "not yet measured".
 bin=${CKPT_BIN:-$repo/build/bin}
 CKPT_S3_SH=${CKPT_S3_SH:-$here/bench/ckpt-s3.sh}
 ckpt_s3_ready() { [ -f "$CKPT_S3_SH" ] && [ -x "$bin/ckptd" ] && [ -x "$bin/ckpt-restore-bench" ]; }
@@ -390,12 +390,12 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- the report -----------------------------------------------------------
 # ckpt's memory budget for a flush: parts in flight x part size + 64 MiB,
-# from its settings' defaults (ckpt --help-config)
+# from its settings (the environment's, else ckpt --help-config's defaults)
 mem_budget=""
 if ckpt_s3_ready && [ -x "$bin/ckpt" ]; then
 	hc=$("$bin/ckpt" --help-config 2>/dev/null || true)
-	pb=$(awk '$2 == "CKPT_S3_PART_SIZE" { print $3 }' <<<"$hc")
-	pp=$(awk '$2 == "CKPT_S3_PARALLEL" { print $3 }' <<<"$hc")
+	pb=${CKPT_S3_PART_BYTES:-$(awk '$1 == "CKPT_S3_PART_BYTES" { print $2 }' <<<"$hc")}
+	pp=${CKPT_S3_PARTS_IN_FLIGHT:-$(awk '$1 == "CKPT_S3_PARTS_IN_FLIGHT" { print $2 }' <<<"$hc")}
 	[ -n "$pb" ] && [ -n "$pp" ] && mem_budget=$(( (pp * $(to_bytes "$pb") >> 20) + 64 ))
 fi
 BS_CKPT_MEM_MIB=$mem_budget BS_SHARDS=$shards BS_SIZE=$size BS_ITERS=$iters BS_FIO_W=$fio_w BS_FIO_R=$fio_r BS_STORE=$store \

@@ -35,13 +35,18 @@
  *
  * The state: --regions regions totalling --size bytes of pseudo-random
  * words, a function of the rank (so any process can check a restore), with
- * each region's first word set to the step / version saved.
+ * each region's first word set to the step / version saved. save
+ * --state-file FILE: the file's bytes instead, as they are (no stamp, no
+ * memcpy timed: memcpy_s 0), split into the regions as bench_util.h says
+ * (ckpt-restore-bench restores them and compares them with the file).
  *
  * Output: one JSON object per line on stdout (per iteration, or per event
  * in train mode, with CLOCK_REALTIME stamps); errors on stderr. Exit 0, 1 on
  * any failure (a tier that did not commit, a restore that differs). */
 #define _GNU_SOURCE
 #include <ckpt.h>
+
+#include "bench_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,6 +80,7 @@ typedef struct rb_opts {
 	uint32_t peer_wait_s;
 	const char *sync;     /* train: the barrier file, NULL for none */
 	const char *save_when; /* train: the regular save waits for this file too */
+	const char *state_file; /* save: the state is this file's bytes (NULL: pseudo-random) */
 } rb_opts;
 
 typedef struct rb_region {
@@ -88,20 +94,6 @@ static uint64_t main_wall_ns; /* when main() began: exec and the libraries' cons
 static rb_region rg[MAX_REGIONS];
 static uint8_t *dst;
 static uint32_t my_rank;
-
-static double mono_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static uint64_t wall_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int parse_size(const char *s, uint64_t *out)
 {
@@ -154,11 +146,10 @@ static void *map_touched(size_t bytes, size_t *map_bytes)
 
 static int regions_alloc(void)
 {
-	uint64_t per = o.bytes / o.nregions / 8 * 8;
 	for (uint32_t i = 0; i < o.nregions; i++) {
 		rb_region *r = &rg[i];
-		r->bytes = i + 1 < o.nregions ? per : o.bytes - per * (o.nregions - 1);
-		snprintf(r->name, sizeof(r->name), "layer%04u.weight", i);
+		r->bytes = sf_region_len(o.bytes, o.nregions, i);
+		sf_region_name(r->name, sizeof(r->name), i);
 		if (!(r->w = map_touched(r->bytes, &r->map_bytes))) {
 			fprintf(stderr, "ckpt-rank-bench: cannot allocate %zu bytes: %s\n", r->bytes, strerror(errno));
 			return -1;
@@ -167,18 +158,31 @@ static int regions_alloc(void)
 	return 0;
 }
 
-static void regions_fill(void)
+static int regions_fill(void)
 {
+	if (o.state_file) {
+		int fd = open(o.state_file, O_RDONLY | O_CLOEXEC), r = fd < 0 ? -errno : 0;
+		for (uint64_t i = 0, off = 0; r == 0 && i < o.nregions; off += rg[i].bytes, i++)
+			r = sf_read(fd, rg[i].w, rg[i].bytes, off);
+		if (fd >= 0)
+			close(fd);
+		if (r < 0)
+			fprintf(stderr, "ckpt-rank-bench: --state-file %s: %s\n", o.state_file, strerror(-r));
+		return r;
+	}
 	for (uint32_t i = 0; i < o.nregions; i++) {
 		size_t n = rg[i].bytes / 8;
 		uint64_t s = seed_of(i);
 		for (size_t k = 0; k < n; k++)
 			rg[i].w[k] = word_of(s, k);
 	}
+	return 0;
 }
 
 static void regions_stamp(uint64_t step)
 {
+	if (o.state_file)
+		return;
 	for (uint32_t i = 0; i < o.nregions; i++)
 		rg[i].w[0] = step;
 }
@@ -211,6 +215,8 @@ static int regions_check(uint64_t v)
 
 static double time_memcpy(void)
 {
+	if (!dst)
+		return 0;
 	double t0 = mono_s();
 	size_t off = 0;
 	for (uint32_t i = 0; i < o.nregions; i++) {
@@ -256,7 +262,8 @@ static int run_save(const ckpt_config *cfg)
 {
 	static const uint32_t order[] = { CKPT_TIER_LOCAL_MEM, CKPT_TIER_PEER_MEM, CKPT_TIER_LOCAL_DISK };
 	ckpt_ctx *ctx;
-	regions_fill();
+	if (regions_fill() < 0)
+		return 1;
 	double best = 0;
 	for (int k = 0; k < 3; k++) {
 		double t = time_memcpy();
@@ -280,7 +287,7 @@ static int run_save(const ckpt_config *cfg)
 			break;
 		}
 		double at[3] = { 0, 0, 0 };
-		uint64_t lib_stall = 0;
+		uint64_t lib_stall = 0, durable_wall = 0;
 		for (int i = 0; i < 3; i++) {
 			if (!(cfg->tiers & order[i]))
 				continue;
@@ -292,16 +299,18 @@ static int run_save(const ckpt_config *cfg)
 				        tier_name(order[i]), ckpt_strerror(err));
 				rc = 1;
 			}
-			if (order[i] == CKPT_TIER_LOCAL_DISK)
+			if (order[i] == CKPT_TIER_LOCAL_DISK) {
 				lib_stall = st.stall_ns;
+				durable_wall = wall_ns();
+			}
 		}
 		ckpt_handle_free(h);
 		if (k < o.warmup)
 			continue;
 		printf("{\"kind\": \"save\", \"version\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"stall_s\": %.6f, "
 		       "\"lib_stall_s\": %.6f, \"memcpy_s\": %.6f, \"memcpy_best_s\": %.6f, \"mem_s\": %.6f, "
-		       "\"peer_s\": %.6f, \"durable_s\": %.6f}\n",
-		       v, o.bytes, t1 - t0, lib_stall / 1e9, mc, best, at[0], at[1], at[2]);
+		       "\"peer_s\": %.6f, \"durable_s\": %.6f, \"durable_wall_ns\": %" PRIu64 "}\n",
+		       v, o.bytes, t1 - t0, lib_stall / 1e9, mc, best, at[0], at[1], at[2], durable_wall);
 		fflush(stdout);
 	}
 	int err = ckpt_ctx_close(ctx);
@@ -316,7 +325,7 @@ static int run_save(const ckpt_config *cfg)
 
 static int run_restore(const ckpt_config *cfg)
 {
-	regions_fill(); /* the memcpy's source */
+	regions_fill(); /* the memcpy's source (pseudo-random: no file) */
 	double best = 0;
 	for (int k = 0; k < 3; k++) {
 		double t = time_memcpy();
@@ -592,6 +601,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: ckpt-rank-bench save    [--size 1G] [--regions 1] [--iters 5] [--warmup 1] [--first-version V]\n"
+	        "                               [--state-file FILE] (the state: FILE's bytes, not --size)\n"
 	        "       ckpt-rank-bench restore [--size 1G] [--regions 1] [--iters 5] [--version V] [--startup-ms 0]\n"
 	        "       ckpt-rank-bench train   [--size 1G] [--regions 1] [--step-ms 20] [--save-at S] [--max-steps N]\n"
 	        "                               [--peer-wait 10] [--sync FILE] [--save-when FILE]\n"
@@ -606,7 +616,7 @@ int main(int argc, char **argv)
 		{ "size", 1, 0, 's' }, { "regions", 1, 0, 'r' }, { "iters", 1, 0, 'i' }, { "warmup", 1, 0, 'w' },
 		{ "first-version", 1, 0, 'f' }, { "version", 1, 0, 'v' }, { "step-ms", 1, 0, 'm' },
 		{ "save-at", 1, 0, 'a' }, { "max-steps", 1, 0, 'x' }, { "timeout", 1, 0, 't' }, { "peer-wait", 1, 0, 'p' }, { "sync", 1, 0, 'S' }, { "save-when", 1, 0, 'W' },
-		{ "startup-ms", 1, 0, 'u' },
+		{ "startup-ms", 1, 0, 'u' }, { "state-file", 1, 0, 'F' },
 		{ "help", 0, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -623,7 +633,7 @@ int main(int argc, char **argv)
 	uint64_t v = 0;
 	const char *bad = NULL;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1 && !bad) {
-		int ok = c == 'h' || c == 'S' || c == 'W' || parse_size(optarg, &v) == 0;
+		int ok = c == 'h' || c == 'S' || c == 'W' || c == 'F' || parse_size(optarg, &v) == 0;
 		switch (c) {
 		case 's': if (!ok || v < 4096) bad = "--size"; else o.bytes = v; break;
 		case 'r': if (!ok || !v || v > MAX_REGIONS) bad = "--regions"; else o.nregions = (uint32_t)v; break;
@@ -638,9 +648,23 @@ int main(int argc, char **argv)
 		case 'p': if (!ok || v > 3600) bad = "--peer-wait"; else o.peer_wait_s = (uint32_t)v; break;
 		case 'S': o.sync = optarg; break;
 		case 'W': o.save_when = optarg; break;
+		case 'F': o.state_file = optarg; break;
 		case 'u': if (!ok || v > 600000) bad = "--startup-ms"; else o.startup_ms = (uint32_t)v; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
+		}
+	}
+	if (o.state_file && !bad) {
+		struct stat sb;
+		errno = 0;
+		if (strcmp(o.mode, "save")) {
+			bad = "--state-file (save only)";
+		} else if (stat(o.state_file, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+			fprintf(stderr, "ckpt-rank-bench: --state-file %s: %s\n", o.state_file,
+			        errno ? strerror(errno) : "not a regular file");
+			return 2;
+		} else {
+			o.bytes = (uint64_t)sb.st_size;
 		}
 	}
 	if (bad || optind != argc || o.bytes / o.nregions < 4096) {
@@ -670,7 +694,7 @@ int main(int argc, char **argv)
 	int rc;
 	if (!strcmp(o.mode, "save") || !strcmp(o.mode, "restore")) {
 		size_t map;
-		if (!(dst = map_touched(o.bytes, &map))) {
+		if (!o.state_file && !(dst = map_touched(o.bytes, &map))) {
 			fprintf(stderr, "ckpt-rank-bench: cannot allocate the memcpy buffer: %s\n", strerror(errno));
 			return 1;
 		}

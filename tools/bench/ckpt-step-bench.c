@@ -19,6 +19,8 @@
 #define _GNU_SOURCE
 #include <ckpt.h>
 
+#include "bench_util.h"
+
 #include <errno.h>
 #include <ftw.h>
 #include <getopt.h>
@@ -46,14 +48,6 @@ static uint64_t now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static double cpu_s(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-	       ru.ru_stime.tv_usec / 1e6;
 }
 
 static int cmp_double(const void *a, const void *b)
