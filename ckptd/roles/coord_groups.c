@@ -18,7 +18,9 @@
  * Eligible: up, not silent, with a peer pool, not noticed for preemption.
  * Groups live in the coordinator's memory: a restarted coordinator forms
  * them again as agents say hello. Runs in the event loop, after partner
- * placement, on every change of membership. */
+ * placement, on every change of membership: linear in the nodes (members
+ * point at their peer records, which live as long as the coordinator),
+ * plus the grouping of the free nodes (ckptd/coord/groups.c). */
 #include "coordinator_int.h"
 
 #include "ec.h"
@@ -30,7 +32,7 @@
 
 typedef struct cgroup {
 	uint32_t id;
-	char node[CKPT_EC_MAX_PIECES][CKPTD_NAME_MAX + 1]; /* by member index */
+	peer *p[CKPT_EC_MAX_PIECES]; /* by member index */
 } cgroup;
 
 struct ckptd_cgroups {
@@ -77,26 +79,16 @@ static int eligible(ckptd_coordinator *c, const peer *p)
 	return p && p->up && !p->degraded && p->peer_bytes > 0 && !ckptd_emerg_excluded(c->emerg, p->node);
 }
 
-/* Down past --agent-grace (its copies dropped), or never heard of. */
+/* Down past --agent-grace: its copies dropped. */
 static int declared_lost(const peer *p)
 {
-	return !p || (!p->up && !p->lost_at_ns);
+	return !p->up && !p->lost_at_ns;
 }
 
 static ckptd_group_node gnode(const peer *p)
 {
 	ckptd_group_node n = { p->node, { p->host, p->domain, p->sw, p->power }, 1 };
 	return n;
-}
-
-static int in_group(const struct ckptd_cgroups *gs, const char *node)
-{
-	unsigned w = gs->k + gs->m;
-	for (size_t i = 0; i < gs->ng; i++)
-		for (unsigned j = 0; j < w; j++)
-			if (!strcmp(gs->g[i].node[j], node))
-				return 1;
-	return 0;
 }
 
 /* A free node for member j of group g: one sharing no domain with the
@@ -107,12 +99,12 @@ static peer *replacement(ckptd_coordinator *c, const cgroup *g, unsigned j)
 	unsigned w = gs->k + gs->m;
 	peer *best = NULL;
 	for (peer *p = c->peers; p; p = p->next) {
-		if (!eligible(c, p) || in_group(gs, p->node) || (best && strcmp(p->node, best->node) >= 0))
+		if (!eligible(c, p) || p->in_rs_group || (best && strcmp(p->node, best->node) >= 0))
 			continue;
 		ckptd_group_node a = gnode(p);
 		int ok = 1;
 		for (unsigned i = 0; i < w && ok; i++) {
-			peer *q = i == j ? NULL : ckptd__coord_peer_find(c, g->node[i]);
+			peer *q = i == j ? NULL : g->p[i];
 			if (q && !declared_lost(q)) {
 				ckptd_group_node b = gnode(q);
 				ok = !ckptd_coord_group_clash(&a, &b);
@@ -128,7 +120,7 @@ static unsigned lost_members(ckptd_coordinator *c, const cgroup *g)
 {
 	unsigned n = 0, w = c->groups->k + c->groups->m;
 	for (unsigned j = 0; j < w; j++)
-		n += ckptd__coord_peer_state(ckptd__coord_peer_find(c, g->node[j])) != CKPTD_AGENT_UP;
+		n += ckptd__coord_peer_state(g->p[j]) != CKPTD_AGENT_UP;
 	return n;
 }
 
@@ -158,13 +150,15 @@ static void repair(ckptd_coordinator *c)
 		cgroup *g = &gs->g[i];
 		unsigned gone = 0;
 		for (unsigned j = 0; j < w; j++) {
-			if (!declared_lost(ckptd__coord_peer_find(c, g->node[j])))
+			if (!declared_lost(g->p[j]))
 				continue;
 			peer *r = replacement(c, g, j);
 			if (r) {
 				CKPTD_INFO(c->log, r->node, NULL, "rs group %u: %s takes lost member %u's place (%s)", g->id, r->node, j,
-				           g->node[j]);
-				snprintf(g->node[j], sizeof(g->node[j]), "%s", r->node);
+				           g->p[j]->node);
+				g->p[j]->in_rs_group = 0;
+				g->p[j] = r;
+				r->in_rs_group = 1;
 			} else {
 				gone++;
 			}
@@ -172,6 +166,8 @@ static void repair(ckptd_coordinator *c)
 		if (gone > gs->m) {
 			CKPTD_WARN(c->log, NULL, NULL, "rs group %u lost %u of its %u members, more than %u: dissolved", g->id, gone,
 			           w, gs->m);
+			for (unsigned j = 0; j < w; j++)
+				g->p[j]->in_rs_group = 0;
 			gs->g[i] = gs->g[--gs->ng];
 			continue;
 		}
@@ -202,7 +198,7 @@ static void form(ckptd_coordinator *c)
 	unsigned w = gs->k + gs->m;
 	size_t n = 0;
 	for (peer *p = c->peers; p; p = p->next)
-		n += eligible(c, p) && !in_group(gs, p->node);
+		n += eligible(c, p) && !p->in_rs_group;
 	gs->ungrouped = 0;
 	if (!n)
 		return;
@@ -213,7 +209,7 @@ static void form(ckptd_coordinator *c)
 	if (!nodes || !ps || !grp || !mem)
 		goto out;
 	for (peer *p = c->peers; p; p = p->next)
-		if (eligible(c, p) && !in_group(gs, p->node)) {
+		if (eligible(c, p) && !p->in_rs_group) {
 			ps[k] = p;
 			nodes[k++] = gnode(p);
 		}
@@ -225,13 +221,15 @@ static void form(ckptd_coordinator *c)
 		g->id = gs->next_id++;
 	}
 	for (size_t i = 0; i < n; i++)
-		if (grp[i] != UINT32_MAX)
-			snprintf(gs->g[gs->ng + grp[i]].node[mem[i]], sizeof(gs->g[0].node[0]), "%s", ps[i]->node);
+		if (grp[i] != UINT32_MAX) {
+			gs->g[gs->ng + grp[i]].p[mem[i]] = ps[i];
+			ps[i]->in_rs_group = 1;
+		}
 	for (size_t i = 0; i < ng; i++) {
 		char line[600];
 		size_t o = 0;
 		for (unsigned j = 0; j < w && o < sizeof(line); j++)
-			o += (size_t)snprintf(line + o, sizeof(line) - o, "%s%s", j ? " " : "", gs->g[gs->ng + i].node[j]);
+			o += (size_t)snprintf(line + o, sizeof(line) - o, "%s%s", j ? " " : "", gs->g[gs->ng + i].p[j]->node);
 		CKPTD_INFO(c->log, NULL, NULL, "rs group %u formed: %s", gs->g[gs->ng + i].id, line);
 	}
 	gs->ng += ng;
@@ -301,8 +299,8 @@ int ckptd__coord_groups_status(ckptd_coordinator *c, ckptd_status_reply *out)
 		for (unsigned j = 0; j < w; j++) {
 			ckptd_group_member *e = &out->members[out->nmembers++];
 			e->group = g->id;
-			snprintf(e->node, sizeof(e->node), "%s", g->node[j]);
-			e->state = ckptd__coord_peer_state(ckptd__coord_peer_find(c, g->node[j]));
+			snprintf(e->node, sizeof(e->node), "%s", g->p[j]->node);
+			e->state = ckptd__coord_peer_state(g->p[j]);
 		}
 	}
 	return 0;

@@ -15,6 +15,7 @@ typedef struct peer {
 	char address[CKPTD_ADDR_MAX + 1];
 	char domain[CKPTD_NAME_MAX + 1];
 	char host[CKPTD_NAME_MAX + 1], sw[CKPTD_NAME_MAX + 1], power[CKPTD_NAME_MAX + 1]; /* more domains (rs groups) */
+	int in_rs_group;            /* a member of an rs:K+M group (coord_groups.c) */
 	uint64_t pool_bytes;
 	uint64_t peer_bytes;        /* its pool for partners' copies; 0: holds none */
 	ckptd_session *s;           /* NULL while disconnected, or when local */
