@@ -193,6 +193,8 @@ static int send_hello(ckptd_agent *a)
 	int r = ckptd__agent_link_send(a, &m, FWD_IGNORE, 0);
 	if (r == 0)
 		r = send_inventory(a);
+	if (r == 0)
+		ckptd__members_hello(a);
 	return r;
 }
 
@@ -225,6 +227,8 @@ static void on_link(ckptd_server *srv, int fd, uint32_t events, void *arg)
 			ckptd__agent_emergency(a, &m.u.emergency);
 		} else if (m.type == CKPTD_MSG_EVIDENCE_REQUEST) {
 			ckptd__agent_evidence(a, &m.u.evidence_request);
+		} else if (m.type == CKPTD_MSG_EVENT) {
+			ckptd__members_event(a, &m.u.event);
 		} else if (!a->flen) {
 			CKPTD_WARN(a->log, a->cfg->coordinator, NULL, "unexpected %s from the coordinator",
 			           ckptd_msg_name(m.type) ? ckptd_msg_name(m.type) : "message");
@@ -251,8 +255,8 @@ static uint64_t next_rand(ckptd_agent *a)
 	return a->rng;
 }
 
-/* The link's heartbeat: a HEARTBEAT when a quarter of the timeout went by
- * without one, and the link dropped (then redialled) when the coordinator
+/* The link's heartbeat: a HEARTBEAT every --heartbeat-interval (at most a
+ * quarter of the timeout), and the link dropped (then redialled) when the coordinator
  * said nothing for the whole timeout: through a partition TCP keeps an idle
  * connection open, and the agent would never learn that its reports and
  * forwarded questions go nowhere. */
@@ -273,7 +277,10 @@ static void link_beat(ckptd_agent *a, uint64_t now)
 		link_down(a, why);
 		return;
 	}
-	if (now - a->link_beat_ns >= hb / 4) {
+	uint64_t every = a->cfg->heartbeat_interval_ms * 1000000ull;
+	if (!every || every > hb / 4)
+		every = hb / 4;
+	if (now - a->link_beat_ns >= every) {
 		ckptd_msg m = { .type = CKPTD_MSG_HEARTBEAT, .u.heartbeat.seq = ++a->beat_seq };
 		a->link_beat_ns = now;
 		ckptd__agent_link_send(a, &m, FWD_IGNORE, 0);
@@ -395,6 +402,8 @@ static void local_from_coord(void *arg, const ckptd_msg *m)
 		ckptd__agent_emergency(a, &m->u.emergency);
 	else if (m->type == CKPTD_MSG_EVIDENCE_REQUEST)
 		ckptd__agent_evidence(a, &m->u.evidence_request);
+	else if (m->type == CKPTD_MSG_EVENT)
+		ckptd__members_event(a, &m->u.event);
 }
 
 /* The pool evicted a segment to make room: the copy is gone. */
@@ -478,6 +487,7 @@ static void rank_sess_free(void *arg)
 		ckptd_jpools_unref(a->pools, rs->job);
 	if (rs->registered)
 		ckptd__agent_health_rank(a, rs, 0, 1);
+	ckptd__members_gone(a, rs);
 	ckptd__peer_session_gone(a, rs->serial);
 	if (rs->nwriting)
 		CKPTD_INFO(a->log, NULL, rs->job, "rank %u left before SHARD_DONE: %zu segments freed", rs->rank, rs->nwriting);
@@ -552,6 +562,7 @@ static int on_register(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 		ckptd__agent_health_rank(a, rs, m->pid, 0);
 	if (rs->pool_ref)
 		ckptd__prefetch_register(a, rs->job, rs->rank);
+	ckptd__members_registered(a, rs, ckptd_session_transport(s) == CKPTD_TRANSPORT_UNIX ? m->pid : 0, m->beat_ms);
 	ckptd_msg ok = { .type = CKPTD_MSG_OK };
 	/* The rank's fabric endpoint binds to the host partners reach this
 	 * node at: the network the peer tier runs on (docs/operations.md). */
@@ -750,7 +761,13 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 		rs->silent = 0;
 		CKPTD_INFO(a->log, ckptd_session_peer(s), rs->job, "rank %u heard again", rs->rank);
 	}
+	ckptd__members_heard(a, rs);
 	if (m->type == CKPTD_MSG_HEARTBEAT) {
+		ckptd_msg ok = { .type = CKPTD_MSG_OK };
+		return ckptd_session_send(s, &ok, -1);
+	}
+	if (m->type == CKPTD_MSG_RANK_LEAVE) {
+		ckptd__members_leave(a, rs);
 		ckptd_msg ok = { .type = CKPTD_MSG_OK };
 		return ckptd_session_send(s, &ok, -1);
 	}
@@ -879,6 +896,7 @@ static void wait_tick(ckptd_server *srv, void *arg)
 	(void)srv;
 	ckptd_agent *a = arg;
 	uint64_t now = ckpt__now_ns();
+	ckptd__members_tick(a, now);
 	for (rank_sess *rs = a->ranks; rs; rs = rs->next)
 		if (rs->waiting && now >= rs->wait_until_ns) {
 			rs->waiting = 0;
@@ -935,6 +953,10 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 		goto fail;
 	if ((r = ckptd__agent_health_start(a, err, errcap)) < 0)
 		goto fail;
+	if ((r = ckptd__members_start(a)) < 0) {
+		snprintf(err, errcap, "cannot set up --on-failure: %s", strerror(-r));
+		goto fail;
+	}
 	if ((r = ckptd__prefetch_start(a)) < 0) {
 		snprintf(err, errcap, "cannot set up prefetching: %s", strerror(-r));
 		goto fail;
@@ -972,6 +994,7 @@ void ckptd_agent_free(ckptd_agent *a)
 	ckptd__agent_notices_stop(a);
 	ckptd__prefetch_stop(a);
 	ckptd__agent_health_stop(a);
+	ckptd__members_stop(a);
 	ckptd_client_close(a->link);
 	/* Verifications still reading pinned segments end before the pools go. */
 	ckptd__agent_verify_join(a);

@@ -31,6 +31,12 @@ typedef struct rank_sess {
 	uint64_t wait_until_ns;
 	uint64_t heard_ns;         /* its last frame */
 	int silent;                /* said silent (past --heartbeat-timeout) */
+	/* failure detection (agent_members.c) */
+	int pidfd;                 /* > 0: the rank's process (readable once it exited) */
+	uint32_t pid, beat_ms;     /* REGISTER_RANK's: its process, its heartbeat interval (0: none) */
+	uint32_t member;           /* CKPTD_MEMBER_*, as last reported */
+	int left;                  /* sent RANK_LEAVE: its end is no failure */
+	int dropped;               /* reported gone: no longer listed */
 } rank_sess;
 
 /* A request on the link waiting for its answer (the coordinator answers in order). */
@@ -83,6 +89,9 @@ struct ckptd_agent {
 	struct agent_prefetch *prefetch; /* copies fetched from partners for ranks that register here */
 	struct ckptd_shared *shared; /* the flush to --shared-dir (agent_shared.c); NULL: none */
 	struct ckptd_health *health; /* the node's health, for straggler evidence (agent_health.c) */
+	struct ckptd_hook *hook;     /* --on-failure (agent_members.c); NULL: none */
+	struct agent_members *members; /* closed connections awaiting their process's end */
+	uint64_t members_tick_ns;    /* the last liveness pass over the ranks */
 };
 
 /* agent.c */
@@ -109,6 +118,24 @@ void ckptd__agent_health_rank(ckptd_agent *a, const rank_sess *rs, uint32_t pid,
 void ckptd__agent_health_step(ckptd_agent *a, const ckptd_step_report *r);
 /* The coordinator's EVIDENCE_REQUEST: NODE_EVIDENCE back. */
 void ckptd__agent_evidence(ckptd_agent *a, const ckptd_evidence_request *rq);
+
+/* agent_members.c: failure detection of the local ranks (see there) */
+int ckptd__members_start(ckptd_agent *a);
+void ckptd__members_stop(ckptd_agent *a);
+/* REGISTER_RANK accepted: pid checked against the socket (0: unknown). */
+void ckptd__members_registered(ckptd_agent *a, rank_sess *rs, uint32_t pid, uint32_t beat_ms);
+/* RANK_LEAVE. */
+void ckptd__members_leave(ckptd_agent *a, rank_sess *rs);
+/* A frame from the rank. */
+void ckptd__members_heard(ckptd_agent *a, rank_sess *rs);
+/* Its session is ending (still in the list). */
+void ckptd__members_gone(ckptd_agent *a, rank_sess *rs);
+/* From a timer: exited processes, silent ranks. */
+void ckptd__members_tick(ckptd_agent *a, uint64_t now);
+/* After AGENT_HELLO: every job's RANKS again. */
+void ckptd__members_hello(ckptd_agent *a);
+/* EVENT from the coordinator: a decision about one of this node's jobs. */
+void ckptd__members_event(ckptd_agent *a, const ckptd_event *e);
 
 /* agent_peer.c: the peer pool (see there) */
 typedef struct ckptd_peerpool ckptd_peerpool;

@@ -338,6 +338,7 @@ static void agent_sess_free(void *arg)
 		as->p->lost_at_ns = ckpt__now_ns() + as->c->cfg->agent_grace_ms * 1000000ull;
 		CKPTD_WARN(as->c->log, as->p->node, NULL, "agent %s disconnected; lost in %llu ms unless it returns",
 		           as->p->node, (unsigned long long)as->c->cfg->agent_grace_ms);
+		ckptd__coord_node_lost(as->c, as->p, ckpt__now_ns() - as->p->heard_ns, "its agent's connection closed");
 		ckptd__coord_place_partners(as->c);
 	}
 	free(as);
@@ -400,6 +401,7 @@ static void liveness(ckptd_server *srv, void *arg)
 	uint64_t t = ckpt__now_ns();
 	uint32_t up, degraded, down, peer_bad;
 	silence(c, t);
+	ckptd__coord_members_tick(c, t);
 	count_states(c, &up, &degraded, &down, &peer_bad);
 	ckptd_metrics_set(c->mx, CKPTD_M_AGENTS, "up", NULL, up);
 	ckptd_metrics_set(c->mx, CKPTD_M_AGENTS, "degraded", NULL, degraded);
@@ -577,7 +579,8 @@ int ckptd_coordinator_status(ckptd_coordinator *c, const char *job, ckptd_status
 		if (!job || !job[0] || !strcmp(c->jobs[j], job))
 			ckptd_coord_list(c->db, c->jobs[j], 0, tier_cb, &t);
 	out->versions = t.versions;
-	if (!(out->tier_stats = calloc(CKPTD_COORD_TIERS, sizeof(*out->tier_stats))))
+	if (ckptd__coord_epochs_status(c, job, out) < 0 ||
+	    !(out->tier_stats = calloc(CKPTD_COORD_TIERS, sizeof(*out->tier_stats))))
 		return -ENOMEM;
 	uint32_t up, degraded, down, peer_bad;
 	count_states(c, &up, &degraded, &down, &peer_bad);
@@ -762,6 +765,20 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		return ckptd__coord_evidence_in(c, s, as->p, &m->u.node_evidence);
 	case CKPTD_MSG_STRAGGLERS:
 		return ckptd__coord_stragglers_query(c, s, &m->u.stragglers);
+	case CKPTD_MSG_RANKS: {
+		if (role != CKPTD_ROLE_AGENT || !as || !as->p)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "RANKS comes from a node's agent, after AGENT_HELLO");
+		if (strcmp(m->u.ranks.node, as->p->node) != 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "RANKS names another node");
+		if (ckptd__coord_ranks_in(c, as->p, &m->u.ranks) < 0)
+			return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "ranks not recorded; see the coordinator's log");
+		ckptd_msg ok = { .type = CKPTD_MSG_OK };
+		return ckptd_session_send(s, &ok, -1);
+	}
+	case CKPTD_MSG_EVENTS:
+		if (role == CKPTD_ROLE_AGENT)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "EVENTS is for the ckpt tool");
+		return ckptd__coord_events_query(c, s, &m->u.events);
 	case CKPTD_MSG_AGENT_INVENTORY:
 	case CKPTD_MSG_SHARD_DONE:
 		if (role != CKPTD_ROLE_AGENT)
@@ -894,6 +911,8 @@ int ckptd_coordinator_local_msg(ckptd_coordinator *c, const char *node, const ck
 		return ckptd_steps_report(c->steps, &m->u.step_report, ckpt__now_ns());
 	case CKPTD_MSG_NODE_EVIDENCE:
 		return ckptd__coord_evidence_in(c, NULL, p, &m->u.node_evidence);
+	case CKPTD_MSG_RANKS:
+		return ckptd__coord_ranks_in(c, p, &m->u.ranks);
 	case CKPTD_MSG_PREEMPT:
 		ckptd_coordinator_preempt(c, &m->u.preempt);
 		return 0;
@@ -933,7 +952,7 @@ int ckptd_coordinator_new(ckptd_server *srv, const ckptd_config *cfg, const ckpt
 	    (r = ckptd_steps_new(cfg, log, c->mx, announce_interval, c, &c->steps)) < 0 ||
 	    (r = ckptd_emerg_new(cfg, log, c->mx, c->steps, &ckptd__coord_emerg_ops,
 	                         c, &c->emerg)) < 0 ||
-	    (r = ckptd__coord_stragglers_open(c)) < 0 ||
+	    (r = ckptd__coord_stragglers_open(c)) < 0 || (r = ckptd__members_open(c)) < 0 ||
 	    (r = ckptd_server_every(srv, 1000, judge_steps, c)) < 0 ||
 	    (cfg->retention_interval_ms && (r = ckptd_server_every(srv, cfg->retention_interval_ms, retention, c)) < 0)) {
 		snprintf(err, errcap, "cannot install the coordinator's timers: %s", strerror(-r));
@@ -956,6 +975,7 @@ void ckptd_coordinator_free(ckptd_coordinator *c)
 		free(p);
 	}
 	ckptd__coord_groups_free(c);
+	ckptd__members_close(c);
 	ckptd_coord_close(c->db);
 	ckptd_emerg_free(c->emerg);
 	ckptd_stragglers_free(c->stragglers);

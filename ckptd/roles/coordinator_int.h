@@ -25,6 +25,7 @@ typedef struct peer {
 	uint64_t lost_at_ns;        /* disconnected: agent_lost after this; 0: none due */
 	uint64_t heard_ns;          /* its last frame (heartbeats included) */
 	int degraded;               /* connected but silent past --heartbeat-timeout */
+	int decided_lost;           /* a node-lost decision was made; cleared once heard again */
 	char (*jobs)[CKPTD_JOB_MAX + 1]; /* jobs it holds shards of: who hears notices */
 	size_t njobs, capjobs;
 } peer;
@@ -66,6 +67,7 @@ struct ckptd_coordinator {
 	void (*straggler_hook)(ckptd_coordinator *c, const ckptd_node_evidence *ev);
 	uint64_t silence_tick_ns; /* the last liveness pass: a late one means this process stalled */
 	struct ckptd_cgroups *groups; /* the peer tier's rs:K+M groups (coord_groups.c) */
+	struct coord_members *members; /* membership and failure decisions (coord_members.c) */
 };
 
 /* coordinator.c */
@@ -99,6 +101,20 @@ int ckptd__coord_evidence_in(ckptd_coordinator *c, ckptd_session *s, peer *p, co
 int ckptd__coord_stragglers_query(ckptd_coordinator *c, ckptd_session *s, const ckptd_straggler_query *q);
 /* The persistent straggler's evidence as one line, or NULL (events, logs). */
 const char *ckptd__coord_evidence(ckptd_coordinator *c, const char *job, uint32_t rank);
+
+/* coord_members.c: failure decisions, membership epochs, the events */
+int ckptd__members_open(ckptd_coordinator *c);
+void ckptd__members_close(ckptd_coordinator *c);
+/* An agent's RANKS: its ranks of a job; a rank newly DIED or HUNG is decided. */
+int ckptd__coord_ranks_in(ckptd_coordinator *c, peer *p, const ckptd_ranks *r);
+/* The node is lost (its connection closed, or it is silent): decided once per absence. */
+void ckptd__coord_node_lost(ckptd_coordinator *c, peer *p, uint64_t silent_ns, const char *why);
+/* From the liveness timer: agents silent past --failure-timeout, hooks to reap. */
+void ckptd__coord_members_tick(ckptd_coordinator *c, uint64_t now);
+/* EVENTS from the tool: the kept decisions, then (FOLLOW) every new one. */
+int ckptd__coord_events_query(ckptd_coordinator *c, ckptd_session *s, const ckptd_events *q);
+/* STATUS_REPLY's epochs (out->epochs malloc'd: the caller frees it). */
+int ckptd__coord_epochs_status(ckptd_coordinator *c, const char *job, ckptd_status_reply *out);
 
 /* coord_emerg.c */
 extern const ckptd_emerg_ops ckptd__coord_emerg_ops;

@@ -58,11 +58,17 @@ static int route(ckptd_server *srv, ckptd_session *s, const ckptd_msg *m, void *
 	case CKPTD_MSG_STRAGGLERS:
 	case CKPTD_MSG_NODE_EVIDENCE:
 	case CKPTD_MSG_COPIES_GONE:
+	case CKPTD_MSG_RANKS:
+	case CKPTD_MSG_EVENTS:
 		if (r->coord)
 			return ckptd_coordinator_handle(r->coord, s, m);
 		/* Questions the tool asks an agent-only daemon: it passes them on. */
 		if (from_cli && r->agent && m->type != CKPTD_MSG_COPIES_GONE && m->type != CKPTD_MSG_GC &&
-		    m->type != CKPTD_MSG_NODE_EVIDENCE)
+		    m->type != CKPTD_MSG_NODE_EVIDENCE && m->type != CKPTD_MSG_RANKS && m->type != CKPTD_MSG_EVENTS)
+			return ckptd_agent_handle(r->agent, s, m);
+		break;
+	case CKPTD_MSG_RANK_LEAVE:
+		if (from_rank && r->agent)
 			return ckptd_agent_handle(r->agent, s, m);
 		break;
 	case CKPTD_MSG_HEARTBEAT:
@@ -99,6 +105,7 @@ static int status(ckptd_server *srv, ckptd_session *s, const ckptd_msg *req, voi
 			free(o->entries);
 			free(o->tier_stats);
 			ckptd__coord_groups_status_free(o);
+			free(o->epochs);
 			return e;
 		}
 		/* DEGRADED is 1.3's: an older peer would refuse the whole reply. */
@@ -111,6 +118,7 @@ static int status(ckptd_server *srv, ckptd_session *s, const ckptd_msg *req, voi
 	free(o->entries);
 	free(o->tier_stats);
 	ckptd__coord_groups_status_free(o);
+	free(o->epochs);
 	return e;
 }
 
@@ -151,6 +159,7 @@ int ckptd_roles_start(ckptd_server *srv, const ckptd_config *cfg, const ckptd_se
 		CKPTD_MSG_SEGMENT_RELEASE, CKPTD_MSG_GC, CKPTD_MSG_SHOW_VERSION, CKPTD_MSG_COPIES_GONE, CKPTD_MSG_VERIFY,
 		CKPTD_MSG_STEP_REPORT, CKPTD_MSG_STEP_STATS, CKPTD_MSG_GOODPUT, CKPTD_MSG_PEER_LEASE, CKPTD_MSG_PEER_COMMIT,
 		CKPTD_MSG_PREEMPT, CKPTD_MSG_HEARTBEAT, CKPTD_MSG_STRAGGLERS, CKPTD_MSG_NODE_EVIDENCE,
+		CKPTD_MSG_RANKS, CKPTD_MSG_RANK_LEAVE, CKPTD_MSG_EVENTS,
 	};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 		if ((r = ckptd_server_on(srv, types[i], route, ro)) < 0)

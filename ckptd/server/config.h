@@ -47,6 +47,10 @@ typedef struct ckptd_config {
 	char *domain_host, *domain_switch, *domain_power; /* agent: more failure domains, for rs groups; NULL: none */
 	uint64_t agent_grace_ms; /* coordinator: a disconnected agent is lost after this */
 	uint64_t heartbeat_timeout_ms; /* a link's peer not heard from this long is silent; 0: no heartbeats */
+	uint64_t heartbeat_interval_ms; /* agent: heartbeats to the coordinator at least this often */
+	uint64_t failure_timeout_ms;   /* coordinator: an agent silent this long is decided lost; 0: never by silence */
+	uint64_t hang_timeout_ms;      /* agent: a heartbeating rank silent this long is hung; 0: never */
+	char *on_failure;              /* a command run for each failure decision; NULL: none */
 	uint64_t retention_interval_ms; /* coordinator: retention timer; 0: off */
 	uint32_t keep_dram;      /* retention default for jobs without a policy: DRAM copies of the newest K */
 	uint32_t keep_disk;      /* ... disk copies of the newest M */

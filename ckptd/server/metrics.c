@@ -128,6 +128,12 @@ static const family families[CKPTD_M__COUNT] = {
 	                              "coordinator: members of an rs group that are down or silent" },
 	[CKPTD_M_PEER_GROUP_LEFT] = { "ckpt_peer_group_losses_left", M_GAUGE, { "group" },
 	                              "coordinator: more member losses an rs group can take (M minus those lost)" },
+	[CKPTD_M_EPOCH] = { "ckpt_membership_epoch", M_GAUGE, { "ckpt_job" },
+	                    "coordinator: the job's membership epoch, one more at each failure decision (ckpt_job=\"\": nodes that served no job)" },
+	[CKPTD_M_FAILURES] = { "ckpt_failures_total", M_COUNTER, { "ckpt_job", "kind" },
+	                       "coordinator: failure decisions by kind (rank-died, node-lost, rank-hung)" },
+	[CKPTD_M_DETECT] = { "ckpt_failure_detection_seconds", M_HISTOGRAM, { "kind" },
+	                     "coordinator: from the failed part's last sign of life (a frame, a heartbeat) to the decision" },
 };
 
 /* Seconds: a fast DRAM snapshot to a slow shared-storage flush. */

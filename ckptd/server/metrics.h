@@ -93,6 +93,9 @@ enum ckptd_metric {
 	CKPTD_M_PEER_UNGROUPED,      /* gauge: eligible nodes in no group */
 	CKPTD_M_PEER_GROUP_LOST,     /* gauge {group}: members down or silent */
 	CKPTD_M_PEER_GROUP_LEFT,     /* gauge {group}: losses it can still take */
+	CKPTD_M_EPOCH,               /* gauge {job}: its membership epoch (one per failure decision) */
+	CKPTD_M_FAILURES,            /* counter {job, kind}: failure decisions */
+	CKPTD_M_DETECT,              /* histogram {kind}: from the last sign of life to the decision */
 	CKPTD_M__COUNT
 };
 

@@ -816,6 +816,7 @@ void ckptd_server_free(ckptd_server *srv)
 {
 	if (!srv)
 		return;
+	srv->stopping = 1;
 	while (srv->live)
 		session_close(srv->live);
 	reap(srv);
@@ -990,8 +991,14 @@ static void run_hooks(ckptd_server *srv)
 
 /* ---------------------------------------------------------------- loop */
 
+int ckptd_server_stopping(const ckptd_server *srv)
+{
+	return srv->stopping;
+}
+
 static void begin_stop(ckptd_server *srv, const char *why)
 {
+	srv->stopping = 1;
 	CKPTD_INFO(srv->log, NULL, NULL, "stopping (%s): no new connections, flushing %u", why, srv->nlive);
 	ckptd__close_listeners(srv);
 	/* Requests already read have been answered; what remains is to let

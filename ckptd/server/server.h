@@ -74,6 +74,8 @@ int ckptd_server_run(ckptd_server *srv);
 
 /* Asks the loop to stop as a signal would (from a handler). */
 void ckptd_server_stop(ckptd_server *srv);
+/* 1 once the daemon is stopping: sessions that end now end because it goes. */
+int ckptd_server_stopping(const ckptd_server *srv);
 
 /* The bound TCP port (useful with port 0), or 0 with no TCP listener. */
 int ckptd_server_tcp_port(const ckptd_server *srv);

@@ -114,6 +114,7 @@ struct ckptd_server {
 	} after[MAX_AFTER];
 	size_t nafter;
 	int stop;
+	int stopping; /* begin_stop ran: connections close because the daemon goes */
 	uint64_t started_ns;
 	char node[CKPTD_NAME_MAX + 1];
 	ckptd_metrics *metrics; /* its own lock: the HTTP thread reads it */

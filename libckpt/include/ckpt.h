@@ -299,6 +299,14 @@ typedef struct ckpt_config {
 	                           This bounds that size; 0 ("auto", the default): an
 	                           eighth of the machine's physical memory, at least
 	                           256 MiB. CKPT_STAGING_MAX_BYTES */
+	uint32_t heartbeat_interval_ms; /* with a daemon: a heartbeat goes to the agent
+	                           once the link was quiet this long (at most a quarter
+	                           of heartbeat_timeout_ms). The agent is told it when
+	                           the rank registers and decides the rank hung (a
+	                           rank-hung event, docs/operations.md) once it is
+	                           silent for its --hang-timeout while its process
+	                           exists. 500 (default); 0: the default.
+	                           CKPT_HEARTBEAT_INTERVAL_MS */
 } ckpt_config;
 
 /* Fills cfg with defaults, then applies CKPT_* environment variables.

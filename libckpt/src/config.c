@@ -78,6 +78,8 @@ static const cfg_entry table[] = {
 	  "auto (on with keep_versions and no daemon), on, off (off empties the pool)" },
 	{ "heartbeat_timeout_ms", T_U32, F(heartbeat_timeout_ms), "10000", "CKPT_HEARTBEAT_TIMEOUT_MS",
 	  "the agent is lost (saves go to local disk only) once it has not answered a heartbeat within this many ms; one goes at a quarter of it while the link is quiet (0: none)" },
+	{ "heartbeat_interval_ms", T_U32, F(heartbeat_interval_ms), "500", "CKPT_HEARTBEAT_INTERVAL_MS",
+	  "with a daemon: a heartbeat goes to the agent once the link was quiet this many ms (at most a quarter of heartbeat_timeout_ms); the agent decides a rank silent for its --hang-timeout hung (0: 500)" },
 	{ "snapshot_threads", T_U32, F(snapshot_threads), "0", "CKPT_SNAPSHOT_THREADS",
 	  "threads that copy the snapshot together, the caller included (0: the CPUs online, at most 4; 1: the caller alone)" },
 	{ "shared_dir", T_STR, F(shared_dir), NULL, "CKPT_SHARED_DIR",

@@ -95,6 +95,9 @@ static int own_config(ckpt_ctx *ctx, const ckpt_config *cfg, const ckpt_logger *
 		ctx->cfg.peer_timeout_ms = 30000;
 	if (cfg->size < offsetof(ckpt_config, heartbeat_timeout_ms) + sizeof(cfg->heartbeat_timeout_ms))
 		ctx->cfg.heartbeat_timeout_ms = 10000; /* an older caller's struct: the default */
+	if (cfg->size < offsetof(ckpt_config, heartbeat_interval_ms) + sizeof(cfg->heartbeat_interval_ms) ||
+	    !ctx->cfg.heartbeat_interval_ms)
+		ctx->cfg.heartbeat_interval_ms = 500; /* an older caller's struct, or 0: the default */
 	/* snapshot_threads: an older caller's struct leaves it 0, auto. */
 	return 0;
 }

@@ -195,6 +195,18 @@ static int unreachable(int err)
 	return 0;
 }
 
+/* How often a heartbeat goes while the link is quiet: the interval, at
+ * most a quarter of the timeout; 0: none. */
+static uint32_t beat_ms(const ckpt_ctx *ctx)
+{
+	uint32_t hb = ctx->cfg.heartbeat_timeout_ms, iv = ctx->cfg.heartbeat_interval_ms;
+	if (!hb)
+		return 0;
+	if (!iv || iv > hb / 4)
+		iv = hb / 4;
+	return iv ? iv : 1;
+}
+
 int ckpt__daemon_open(ckpt_ctx *ctx)
 {
 	char why[300] = "";
@@ -232,6 +244,7 @@ int ckpt__daemon_open(ckpt_ctx *ctx)
 	m.u.register_rank.world_size = ctx->cfg.world_size;
 	m.u.register_rank.pid = (uint32_t)getpid();
 	m.u.register_rank.lineage = ctx->lineage;
+	m.u.register_rank.beat_ms = beat_ms(ctx); /* 1.5: what the agent judges this rank's silence by */
 	/* The agent deletes this root's copies on the coordinator's word
 	 * (retention, ckpt rm --daemon): it needs the absolute path. */
 	char *abs = realpath(ctx->root, NULL);
@@ -294,6 +307,18 @@ void ckpt__daemon_close(ckpt_ctx *ctx)
 	struct ckpt_daemon *d = ctx->daemon;
 	if (!d)
 		return;
+	/* Leaving on purpose: the connection's end is then no failure of this
+	 * rank (1.5; an older agent knows no RANK_LEAVE). Bounded: an agent
+	 * that does not answer is gone anyway. */
+	pthread_mutex_lock(&d->mu);
+	if (d->joined && !d->broken && d->client && CKPTD_VERSION_MINOR_OF(ckptd_client_version(d->client)) >= 5) {
+		ckptd_msg m = { .type = CKPTD_MSG_RANK_LEAVE }, rep;
+		snprintf(m.u.rank_leave.job, sizeof(m.u.rank_leave.job), "%s", ctx->job);
+		ckptd_client_set_timeout(d->client, 1000);
+		if (call_expect(ctx, &m, CKPTD_MSG_OK, &rep, NULL) == 0)
+			ckptd_msg_free(&rep);
+	}
+	pthread_mutex_unlock(&d->mu);
 	ckptd_seg_unmap(&d->map);
 	for (int i = 0; i < OLD_MAPS; i++)
 		ckptd_seg_unmap(&d->old[i]);
@@ -954,7 +979,7 @@ void ckpt__daemon_heartbeat(ckpt_ctx *ctx)
 		return;
 	pthread_mutex_lock(&d->mu);
 	uint64_t now = ckpt__now_ns();
-	if (d->broken || !d->joined || now - d->heard_ns < hb * 1000000ull / 4 ||
+	if (d->broken || !d->joined || now - d->heard_ns < beat_ms(ctx) * 1000000ull ||
 	    CKPTD_VERSION_MINOR_OF(ckptd_client_version(d->client)) < 3) { /* HEARTBEAT is 1.3's */
 		pthread_mutex_unlock(&d->mu);
 		return;

@@ -33,7 +33,7 @@ extern "C" {
 /* ---------------------------------------------------------------- limits */
 
 #define CKPTD_PROTO_MAJOR 1
-#define CKPTD_PROTO_MINOR 4
+#define CKPTD_PROTO_MINOR 5
 /* A version as one number, for fields and the auth transcript. */
 #define CKPTD_VERSION_PACK(major, minor) (((uint32_t)(major) << 16) | (uint32_t)(minor))
 #define CKPTD_VERSION_MAJOR_OF(v) ((uint32_t)(v) >> 16)
@@ -113,6 +113,11 @@ typedef enum ckptd_msg_type {
 	CKPTD_MSG_NODE_EVIDENCE = 81,
 	CKPTD_MSG_STRAGGLERS = 82,
 	CKPTD_MSG_STRAGGLERS_REPLY = 83,
+	/* 1.5: membership and failure decisions (90-93) */
+	CKPTD_MSG_RANKS = 90,
+	CKPTD_MSG_RANK_LEAVE = 91,
+	CKPTD_MSG_EVENTS = 92,
+	CKPTD_MSG_EVENT = 93,
 } ckptd_msg_type;
 
 /* Field wire types. */
@@ -162,6 +167,9 @@ enum {
 	CKPTD_TAG_HOST_DOMAIN = 160, CKPTD_TAG_SWITCH_DOMAIN, CKPTD_TAG_POWER_DOMAIN, CKPTD_TAG_SCHEME,
 	CKPTD_TAG_GROUPS, CKPTD_TAG_MEMBERS, CKPTD_TAG_GROUP, CKPTD_TAG_LOST, CKPTD_TAG_LOSSES_LEFT,
 	CKPTD_TAG_UNGROUPED,
+	/* 1.5: membership and failure decisions (tags 128 and up) */
+	CKPTD_TAG_EPOCH = 128, CKPTD_TAG_KIND, CKPTD_TAG_FOLLOW, CKPTD_TAG_BEAT_MS, CKPTD_TAG_SILENT_NS,
+	CKPTD_TAG_EPOCHS, CKPTD_TAG_RANKS,
 };
 
 /* GC.keep_dram / keep_disk: no limit. */
@@ -271,6 +279,8 @@ typedef struct ckptd_register_rank {
 	uint32_t pid;
 	uint64_t lineage;    /* optional: the run this process belongs to */
 	char root[CKPTD_PATH_MAX + 1]; /* optional (1.1): the rank's checkpoint root (its disk tier) */
+	uint32_t beat_ms;    /* optional (1.5): the rank heartbeats at least this often while
+	                        its link is quiet; 0: it does not (never judged hung) */
 } ckptd_register_rank;
 
 typedef struct ckptd_segment_request {
@@ -555,6 +565,8 @@ typedef struct ckptd_status_reply {
 	ckptd_group_info *groups;
 	uint32_t nmembers;
 	ckptd_group_member *members;
+	uint32_t nepochs;    /* optional (1.5): per job, its membership epoch and last failure */
+	struct ckptd_job_epoch *epochs;
 } ckptd_status_reply;
 
 typedef struct ckptd_agent_hello {
@@ -741,6 +753,79 @@ typedef struct ckptd_stragglers_reply {
 	ckptd_node_evidence *entries;
 } ckptd_stragglers_reply;
 
+/* ---- 1.5: membership and failure decisions ---- */
+
+/* A rank's state in RANKS and EVENT entries. */
+enum {
+	CKPTD_MEMBER_UP = 1,   /* registered, heard within its heartbeats */
+	CKPTD_MEMBER_LEFT = 2, /* closed its context on purpose (RANK_LEAVE) */
+	CKPTD_MEMBER_DIED = 3, /* its process exited, or its connection dropped, without RANK_LEAVE */
+	CKPTD_MEMBER_HUNG = 4, /* silent past the agent's --hang-timeout while its process exists */
+};
+
+/* What a failure decision says failed (EVENT.kind). */
+enum {
+	CKPTD_FAIL_RANK_DIED = 1,
+	CKPTD_FAIL_NODE_LOST = 2, /* its agent's connection closed, or it was silent past --failure-timeout */
+	CKPTD_FAIL_RANK_HUNG = 3,
+};
+
+typedef struct ckptd_member {
+	uint32_t rank;
+	uint32_t pid;       /* optional: the process, as the agent sees it */
+	uint32_t state;     /* CKPTD_MEMBER_* */
+	uint64_t silent_ns; /* optional: how long it had been silent (HUNG, DIED) */
+} ckptd_member;
+
+/* RANKS (1.5), agent -> coordinator: every rank of job this node's agent
+ * serves, each with its state; sent whole whenever one changes and after
+ * every AGENT_HELLO. A rank that died or left is listed once more with that
+ * state, then no longer. */
+typedef struct ckptd_ranks {
+	char job[CKPTD_JOB_MAX + 1];
+	char node[CKPTD_NAME_MAX + 1];
+	uint32_t count; /* <= CKPTD_MAX_LIST */
+	ckptd_member *entries;
+} ckptd_ranks;
+
+/* RANK_LEAVE (1.5), rank -> agent: this rank closes its context on purpose
+ * (its connection closing after this is no failure). Answered OK. */
+typedef struct ckptd_rank_leave {
+	char job[CKPTD_JOB_MAX + 1];
+} ckptd_rank_leave;
+
+/* EVENTS (1.5), tool -> coordinator: the failure decisions kept (the newest
+ * first-come, oldest first), as EVENT messages, then OK(count); with follow,
+ * every later decision as an EVENT too, until the tool disconnects. */
+typedef struct ckptd_events {
+	char job[CKPTD_JOB_MAX + 1]; /* optional: this job's only; "" every job (a job session: its own) */
+	uint32_t follow;             /* optional: 1 keep sending */
+} ckptd_events;
+
+/* EVENT (1.5), coordinator -> tool and agents: one failure decision, a new
+ * membership epoch of job ("" for a node that served no job's ranks). */
+typedef struct ckptd_event {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t epoch;     /* > 0, increasing per job */
+	uint32_t kind;      /* CKPTD_FAIL_* */
+	char node[CKPTD_NAME_MAX + 1];
+	uint64_t time_ns;   /* CLOCK_REALTIME ns of the decision */
+	uint64_t silent_ns; /* optional: from the last sign of life to the decision */
+	char text[CKPTD_TEXT_MAX + 1]; /* optional: why, for humans */
+	uint32_t count;     /* the ranks it names, <= CKPTD_MAX_LIST */
+	ckptd_member *entries;
+} ckptd_event;
+
+/* A STATUS_REPLY entry (1.5): a job's epoch and its newest decision. */
+typedef struct ckptd_job_epoch {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t epoch;
+	uint32_t kind;
+	char node[CKPTD_NAME_MAX + 1];
+	uint64_t time_ns;
+	char ranks[CKPTD_TEXT_MAX + 1]; /* the ranks, "0,2-5", for display (cut at CKPTD_TEXT_MAX with "...") */
+} ckptd_job_epoch;
+
 typedef struct ckptd_msg {
 	uint16_t type;  /* ckptd_msg_type */
 	uint8_t major;  /* decoded: from the header; encoder: ignored */
@@ -790,6 +875,10 @@ typedef struct ckptd_msg {
 		ckptd_node_evidence node_evidence;
 		ckptd_straggler_query stragglers;
 		ckptd_stragglers_reply stragglers_reply;
+		ckptd_ranks ranks;
+		ckptd_rank_leave rank_leave;
+		ckptd_events events;
+		ckptd_event event;
 	} u;
 } ckptd_msg;
 

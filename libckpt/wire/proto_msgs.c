@@ -297,6 +297,7 @@ static const ckptd__field f_register[] = {
 	F_U32(ckptd_register_rank, pid, CKPTD_TAG_PID, REQ),
 	F_U64(ckptd_register_rank, lineage, CKPTD_TAG_LINEAGE, OPT),
 	F_STR(ckptd_register_rank, root, CKPTD_TAG_ROOT, OPT, CK_PATH),
+	F_U32(ckptd_register_rank, beat_ms, CKPTD_TAG_BEAT_MS, OPT),
 };
 static const ckptd__field f_seg_release[] = {
 	F_U64(ckptd_segment_release, segment_id, CKPTD_TAG_SEGMENT_ID, REQ),
@@ -515,6 +516,24 @@ static const ckptd__field f_group_member[] = {
 	F_U32(ckptd_group_member, state, CKPTD_TAG_STATE, REQ),
 };
 static const ckptd__schema s_group_member = SCHEMA(ckptd_group_member, f_group_member, check_group_member);
+static const char *check_kind(uint32_t k)
+{
+	return k >= CKPTD_FAIL_RANK_DIED && k <= CKPTD_FAIL_RANK_HUNG ? NULL : "unknown failure kind";
+}
+static const char *check_job_epoch(const void *r)
+{
+	const ckptd_job_epoch *e = r;
+	return e->epoch ? check_kind(e->kind) : "epoch 0";
+}
+static const ckptd__field f_job_epoch[] = {
+	F_STR(ckptd_job_epoch, job, CKPTD_TAG_JOB, OPT, CK_JOB),
+	F_U64(ckptd_job_epoch, epoch, CKPTD_TAG_EPOCH, REQ),
+	F_U32(ckptd_job_epoch, kind, CKPTD_TAG_KIND, REQ),
+	F_STR(ckptd_job_epoch, node, CKPTD_TAG_NODE, REQ, CK_NAME),
+	F_U64(ckptd_job_epoch, time_ns, CKPTD_TAG_TIME_NS, REQ),
+	F_STR(ckptd_job_epoch, ranks, CKPTD_TAG_RANKS, OPT, CK_TEXT),
+};
+static const ckptd__schema s_job_epoch = SCHEMA(ckptd_job_epoch, f_job_epoch, check_job_epoch);
 static const ckptd__field f_status_reply[] = {
 	F_STR(ckptd_status_reply, node, CKPTD_TAG_NODE, REQ, CK_NAME),
 	F_U32(ckptd_status_reply, roles, CKPTD_TAG_ROLES, REQ),
@@ -528,6 +547,7 @@ static const ckptd__field f_status_reply[] = {
 	F_U32(ckptd_status_reply, ungrouped, CKPTD_TAG_UNGROUPED, OPT),
 	F_LIST(ckptd_status_reply, groups, ngroups, CKPTD_TAG_GROUPS, s_group_info),
 	F_LIST(ckptd_status_reply, members, nmembers, CKPTD_TAG_MEMBERS, s_group_member),
+	F_LIST(ckptd_status_reply, epochs, nepochs, CKPTD_TAG_EPOCHS, s_job_epoch),
 };
 static const ckptd__field f_agent_hello[] = {
 	F_STR(ckptd_agent_hello, node, CKPTD_TAG_NODE, REQ, CK_NAME),
@@ -672,6 +692,52 @@ static const ckptd__field f_stragglers_reply[] = {
 	F_LIST(ckptd_stragglers_reply, entries, count, CKPTD_TAG_ENTRIES, s_node_evidence),
 };
 
+/* ---- 1.5: membership and failure decisions ---- */
+static const char *check_member(const void *r)
+{
+	const ckptd_member *m = r;
+	return m->state >= CKPTD_MEMBER_UP && m->state <= CKPTD_MEMBER_HUNG ? NULL : "unknown rank state";
+}
+static const ckptd__field f_member[] = {
+	F_U32(ckptd_member, rank, CKPTD_TAG_RANK, REQ),
+	F_U32(ckptd_member, pid, CKPTD_TAG_PID, OPT),
+	F_U32(ckptd_member, state, CKPTD_TAG_STATE, REQ),
+	F_U64(ckptd_member, silent_ns, CKPTD_TAG_SILENT_NS, OPT),
+};
+static const ckptd__schema s_member = SCHEMA(ckptd_member, f_member, check_member);
+static const ckptd__field f_ranks[] = {
+	F_STR(ckptd_ranks, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_STR(ckptd_ranks, node, CKPTD_TAG_NODE, REQ, CK_NAME),
+	F_LIST(ckptd_ranks, entries, count, CKPTD_TAG_ENTRIES, s_member),
+};
+static const ckptd__field f_rank_leave[] = {
+	F_STR(ckptd_rank_leave, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+};
+static const ckptd__field f_events[] = {
+	F_STR(ckptd_events, job, CKPTD_TAG_JOB, OPT, CK_JOB),
+	F_U32(ckptd_events, follow, CKPTD_TAG_FOLLOW, OPT),
+};
+static const char *check_events(const void *r)
+{
+	const ckptd_events *m = r;
+	return m->follow > 1 ? "FOLLOW is not 0 or 1" : NULL;
+}
+static const char *check_event(const void *r)
+{
+	const ckptd_event *e = r;
+	return e->epoch ? check_kind(e->kind) : "epoch 0";
+}
+static const ckptd__field f_event[] = {
+	F_STR(ckptd_event, job, CKPTD_TAG_JOB, OPT, CK_JOB),
+	F_U64(ckptd_event, epoch, CKPTD_TAG_EPOCH, REQ),
+	F_U32(ckptd_event, kind, CKPTD_TAG_KIND, REQ),
+	F_STR(ckptd_event, node, CKPTD_TAG_NODE, REQ, CK_NAME),
+	F_U64(ckptd_event, time_ns, CKPTD_TAG_TIME_NS, REQ),
+	F_U64(ckptd_event, silent_ns, CKPTD_TAG_SILENT_NS, OPT),
+	F_STR(ckptd_event, text, CKPTD_TAG_TEXT, OPT, CK_TEXT),
+	F_LIST(ckptd_event, entries, count, CKPTD_TAG_ENTRIES, s_member),
+};
+
 static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_ERROR, "ERROR", SCHEMA(ckptd_error, f_error, check_error) },
 	{ CKPTD_MSG_OK, "OK", SCHEMA(ckptd_ok, f_ok, NULL) },
@@ -719,6 +785,10 @@ static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_NODE_EVIDENCE, "NODE_EVIDENCE", SCHEMA(ckptd_node_evidence, f_node_evidence, check_node_evidence) },
 	{ CKPTD_MSG_STRAGGLERS, "STRAGGLERS", SCHEMA(ckptd_straggler_query, f_stragglers, NULL) },
 	{ CKPTD_MSG_STRAGGLERS_REPLY, "STRAGGLERS_REPLY", SCHEMA(ckptd_stragglers_reply, f_stragglers_reply, NULL) },
+	{ CKPTD_MSG_RANKS, "RANKS", SCHEMA(ckptd_ranks, f_ranks, NULL) },
+	{ CKPTD_MSG_RANK_LEAVE, "RANK_LEAVE", SCHEMA(ckptd_rank_leave, f_rank_leave, NULL) },
+	{ CKPTD_MSG_EVENTS, "EVENTS", SCHEMA(ckptd_events, f_events, check_events), CKPTD__JOB_OWN_OR_EMPTY },
+	{ CKPTD_MSG_EVENT, "EVENT", SCHEMA(ckptd_event, f_event, check_event) },
 };
 
 const ckptd__msgdef *ckptd__msg_at(size_t i)

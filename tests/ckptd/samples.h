@@ -20,6 +20,7 @@ static const uint16_t t_types[] = {
 	CKPTD_MSG_GOODPUT, CKPTD_MSG_GOODPUT_REPLY, CKPTD_MSG_INTERVAL_NOTICE, CKPTD_MSG_PARTNERS,
 	CKPTD_MSG_PEER_LEASE, CKPTD_MSG_PEER_GRANT, CKPTD_MSG_PEER_COMMIT, CKPTD_MSG_PREEMPT, CKPTD_MSG_EMERGENCY,
 	CKPTD_MSG_EVIDENCE_REQUEST, CKPTD_MSG_NODE_EVIDENCE, CKPTD_MSG_STRAGGLERS, CKPTD_MSG_STRAGGLERS_REPLY,
+	CKPTD_MSG_RANKS, CKPTD_MSG_RANK_LEAVE, CKPTD_MSG_EVENTS, CKPTD_MSG_EVENT,
 };
 #define T_NTYPES (sizeof(t_types) / sizeof(t_types[0]))
 
@@ -37,6 +38,8 @@ typedef struct t_store {
 	ckptd_node_evidence ev[2];
 	ckptd_group_info gi[2];
 	ckptd_group_member gm[6];
+	ckptd_member mb[4];
+	ckptd_job_epoch je[2];
 } t_store;
 
 
@@ -127,6 +130,7 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 		m->u.register_rank.world_size = full ? 16384 : 1;
 		m->u.register_rank.pid = full ? 4194303 : 1;
 		m->u.register_rank.lineage = full ? 0x0102030405060708ull : 0;
+		m->u.register_rank.beat_ms = full ? 500 : 0;
 		if (full) {
 			t_str(m->u.register_rank.root, CKPTD_PATH_MAX, 'r');
 			memcpy(m->u.register_rank.root, "/nvme/ckpt dir/", 15);
@@ -242,6 +246,47 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 				st->gm[i].state = i == 4 ? CKPTD_AGENT_DOWN : CKPTD_AGENT_UP;
 			}
 		}
+		m->u.status_reply.nepochs = full ? 2 : 0;
+		m->u.status_reply.epochs = st->je;
+		for (int i = 0; i < 2; i++) {
+			snprintf(st->je[i].job, sizeof(st->je[i].job), "%s", i ? "" : job);
+			st->je[i].epoch = 7u + (uint64_t)i;
+			st->je[i].kind = CKPTD_FAIL_NODE_LOST - (uint32_t)i;
+			snprintf(st->je[i].node, sizeof(st->je[i].node), "node-%02d", i);
+			st->je[i].time_ns = 1800000000000000000ull;
+		}
+		t_str(st->je[0].ranks, CKPTD_TEXT_MAX, '7');
+		break;
+	case CKPTD_MSG_RANKS:
+		snprintf(m->u.ranks.job, sizeof(m->u.ranks.job), "%s", job);
+		t_str(m->u.ranks.node, full ? CKPTD_NAME_MAX : 1, 'r');
+		m->u.ranks.count = full ? 4 : 0;
+		m->u.ranks.entries = st->mb;
+		for (int i = 0; i < 4; i++)
+			st->mb[i] = (ckptd_member){ (uint32_t)i * 8, 4000u + (uint32_t)i, CKPTD_MEMBER_UP + (uint32_t)i,
+			                            (uint64_t)i * 1000000000ull };
+		break;
+	case CKPTD_MSG_RANK_LEAVE:
+		snprintf(m->u.rank_leave.job, sizeof(m->u.rank_leave.job), "%s", job);
+		break;
+	case CKPTD_MSG_EVENTS:
+		if (full)
+			snprintf(m->u.events.job, sizeof(m->u.events.job), "%s", job);
+		m->u.events.follow = full ? 1 : 0;
+		break;
+	case CKPTD_MSG_EVENT:
+		snprintf(m->u.event.job, sizeof(m->u.event.job), "%s", full ? job : "");
+		m->u.event.epoch = full ? UINT64_MAX : 1;
+		m->u.event.kind = full ? CKPTD_FAIL_RANK_HUNG : CKPTD_FAIL_RANK_DIED;
+		t_str(m->u.event.node, full ? CKPTD_NAME_MAX : 1, 'e');
+		m->u.event.time_ns = full ? 1800000000000000000ull : 0;
+		m->u.event.silent_ns = full ? 5000000000ull : 0;
+		if (full)
+			t_str(m->u.event.text, CKPTD_TEXT_MAX, 'w');
+		m->u.event.count = full ? 4 : 0;
+		m->u.event.entries = st->mb;
+		for (int i = 0; i < 4; i++)
+			st->mb[i] = (ckptd_member){ (uint32_t)i, 0, CKPTD_MEMBER_HUNG, 0 };
 		break;
 	case CKPTD_MSG_AGENT_HELLO:
 		t_str(m->u.agent_hello.node, full ? CKPTD_NAME_MAX : 1, 'h');

@@ -150,5 +150,11 @@ int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(print
  * (STRAGGLERS, 1.4); JSON: a "persistent_stragglers" member. */
 struct ckptd_client;
 void cli_status_stragglers(cli *c, struct ckptd_client *cl);
+/* cmd_events.c: ckpt events; ckpt status's lines on the jobs' membership
+ * epochs (1.5); JSON: an "epochs" member. */
+int cmd_events(cli *c, int argc, char **argv);
+void help_events(FILE *out);
+struct ckptd_status_reply;
+void cli_status_epochs(const cli *c, const struct ckptd_status_reply *s);
 
 #endif

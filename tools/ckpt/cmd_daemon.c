@@ -333,6 +333,7 @@ int cmd_status(cli *c, int argc, char **argv)
 		}
 		printf("]");
 		status_groups_json(s);
+		cli_status_epochs(c, s);
 		if (c->job)
 			cli_status_stragglers(c, cl);
 		printf("}\n");
@@ -363,6 +364,7 @@ int cmd_status(cli *c, int argc, char **argv)
 			}
 		}
 		status_groups_text(s);
+		cli_status_epochs(c, s);
 		if (c->job)
 			cli_status_stragglers(c, cl);
 	}
@@ -386,7 +388,9 @@ void help_status(FILE *o)
 	           "versions, agents (node, address, domain, pool_bytes, pool_used, state), tiers\n"
 	           "(tier, versions committed there, their bytes, degraded_nodes), peer_scheme\n"
 	           "(partner or rs:K+M), ungrouped_nodes, groups (group, lost, losses_left, members\n"
-	           "with node and state), and with --job persistent_stragglers (rank, node, verdict).\n"
+	           "with node and state), epochs (per job with a failure decided: job, epoch,\n"
+	           "last_failure, node, ranks, time; ckpt events lists them all), and with --job\n"
+	           "persistent_stragglers (rank, node, verdict).\n"
 	           "A coordinator with --peer-scheme rs:K+M lists its Reed-Solomon groups: members,\n"
 	           "their state, and how many more losses each group can take.\n");
 }

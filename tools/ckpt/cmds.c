@@ -719,5 +719,7 @@ const cli_cmd cli_cmds[] = {
 	{ "goodput", "where the job's time went: useful, stalls, restores, recompute, downtime", cmd_goodput, help_goodput },
 	{ "preempt", "a node is about to go: every rank of the job saves one step off it, then leaves", cmd_preempt,
 	  help_preempt },
+	{ "events", "the coordinator's failure decisions (membership epochs); --follow streams them", cmd_events,
+	  help_events },
 	{ NULL, NULL, NULL, NULL },
 };

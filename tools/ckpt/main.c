@@ -24,7 +24,7 @@ static void usage(FILE *out)
 	        "  --json            machine-readable output\n"
 	        "  --daemon ADDR     work through ckptd at unix:/path or host:port (or CKPT_DAEMON):\n"
 	        "                    ls, show, verify, restore, rm, gc, status, stragglers, goodput,\n"
-	        "                    preempt; save joins the agent with --root as well; not reindex\n"
+	        "                    preempt, events; save joins the agent with --root as well; not reindex\n"
 	        "  --token-file FILE with --daemon: 0600 token file (or CKPT_TOKEN_FILE, else CKPT_TOKEN)\n"
 	        "  --help            help of a command: ckpt <command> --help\n\n"
 	        "other:\n"
