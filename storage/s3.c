@@ -239,7 +239,8 @@ int ckpt_s3_put(ckpt_s3 *s3, const char *bucket, const char *key, const void *da
 	r->body_len = len;
 	r->flags = flags & CKPT_S3_IF_NONE_MATCH ? S3_CONDITIONAL : 0;
 	r->content_type = "application/octet-stream";
-	s3__digests(r->body, len, r->sha, r->md5, NULL, NULL);
+	s3__digests(r->body, len, r->sha, s3->cfg.content_md5 || (flags & CKPT_S3_IF_NONE_MATCH) ? r->md5 : NULL,
+	            NULL, NULL);
 	s3__do(s3, r);
 	rc = s3__req_result(r, err, errcap);
 	/* 412: the key exists. Holding these very bytes it is ours (a try

@@ -1,7 +1,8 @@
 /* Requests over libcurl's multi interface: each signed afresh at every
  * try, many in flight on one multi handle (its connections kept for the
  * next call through a small pool), retried with jittered exponential
- * backoff on 5xx, SlowDown, timeouts and broken connections until the
+ * backoff on 5xx, SlowDown, timeouts, broken connections and bodies the
+ * server found damaged (not matching their signed hash) until the
  * retry bound runs out, and a final failure turned into an errno and a
  * message that names the cause and never a secret. */
 #include "s3_int.h"
@@ -504,7 +505,11 @@ static void done(s3_eng *e, s3_req *r, CURLcode cc)
 	s3_xml_err x;
 	if (s3__xml_error(r->resp, r->resp_len, &x) < 0)
 		memset(&x, 0, sizeof(x));
+	/* XAmzContentSHA256Mismatch, BadDigest: the body that arrived is not
+	 * the one hashed here (damaged on its way): nothing was stored, and
+	 * the same bytes go again. */
 	if (st >= 500 || st == 429 || (st == 400 && !strcmp(x.code, "RequestTimeout")) ||
+	    (st == 400 && (!strcmp(x.code, "XAmzContentSHA256Mismatch") || !strcmp(x.code, "BadDigest"))) ||
 	    (st == 409 && !strcmp(x.code, "ConditionalRequestConflict"))) {
 		snprintf(why, sizeof(why), "HTTP %ld %s", st, x.code);
 		return retry(e, r, why);

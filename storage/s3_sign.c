@@ -120,31 +120,36 @@ void s3__md5_b64(const void *p, size_t n, char out[25])
 
 void s3__digests(const void *p, size_t n, char sha_hex[65], char md5_b64[25], void (*pump)(void *), void *arg)
 {
-	EVP_MD_CTX *s = EVP_MD_CTX_new(), *m = EVP_MD_CTX_new();
+	EVP_MD_CTX *s = EVP_MD_CTX_new(), *m = md5_b64 ? EVP_MD_CTX_new() : NULL;
 	unsigned char d[EVP_MAX_MD_SIZE];
 	unsigned int dn = 0;
-	if (!s || !m) {
-		/* Out of memory for two contexts: the one-shot forms. */
+	if (!s || (md5_b64 && !m)) {
+		/* Out of memory for the contexts: the one-shot forms. */
 		EVP_MD_CTX_free(s);
 		EVP_MD_CTX_free(m);
 		s3__sha256_hex(p, n, sha_hex);
-		s3__md5_b64(p, n, md5_b64);
+		if (md5_b64)
+			s3__md5_b64(p, n, md5_b64);
 		return;
 	}
 	EVP_DigestInit_ex(s, EVP_sha256(), NULL);
-	EVP_DigestInit_ex(m, EVP_md5(), NULL);
+	if (m)
+		EVP_DigestInit_ex(m, EVP_md5(), NULL);
 	const size_t step = 1u << 20; /* in cache while both read it */
 	for (size_t off = 0; off < n; off += step) {
 		size_t k = n - off < step ? n - off : step;
 		EVP_DigestUpdate(s, (const char *)p + off, k);
-		EVP_DigestUpdate(m, (const char *)p + off, k);
+		if (m)
+			EVP_DigestUpdate(m, (const char *)p + off, k);
 		if (pump && (off / step) % 4 == 3)
 			pump(arg);
 	}
 	EVP_DigestFinal_ex(s, d, &dn);
 	hexify(d, 32, sha_hex);
-	EVP_DigestFinal_ex(m, d, &dn);
-	EVP_EncodeBlock((unsigned char *)md5_b64, d, 16);
+	if (m) {
+		EVP_DigestFinal_ex(m, d, &dn);
+		EVP_EncodeBlock((unsigned char *)md5_b64, d, 16);
+	}
 	EVP_MD_CTX_free(s);
 	EVP_MD_CTX_free(m);
 }

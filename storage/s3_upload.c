@@ -1,7 +1,7 @@
 /* The S3 calls of many requests: a multipart upload (parts_in_flight part
- * buffers at most, each filled by the caller, hashed and sent with its
- * Content-MD5 while the others travel) and ranged GETs in parallel
- * straight into the caller's memory. */
+ * buffers at most, each filled by the caller, hashed (its signed SHA-256,
+ * and its Content-MD5 when cfg.content_md5) and sent while the others
+ * travel) and ranged GETs in parallel straight into the caller's memory. */
 #include "s3_int.h"
 
 #include <errno.h>
@@ -206,7 +206,7 @@ int ckpt_s3_upload(ckpt_s3 *s3, const char *bucket, const char *key, uint64_t le
 			r->body_len = n;
 			r->idx = (size_t)next;
 			r->user = sl;
-			s3__digests(sl->buf, n, r->sha, r->md5, s3__eng_pump, &e);
+			s3__digests(sl->buf, n, r->sha, s3->cfg.content_md5 ? r->md5 : NULL, s3__eng_pump, &e);
 			if ((rc = s3__eng_add(&e, r)) < 0) {
 				s3__errf(err, errcap, "%s", r->err);
 				break;

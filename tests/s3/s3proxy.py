@@ -74,7 +74,8 @@ A RULE (JSON object; every key but "action" optional):
     "truncate"  relays the response head and "bytes" (0) of its body, then
                 closes: a short body
     "corrupt"   flips the byte at "offset" of the response body (default:
-                its middle)
+                its middle); "when": "request": of the request body instead
+                (what reaches the gateway differs from what was signed)
 A request matches the first rule whose filters all match and that still
 has times left; "skip" and "times" count that rule's matches only.
 """
@@ -603,8 +604,15 @@ class Proxy:
         act = (rule or {}).get("action")
         mid = act in ("reset", "close") and rule.get("when") == "mid_request"
         limit = int(rule.get("bytes", 0)) if mid else None
+        flip = None
+        if act == "corrupt" and rule.get("when") == "request":
+            flip = int(rule["offset"]) if "offset" in rule else (clen // 2 if framing == "length" and clen else 0)
         n = 0
         for d in self.body_pieces(cr, framing, clen):
+            if flip is not None and n <= flip < n + len(d):
+                b = bytearray(d)
+                b[flip - n] ^= 0x01
+                d = bytes(b)
             if limit is not None and n + len(d) >= limit:
                 up.sendall(d[: max(limit - n, 0)])
                 raise Abort(act == "reset")
@@ -680,7 +688,7 @@ class Proxy:
         if act == "truncate":
             cut = int(rule.get("bytes", 0))
         flip = None
-        if act == "corrupt":
+        if act == "corrupt" and rule.get("when") != "request":
             flip = int(rule["offset"]) if "offset" in rule else (n // 2 if f == "length" and n else 0)
         for d in self.body_pieces(ur, f, n):
             if flip is not None and sent <= flip < sent + len(d):

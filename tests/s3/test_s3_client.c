@@ -3,7 +3,9 @@
  * parts in flight and their memory bound, byte-exact ranged GETs, HEAD,
  * list paging, batched deletes, listing and aborting multipart uploads;
  * through the fault proxy: 503 SlowDown and 500 on parts, a stall, reset
- * connections and short bodies retried, a retry bound that runs out; and
+ * connections and short bodies retried, bodies damaged on their way
+ * refused by the gateway and sent again (never stored), a retry bound
+ * that runs out; and
  * refusals that say why: wrong key id, wrong secret, a skewed clock, a
  * missing bucket, no permission, with no secret in any message. What is
  * in the bucket is checked with the harness's own requests. */
@@ -446,6 +448,34 @@ static void faults(const char *tmp)
 	check_object("faults/reset", 22, len);
 	printf("ok: connections reset mid-request and mid-answer, a short body, a close: retried\n");
 
+	/* a byte flipped on its way in a part and in a single PUT: the gateway
+	 * checks each body against its signed SHA-256 (no Content-MD5 is sent:
+	 * the default), refuses it, and the client sends the same bytes again;
+	 * the objects are the source's bytes. With Content-MD5 on, the same. */
+	for (int md5 = 0; md5 <= 1; md5++) {
+		ckpt_s3_cfg mc = cfg;
+		mc.content_md5 = md5;
+		ckpt_s3 *c = client(p.endpoint, &mc);
+		s3proxy_reset(&p);
+		s3proxy_rule(&p, "{\"kind\":\"PUT_PART\",\"action\":\"corrupt\",\"when\":\"request\",\"skip\":1,"
+		                 "\"times\":1}");
+		s3proxy_rule(&p, "{\"kind\":\"PUT\",\"action\":\"corrupt\",\"when\":\"request\",\"offset\":7,\"times\":1}");
+		char key[64], one[64];
+		snprintf(key, sizeof(key), "faults/flipped-%d", md5);
+		snprintf(one, sizeof(one), "faults/flipped-one-%d", md5);
+		src sf = { .seed = 24 }, so = { .seed = 25 };
+		T_OK(ckpt_s3_upload(c, bucket, key, len, fill, &sf, err, sizeof(err)));
+		T_OK(ckpt_s3_upload(c, bucket, one, part / 2, fill, &so, err, sizeof(err)));
+		T_ASSERT(s3proxy_count(&p, "PUT_PART", "400") == 1 && s3proxy_count(&p, "PUT", "400") == 1);
+		T_ASSERT(s3proxy_count(&p, "PUT_PART", "200") == 5 && s3proxy_count(&p, "PUT", "200") == 1);
+		ckpt_s3_stats_get(c, &st);
+		T_ASSERT(st.retries == 2);
+		check_object(key, 24, len);
+		check_object(one, 25, part / 2);
+		ckpt_s3_close(c);
+	}
+	printf("ok: a part and a PUT damaged on their way refused by the gateway and sent again\n");
+
 	/* a commit marker whose answer is lost (stored, then the connection
 	 * closed): the retry finds the key there with its bytes, which is 0;
 	 * another writer's bytes there stay -EEXIST */
@@ -472,6 +502,15 @@ static void faults(const char *tmp)
 	T_ASSERT(strstr(err, "gave up") && strstr(err, "SlowDown"));
 	T_ASSERT(dt < 5000);
 	printf("ok: the retry bound ran out in %lld ms: %s\n", (long long)dt, err);
+	/* a part damaged at every try: refused every time, the upload fails
+	 * naming why, is aborted, and no object is there */
+	s3proxy_reset(&p);
+	s3proxy_rule(&p, "{\"kind\":\"PUT_PART\",\"action\":\"corrupt\",\"when\":\"request\",\"times\":0}");
+	src sb = { .seed = 26 };
+	T_ASSERT(ckpt_s3_upload(s3, bucket, "faults/damaged", len, fill, &sb, err, sizeof(err)) == -ETIMEDOUT);
+	T_ASSERT(strstr(err, "XAmzContentSHA256Mismatch"));
+	T_ASSERT(ckpt_s3_head(s3, bucket, "faults/damaged", NULL, err, sizeof(err)) == -ENOENT);
+	printf("ok: a part damaged at every try never stored\n");
 	s3proxy_reset(&p);
 	T_ASSERT(s3gw_count_uploads(&g, bucket, "faults/") == 0);
 	s3proxy_rule(&p, "{\"kind\":\"PUT\",\"action\":\"stall\",\"seconds\":30,\"times\":0}");

@@ -215,6 +215,13 @@ static void env(void)
 	setenv("CKPT_S3_TIMEOUT", "1500ms", 1);
 	setenv("CKPT_S3_RETRY_TOTAL", "2m", 1);
 	T_OK(ckpt_s3_cfg_env(&c, msg, sizeof(msg)));
+	T_ASSERT(c.content_md5 == 0); /* off unless asked for */
+	setenv("CKPT_S3_CONTENT_MD5", "on", 1);
+	T_OK(ckpt_s3_cfg_env(&c, msg, sizeof(msg)));
+	T_ASSERT(c.content_md5 == 1);
+	setenv("CKPT_S3_CONTENT_MD5", "off", 1);
+	T_OK(ckpt_s3_cfg_env(&c, msg, sizeof(msg)));
+	T_ASSERT(c.content_md5 == 0);
 	T_ASSERT(c.size == sizeof(c) && !strcmp(c.endpoint, "http://127.0.0.1:7480") && !strcmp(c.region, "eu-west-3"));
 	T_ASSERT(c.addressing == 2 && c.part_bytes == 8u << 20 && c.parts_in_flight == 4);
 	T_ASSERT(c.timeout_ms == 1500 && c.retry_total_ms == 120000);
@@ -222,7 +229,8 @@ static void env(void)
 		                 { "CKPT_S3_ADDRESSING", "vhost" }, { "CKPT_S3_PART_BYTES", "1K" },
 		                 { "CKPT_S3_PART_BYTES", "6G" }, { "CKPT_S3_PARTS_IN_FLIGHT", "0" },
 		                 { "CKPT_S3_PARTS_IN_FLIGHT", "1000" }, { "CKPT_S3_TIMEOUT", "soon" },
-		                 { "CKPT_S3_RETRY_TOTAL", "0" }, { "CKPT_S3_ENDPOINT", "http://a b" } };
+		                 { "CKPT_S3_RETRY_TOTAL", "0" }, { "CKPT_S3_ENDPOINT", "http://a b" },
+		                 { "CKPT_S3_CONTENT_MD5", "yes" } };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char old[64];
 		snprintf(old, sizeof(old), "%s", getenv(bad[i][0]));

@@ -4,8 +4,9 @@ log's), then, in front of a real gateway (the CTest run's shared one, or one
 of this test's own), each fault it injects as a client sees it and as the
 gateway does: errors before and after the gateway saw the request, resets and
 closes at every point, stalls, holds released on command, truncated and
-corrupted bodies, rule filters and counts, keep-alive, 100-continue, and its
+corrupted bodies (responses, and a request body the gateway then refuses), rule filters and counts, keep-alive, 100-continue, and its
 own bounds (loopback only, gone with its owner). Exit 0 pass, 1 fail, 77 skip."""
+import hashlib
 import json
 import os
 import random
@@ -296,6 +297,18 @@ try:
     rule(kind="GET_RANGE", action="corrupt", offset=3)
     rc, out, _ = s3curl("-r", "0-9", B + "/a")
     check(out[:3] == data[:3] and out[3] == data[3] ^ 1 and out[4:] == data[4:10], "corrupt at offset 3")
+    # A request body's byte flipped on its way: the gateway checks the
+    # signed payload hash (x-amz-content-sha256) and stores nothing.
+    body = open(small, "rb").read()
+    hashed = SIGNED[:-2] + ["-H", "x-amz-content-sha256: " + hashlib.sha256(body).hexdigest()]
+    rule(kind="PUT", action="corrupt", when="request", offset=10)
+    r = subprocess.run(hashed + ["-w", " %{http_code}", "-T", small, B + "/flipped"], capture_output=True, timeout=120)
+    check(b"XAmzContentSHA256Mismatch" in r.stdout and r.stdout.endswith(b" 400"),
+          "a flipped request byte: %r" % r.stdout[-200:])
+    check(code_of(B + "/flipped")[1] == "404", "the gateway stored the flipped body")
+    r = subprocess.run(hashed + ["-o", os.devnull, "-w", "%{http_code}", "-T", small, B + "/flipped"],
+                       capture_output=True, timeout=120)
+    check(r.stdout == b"200", "the same PUT, not flipped: %r" % r.stdout)
 
     # --- stalls -----------------------------------------------------------
     rule(kind="HEAD", action="stall", seconds=2)
