@@ -419,6 +419,65 @@ out:
 
 /* ---------------------------------------------------------------- deletion */
 
+int ckpt__s3tree_chunks_read(ckpt_s3tree *t, const char *key, const ckpt_shard *s, const uint64_t *chunks, size_t n,
+                             uint8_t **bufs, uint32_t nbufs, size_t buf_bytes, ckpt_gchunk_fn fn, void *arg,
+                             char *why, size_t cap)
+{
+	const ckpt_fmt_footer *f = &s->footer;
+	uint8_t *own[READ_BATCH] = { 0 };
+	ckpt_s3_range rg[READ_BATCH];
+	uint64_t ci_of[READ_BATCH];
+	ckpt_chunk_scratch cs = { 0 };
+	int err = 0;
+	if (!bufs || !nbufs || buf_bytes < f->chunk_bytes) { /* buffers of our own */
+		nbufs = (uint32_t)CKPT_MIN(n, (size_t)READ_BATCH);
+		for (uint32_t i = 0; i < nbufs; i++)
+			if (!(own[i] = malloc(f->chunk_bytes ? f->chunk_bytes : 1))) {
+				err = -ENOMEM;
+				goto out;
+			}
+		bufs = own;
+	}
+	nbufs = CKPT_MIN(nbufs, (uint32_t)READ_BATCH);
+	for (size_t next = 0; next < n && !err;) {
+		size_t k = 0;
+		for (; next < n && k < nbufs; next++, k++) {
+			uint64_t ci = chunks[next];
+			if (ci >= f->chunk_count) {
+				ckpt__errf(why, cap, "chunk %llu is not in the shard", (unsigned long long)ci);
+				err = -EINVAL;
+				break;
+			}
+			const ckpt_fmt_chunk *c = &f->chunks[ci];
+			if (c->stored_len > f->chunk_bytes || c->raw_len > f->chunk_bytes) {
+				ckpt__errf(why, cap, "chunk %llu: stored length %u does not fit the chunk size",
+				           (unsigned long long)ci, c->stored_len);
+				err = -CKPT_ECORRUPT;
+				break;
+			}
+			rg[k] = (ckpt_s3_range){ c->offset, c->stored_len, bufs[k] };
+			ci_of[k] = ci;
+		}
+		if (err || !k)
+			break;
+		char e[512] = "";
+		if ((err = ckpt_s3_get_ranges(t->s3, t->bucket, key, rg, k, e, sizeof(e))) < 0) {
+			ckpt__errf(why, cap, "reading %s: %s", key, e[0] ? e : strerror(-err));
+			break;
+		}
+		for (size_t i = 0; i < k && !err; i++) {
+			const uint8_t *raw;
+			if ((err = ckpt__chunk_verify(f, ci_of[i], rg[i].buf, &cs, &raw, why, cap)) == 0)
+				err = fn(arg, ci_of[i], raw, f->chunks[ci_of[i]].raw_len);
+		}
+	}
+out:
+	for (uint32_t i = 0; i < READ_BATCH; i++)
+		free(own[i]);
+	ckpt__chunk_scratch_free(&cs);
+	return err;
+}
+
 int ckpt__s3tree_delete(ckpt_s3tree *t, const char *job, uint64_t version, const uint32_t *ranks, size_t n,
                         char *err, size_t cap)
 {

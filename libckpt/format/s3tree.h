@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "format.h"
+#include "global.h"
 #include "reader.h"
 #include "shared.h"
 #include "s3.h"
@@ -81,6 +82,16 @@ int ckpt__s3tree_shard_open(ckpt_s3tree *t, const char *key, ckpt_shard *s, char
  * error, or the client's -errno. */
 int ckpt__s3tree_shard_read(ckpt_s3tree *t, const char *key, const ckpt_shard *s, const ckpt_read_opts *o,
                             ckpt_sink_fn sink, void *arg);
+
+/* Reads chunks[0..n) (indices into s's chunk table, s opened from key)
+ * with ranged GETs, up to nbufs at once into bufs (each at least the
+ * chunk size; NULL: buffers of its own), each chunk decoded and its
+ * checksum verified before fn gets its raw bytes (global.h's gsource
+ * read, for elastic restores). Returns 0, -CKPT_ECORRUPT / -EINVAL (why
+ * names the chunk), fn's error, or the client's -errno. */
+int ckpt__s3tree_chunks_read(ckpt_s3tree *t, const char *key, const ckpt_shard *s, const uint64_t *chunks, size_t n,
+                             uint8_t **bufs, uint32_t nbufs, size_t buf_bytes, ckpt_gchunk_fn fn, void *arg,
+                             char *why, size_t cap);
 
 /* Deletes the SHARED copies of (job, version) for the ranks given: the
  * marker first (a version with an object missing is never complete), then

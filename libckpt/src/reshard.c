@@ -9,7 +9,9 @@
 #include "ctx.h"
 #include "daemon.h"
 #include "peer.h"
+#include "restore.h"
 #include "format/global.h"
+#include "format/s3tree.h"
 #include "format/shared.h"
 
 #include <errno.h>
@@ -27,6 +29,7 @@ typedef struct rcopy {
 	int cold;              /* LOCAL_MEM: page tables not built yet */
 	uint64_t fault_bytes, fault_ns; /* what building them took */
 	ckpt_peer_read pr;     /* PEER_MEM */
+	ckpt_s3tree *s3;       /* SHARED on an object store: the client; path is the object's key */
 	int failed;
 	struct rcopy *next;
 } rcopy;
@@ -83,6 +86,30 @@ static int open_file(rsrc *rs, rcopy *c, const char *dir, uint32_t rank, const u
 	if (!header_ok(rs, &c->s, rank) || (sum && c->s.tail.footer_checksum != *sum)) {
 		LOG_W(&rs->ctx->log, rs->version, "restore: %s is not rank %u's shard of the version committed", c->path,
 		      rank);
+		ckpt__shard_close(&c->s);
+		return -CKPT_ECORRUPT;
+	}
+	return 0;
+}
+
+/* SHARED on an object store: the rank's shard object (keys computed, no
+ * LIST), its header, tail and footer checked as a file's. */
+static int open_s3(rsrc *rs, rcopy *c, uint32_t rank)
+{
+	ckpt_ctx *ctx = rs->ctx;
+	char why[700] = "";
+	if (!(c->s3 = ckpt__restore_s3_tree(ctx)))
+		return -CKPT_EUNAVAIL;
+	CKPT_TRY(ckpt__s3tree_key(c->s3, c->path, sizeof(c->path), ctx->job, rs->version, rank));
+	int err = ckpt__s3tree_shard_open(c->s3, c->path, &c->s, why, sizeof(why));
+	if (err < 0) {
+		if (err != -ENOENT)
+			LOG_W(&ctx->log, rs->version, "restore: SHARED object %s: %s", c->path, why[0] ? why : ckpt_strerror(err));
+		return err;
+	}
+	if (!header_ok(rs, &c->s, rank)) {
+		LOG_W(&ctx->log, rs->version, "restore: SHARED object %s is not rank %u's shard of the version committed",
+		      c->path, rank);
 		ckpt__shard_close(&c->s);
 		return -CKPT_ECORRUPT;
 	}
@@ -152,7 +179,9 @@ static int open_next(rsrc *rs, uint32_t rank, rcopy **out)
 		} else if (tier == CKPT_TIER_PEER_MEM) {
 			r = open_peer(rs, c, rank);
 		} else if (tier == CKPT_TIER_SHARED) {
-			r = ctx->shared_dir ? open_file(rs, c, ctx->shared_dir, rank, NULL) : -CKPT_EUNAVAIL;
+			r = !ctx->shared_dir ? -CKPT_EUNAVAIL
+			  : ckpt__s3tree_is_url(ctx->shared_dir) ? open_s3(rs, c, rank)
+			  : open_file(rs, c, ctx->shared_dir, rank, NULL);
 		} else {
 			ckpt_idx_shard rec;
 			int have = ckpt__index_get_shard(ctx->index, ctx->job, rs->version, rank, &rec) == 0;
@@ -243,6 +272,9 @@ static int read_copy(rsrc *rs, rcopy *c, const uint64_t *chunks, size_t n, ckpt_
 	}
 	if (c->tier == CKPT_TIER_PEER_MEM)
 		return read_peer(rs, c, chunks, n, fn, arg, why, cap);
+	if (c->s3)
+		return ckpt__s3tree_chunks_read(c->s3, c->path, &c->s, chunks, n, rs->bufs, rs->nbufs,
+		                                rs->ctx->pool.slot_bytes, fn, arg, why, cap);
 	ckpt_chunk_read_opts o = { rs->ctx->backend_name, rs->nbufs, rs->ctx->direct_ok, rs->bufs, rs->nbufs,
 		                   rs->ctx->pool.slot_bytes };
 	return ckpt__chunks_read_file(c->path, &c->s, &o, chunks, n, fn, arg, why, cap);
@@ -400,12 +432,19 @@ int ckpt__reshard_world(ckpt_ctx *ctx, uint64_t version, uint32_t *world, uint64
 		*world = v.world_size;
 		return 0;
 	}
-	if (ctx->shared_dir && ckpt__shared_marker_read(ctx->shared_dir, ctx->job, version, &mk) == 0) {
-		*world = mk.world_size;
-		*lineage = mk.lineage;
-		return 0;
+	if (!ctx->shared_dir)
+		return -CKPT_ENOVERSION;
+	if (ckpt__s3tree_is_url(ctx->shared_dir)) {
+		ckpt_s3tree *t = ckpt__restore_s3_tree(ctx);
+		char err[600];
+		if (!t || ckpt__s3tree_marker_read(t, ctx->job, version, &mk, err, sizeof(err)) != 0)
+			return -CKPT_ENOVERSION;
+	} else if (ckpt__shared_marker_read(ctx->shared_dir, ctx->job, version, &mk) != 0) {
+		return -CKPT_ENOVERSION;
 	}
-	return -CKPT_ENOVERSION;
+	*world = mk.world_size;
+	*lineage = mk.lineage;
+	return 0;
 }
 
 int ckpt__reshard_restore(ckpt_ctx *ctx, uint64_t version)

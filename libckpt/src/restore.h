@@ -35,6 +35,9 @@ int ckpt__restore_s3_marked(struct ckpt_ctx *ctx, uint64_t version);
  * -ENOMEM (v unchanged); a store that cannot be read adds nothing. */
 int ckpt__restore_s3_merge(struct ckpt_ctx *ctx, uint64_t **v, size_t *n, uint8_t **tree_only);
 void ckpt__restore_s3_close(struct ckpt_ctx *ctx);
+/* The context's object store client (opened at the first call; NULL when
+ * it cannot be, said once). */
+struct ckpt_s3tree *ckpt__restore_s3_tree(struct ckpt_ctx *ctx);
 
 /* 1 if err says only that no copy was reached (none found, the tier not
  * available, a node or link down), as opposed to a copy that was read and

@@ -19,7 +19,7 @@
 
 /* The context's client, opened once (a failure is said once, then the
  * tier is unavailable). */
-static ckpt_s3tree *tree_of(ckpt_ctx *ctx)
+ckpt_s3tree *ckpt__restore_s3_tree(ckpt_ctx *ctx)
 {
 	pthread_mutex_lock(&ctx->lock);
 	if (!ctx->s3tree && !ctx->s3tree_failed) {
@@ -51,7 +51,7 @@ void ckpt__restore_s3_close(ckpt_ctx *ctx)
 
 int ckpt__restore_s3_marked(ckpt_ctx *ctx, uint64_t version)
 {
-	ckpt_s3tree *t = tree_of(ctx);
+	ckpt_s3tree *t = ckpt__restore_s3_tree(ctx);
 	ckpt_shared_mark mk;
 	char err[600];
 	return t && ckpt__s3tree_marker_read(t, ctx->job, version, &mk, err, sizeof(err)) == 0;
@@ -59,7 +59,7 @@ int ckpt__restore_s3_marked(ckpt_ctx *ctx, uint64_t version)
 
 int ckpt__restore_s3_merge(ckpt_ctx *ctx, uint64_t **v, size_t *n, uint8_t **tree_only)
 {
-	ckpt_s3tree *t = tree_of(ctx);
+	ckpt_s3tree *t = ckpt__restore_s3_tree(ctx);
 	uint64_t *found = NULL;
 	size_t nf = 0;
 	char err[600] = "";
@@ -142,7 +142,7 @@ out:
 
 int ckpt__restore_s3(ckpt_ctx *ctx, uint64_t version, int listed)
 {
-	ckpt_s3tree *t = tree_of(ctx);
+	ckpt_s3tree *t = ckpt__restore_s3_tree(ctx);
 	if (!t)
 		return -CKPT_EUNAVAIL;
 	char key[CKPT_S3TREE_KEY_MAX], err[600] = "";
@@ -152,9 +152,9 @@ int ckpt__restore_s3(ckpt_ctx *ctx, uint64_t version, int listed)
 	if (r < 0 && r != -ENOENT)
 		LOG_W(&ctx->log, version, "restore: the SHARED commit marker in %s: %s", t->url, err);
 	if (r == 0 && mk.world_size != ctx->cfg.world_size) {
-		LOG_E(&ctx->log, version, "restore: saved with %u ranks, this job has %u; restoring another number of "
-		      "ranks from an object store is not supported", mk.world_size, ctx->cfg.world_size);
-		return -CKPT_ENOVERSION;
+		LOG_I(&ctx->log, version, "restore: saved with %u ranks, this job has %u: resharding", mk.world_size,
+		      ctx->cfg.world_size);
+		return -CKPT_EMISMATCH;
 	}
 	if (r < 0 && !listed && ckpt__index_global(ctx->index, ctx->job, version, &g) != 0)
 		return -CKPT_ENOVERSION; /* not known to be committed */

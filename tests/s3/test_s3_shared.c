@@ -26,6 +26,11 @@
  *     checkpoint root and agent root deleted. Four ranks with nothing but
  *     CKPT_SHARED_DIR (no daemon, empty roots) restore the newest version
  *     bit-exact from the bucket; so does `ckpt restore --root s3://...`.
+ *  L. Still with nothing but the bucket, the job comes back on 3 ranks and
+ *     then on 2: each registers its slice of the tensor "t" (split among
+ *     the 4 saved ranks otherwise) and the blob "step", and ckpt_restore
+ *     reshards from the objects (ranged GETs of only the chunks each slice
+ *     needs, every one verified): every element and the blob exact.
  *  F. A byte flipped in rank 0's object of the newest version: rank 0's
  *     restore finds the chunk's checksum wrong and restores the version
  *     before, bit-exact; `ckpt verify --root s3://...` exits 3 naming it.
@@ -46,6 +51,7 @@
 #define WAIT_MS 30000
 #define TIERS "local_mem,local_disk"
 #define ROUNDS 20
+#define TN 400009 /* elements of the tensor "t", split among the ranks */
 
 static rt_env env;
 static daemon_t coord, agent[NODES];
@@ -70,6 +76,34 @@ static void fill(uint8_t **b, int rank, uint64_t v)
 	t_fill(b[0], regsize[0], (uint64_t)rank * 1000003u + v * 7919u + 1);
 	uint64_t step = v << 32 | (uint64_t)rank;
 	memcpy(b[1], &step, sizeof(step));
+}
+
+static float tval(uint64_t i, uint64_t v)
+{
+	return (float)((i * 31u + v * 7u) % 65521u) * 0.25f;
+}
+
+/* Rank's slice [lo, hi) of "t" in a job of world ranks. */
+static void t_slice(int rank, int world, uint64_t *lo, uint64_t *hi)
+{
+	*lo = (uint64_t)rank * TN / (uint64_t)world;
+	*hi = (uint64_t)(rank + 1) * TN / (uint64_t)world;
+}
+
+static void t_add(ckpt_ctx *ctx, float *t, uint64_t lo, uint64_t hi)
+{
+	ckpt_region_desc d = { .size = sizeof(d), .name = "t", .ptr = t, .bytes = (hi - lo) * sizeof(float),
+	                       .dtype = CKPT_DTYPE_F32, .ndim = 1, .global_shape = { TN }, .offsets = { lo },
+	                       .extents = { hi - lo } };
+	T_OK(ckpt_region_add(ctx, &d));
+}
+
+static void t_check(const float *t, uint64_t lo, uint64_t hi, uint64_t v, int rank)
+{
+	for (uint64_t i = lo; i < hi; i++)
+		if (t[i - lo] != tval(i, v))
+			T_FAIL("rank %d: element %llu of t is %g, version %llu saved %g", rank, (unsigned long long)i, t[i - lo],
+			       (unsigned long long)v, tval(i, v));
 }
 
 /* ---------------------------------------------------------------- ranks */
@@ -112,10 +146,19 @@ static void rank_main(const plan *p, int rank)
 		memset(b[i], 0xa5, regsize[i]);
 	}
 	ckpt_ctx *ctx = rp_open(regname, b, regsize, NREG);
-	if (p->restore)
+	uint64_t lo, hi;
+	t_slice(rank, WORLD, &lo, &hi);
+	float *t = malloc((hi - lo) * sizeof(float));
+	T_ASSERT(t);
+	t_add(ctx, t, lo, hi);
+	if (p->restore) {
 		rp_restore_check(ctx, rank, p->restore, 0, b, want, regname, regsize, NREG, fill);
+		t_check(t, lo, hi, p->restore, rank);
+	}
 	for (uint64_t v = p->save_from; v && v <= p->save_to; v++) {
 		fill(b, rank, v);
+		for (uint64_t i = lo; i < hi; i++)
+			t[i - lo] = tval(i, v);
 		ckpt_handle *h;
 		ckpt_status st = { .size = sizeof(st) };
 		T_OK(ckpt_save(ctx, v, 0, &h));
@@ -123,10 +166,49 @@ static void rank_main(const plan *p, int rank)
 		ckpt_handle_free(h);
 	}
 	T_OK(ckpt_ctx_close(ctx));
+	free(t);
 	for (int i = 0; i < NREG; i++) {
 		free(b[i]);
 		free(want[i]);
 	}
+}
+
+/* Phase L's rank of a job of world ranks, with nothing but the bucket:
+ * its slice of "t" and the blob "step", resharded from the objects. */
+static void elastic_main(int rank, int world, uint64_t expect)
+{
+	char tag[32];
+	snprintf(tag, sizeof(tag), "l-restore-%d", world);
+	rp_rank r = { env.dir, tag, JOB, rank, world, 60 + world, ckroot[0], NULL, "local_disk", env.tokpath, 120 };
+	rp_child_setup(driver, &r);
+	setenv("CKPT_CHUNK_BYTES", "256K", 1);
+	setenv("CKPT_STAGING_BYTES", "8M", 1);
+	setenv("CKPT_WORKERS", "1", 1);
+	setenv("CKPT_DEBUG", "TRACE", 1);
+	setenv("CKPT_SHARED_DIR", url, 1);
+	uint64_t lo, hi, step = 0, got = 0;
+	t_slice(rank, world, &lo, &hi);
+	float *t = malloc((hi - lo) * sizeof(float));
+	T_ASSERT(t);
+	for (uint64_t i = lo; i < hi; i++)
+		t[i - lo] = -1.0f;
+	ckpt_config cfg;
+	ckpt_ctx *ctx;
+	T_OK(ckpt_config_init(&cfg));
+	T_OK(ckpt_ctx_open(&cfg, &ctx));
+	t_add(ctx, t, lo, hi);
+	ckpt_region_desc d;
+	ckpt_region_desc_init(&d, "step", &step, sizeof(step));
+	T_OK(ckpt_region_add(ctx, &d));
+	T_OK(ckpt_restore(ctx, CKPT_LATEST, 0, &got));
+	if (got != expect)
+		T_FAIL("rank %d of %d restored version %llu, not %llu", rank, world, (unsigned long long)got,
+		       (unsigned long long)expect);
+	t_check(t, lo, hi, got, rank);
+	if (step != (got << 32 | (uint64_t)rank)) /* the saved rank of the same number's blob */
+		T_FAIL("rank %d of %d: step is %llx", rank, world, (unsigned long long)step);
+	T_OK(ckpt_ctx_close(ctx));
+	free(t);
 }
 
 /* Runs the plan's ranks to the end; returns how many exited 0. */
@@ -524,6 +606,45 @@ static void phase_c(uint64_t newest)
 		        "restored version %llu bit-exact, and so did ckpt restore --root s3://\n", (unsigned long long)newest);
 }
 
+static void phase_l(uint64_t newest)
+{
+	static const int worlds[] = { 3, 2 };
+	for (size_t w = 0; w < sizeof(worlds) / sizeof(worlds[0]); w++) {
+		int world = worlds[w], ok = 0, shared = 0;
+		pid_t pid[WORLD];
+		rmrf_now(ckroot[0]);
+		for (int r = 0; r < world; r++) {
+			fflush(NULL);
+			T_ASSERT((pid[r] = fork()) >= 0);
+			if (pid[r] == 0) {
+				elastic_main(r, world, newest);
+				exit(T_EXIT_PASS);
+			}
+		}
+		for (int r = 0; r < world; r++) {
+			int st = 0;
+			char log[700], tag[32];
+			if (td_wait_pid(pid[r], 90000, &st) < 0) {
+				kill(pid[r], SIGKILL);
+				waitpid(pid[r], &st, 0);
+			}
+			snprintf(tag, sizeof(tag), "l-restore-%d", world);
+			rank_log(log, sizeof(log), tag, r);
+			ok += td_status_code(st) == 0;
+			shared += td_file_has(log, 0, "shard from SHARED");
+			if (td_status_code(st) != 0) {
+				CHECK(0, "phase L: rank %d of %d exited %d", r, world, td_status_code(st));
+				td_print_tail(log, 25);
+			}
+		}
+		CHECK(ok == world && shared == world, "phase L: %d of %d ranks resharded version %llu from the bucket "
+		      "(%d read shards from SHARED)", ok, world, (unsigned long long)newest, shared);
+		if (ok == world && shared == world)
+			fprintf(stderr, "ok: L: %d ranks restored their slices of version %llu (saved by 4) from the bucket "
+			        "alone, every element exact\n", world, (unsigned long long)newest);
+	}
+}
+
 static void phase_f(uint64_t newest, uint64_t older)
 {
 	s3gw_buf b;
@@ -625,6 +746,7 @@ int main(void)
 	PHASE("G", phase_g(3));
 	PHASE("K", newest = phase_k(4));
 	PHASE("C", phase_c(newest));
+	PHASE("L", phase_l(newest));
 	PHASE("F", phase_f(newest, newest - 1));
 	PHASE("E", phase_e());
 
