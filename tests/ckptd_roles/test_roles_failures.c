@@ -149,44 +149,53 @@ static int run_cli(const char *args, const char *out)
 	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-int main(void)
+static pid_t follower;
+static char mlisten[64];
+static rt_env renv; /* this round's: its own directory */
+
+/* A coordinator, agents n1-n3, the follower, the 5 ranks (rank 4 gone). */
+static void up(int round, int hooks)
 {
-	driver = getpid();
-	rt_init(&env, "roles-fail");
+	renv = env;
+	if (snprintf(renv.dir, sizeof(renv.dir), "%s/round%d", env.dir, round) >= (int)sizeof(renv.dir))
+		T_FAIL("temp dir too long: %s", env.dir);
+	T_ASSERT(mkdir(renv.dir, 0700) == 0);
 	int mport = td_free_port("127.0.0.1");
-	char mlisten[64], chook[900], ahook[900];
+	char chook[900], ahook[900];
 	snprintf(mlisten, sizeof(mlisten), "127.0.0.1:%d", mport);
 	/* The command's text is fixed; the values reach it in its environment. */
-	snprintf(chook, sizeof(chook), "env | grep '^CKPT_' > '%s/chook.'\"$CKPT_EPOCH\"", env.dir);
-	snprintf(ahook, sizeof(ahook), "env | grep '^CKPT_' > '%s/ahook.'\"$CKPT_NODE.$CKPT_EPOCH\"", env.dir);
-	const char *cargs[] = { "--role", "coordinator", "--on-failure", chook, "--metrics-listen", mlisten, NULL };
-	rt_daemon(&env, &coord, "coord", 1, cargs);
-	rt_start(&env, &coord);
+	snprintf(chook, sizeof(chook), "env | grep '^CKPT_' > '%s/chook.'\"$CKPT_EPOCH\"", renv.dir);
+	snprintf(ahook, sizeof(ahook), "env | grep '^CKPT_' > '%s/ahook.'\"$CKPT_NODE.$CKPT_EPOCH\"", renv.dir);
+	const char *cargs[] = { "--role", "coordinator", "--metrics-listen", mlisten, hooks ? "--on-failure" : NULL, chook,
+		                NULL };
+	rt_daemon(&renv, &coord, "coord", 1, cargs);
+	rt_start(&renv, &coord);
 	for (int k = 1; k <= 3; k++) {
 		char name[8];
 		snprintf(name, sizeof(name), "n%d", k);
 		const char *aargs[] = { "--role", "agent", "--coordinator", coord.tcp, "--pool-size", "8M",
-		                        k == 1 ? "--on-failure" : NULL, ahook, NULL };
-		rt_daemon(&env, &ag[k], name, 0, aargs);
-		rt_start(&env, &ag[k]);
-		char up[64];
-		snprintf(up, sizeof(up), "agent %s up", name);
-		td_wait_log(&coord, up, 10000);
+		                        k == 1 && hooks ? "--on-failure" : NULL, ahook, NULL };
+		rt_daemon(&renv, &ag[k], name, 0, aargs);
+		rt_start(&renv, &ag[k]);
+		char upl[64];
+		snprintf(upl, sizeof(upl), "agent %s up", name);
+		td_wait_log(&coord, upl, 10000);
 	}
 	const char *fargv[] = { NULL, "events", "--follow", "--json", "--job", "fd", "--daemon", coord.tcp,
 	                        "--token-file", env.tokpath, NULL };
 	char exe[600];
 	snprintf(exe, sizeof(exe), "%s/ckpt", getenv("CKPT_BIN"));
 	fargv[0] = exe;
-	snprintf(evlog, sizeof(evlog), "%s/events.jsonl", env.dir);
-	pid_t follower = td_spawn(fargv, evlog);
+	snprintf(evlog, sizeof(evlog), "%s/events.jsonl", renv.dir);
+	follower = td_spawn(fargv, evlog);
 	for (int r = 0; r < NR; r++) {
 		char root[600];
-		snprintf(root, sizeof(root), "%s/r%d.ckpt", env.dir, r);
+		snprintf(root, sizeof(root), "%s/r%d.ckpt", renv.dir, r);
 		T_ASSERT(mkdir(root, 0700) == 0);
 		ranks[r] = rp_fork(&rep[r]);
 		if (ranks[r] == 0) {
-			rp_rank rr = { env.dir, "fail", "fd", r, NR, 0, root, ag[rank_node[r]].unixa, "local_disk", env.tokpath, 60 };
+			rp_rank rr = { renv.dir, "fail", "fd", r, NR, 0, root, ag[rank_node[r]].unixa, "local_disk", env.tokpath,
+				       60 };
 			rp_child_setup(driver, &rr);
 			rank_main(r, rep[r]);
 			exit(T_EXIT_PASS);
@@ -197,9 +206,13 @@ int main(void)
 	int st;
 	T_ASSERT(td_wait_pid(ranks[4], 10000, &st) == 0 && td_status_code(st) == 0);
 	usleep(300 * 1000); /* every RANKS at the coordinator */
-	int ok = 1;
-	double lat[5];
+}
 
+/* The four failures, one after the other; lat[1..4]: their decisions'
+ * latencies. Returns 1 when each came within its bound and nothing else did. */
+static int fail_all(double lat[5])
+{
+	int ok = 1, st;
 	uint64_t t0 = wall_ns();
 	T_ASSERT(kill(ranks[0], SIGKILL) == 0);
 	ok &= expect(1, "rank-died", "n1", "0", t0, 0, 2.0, &lat[1]);
@@ -231,14 +244,34 @@ int main(void)
 			fprintf(stderr, "FAIL: event %d has epoch %llu\n", i + 1, e[i].epoch);
 			ok = 0;
 		}
+	return ok;
+}
 
-	/* The coordinator's hook, once per decision; n1's agent's too. */
+static void down(void)
+{
+	int st;
+	kill(follower, SIGTERM);
+	td_wait_pid(follower, 5000, &st);
+	kill(ranks[1], SIGCONT);
+	for (int r = 1; r < 4; r++) {
+		kill(ranks[r], SIGKILL);
+		waitpid(ranks[r], &st, 0);
+	}
+	rt_stop(&ag[1]);
+	rt_stop(&ag[2]);
+	rt_stop(&coord);
+}
+
+/* The hooks' environments, the tool's listing and status, the metrics. */
+static int check_outputs(void)
+{
+	int ok = 1;
 	static const char *const kinds[5] = { NULL, "rank-died", "rank-hung", "node-lost", "node-lost" };
 	static const char *const nodes[5] = { NULL, "n1", "n1", "n2", "n3" };
 	static const char *const rks[5] = { NULL, "0", "1", "2", "3" };
 	for (int i = 1; i <= 4; i++) {
 		char path[800], w[5][64];
-		snprintf(path, sizeof(path), "%s/chook.%d", env.dir, i);
+		snprintf(path, sizeof(path), "%s/chook.%d", renv.dir, i);
 		snprintf(w[0], sizeof(w[0]), "CKPT_JOB=fd\n");
 		snprintf(w[1], sizeof(w[1]), "CKPT_NODE=%s\n", nodes[i]);
 		snprintf(w[2], sizeof(w[2]), "CKPT_RANKS=%s\n", rks[i]);
@@ -247,13 +280,12 @@ int main(void)
 		const char *want[] = { w[0], w[1], w[2], w[3], w[4], NULL };
 		ok &= hook_has(path, want);
 		if (i == 1) {
-			snprintf(path, sizeof(path), "%s/ahook.n1.1", env.dir);
+			snprintf(path, sizeof(path), "%s/ahook.n1.1", renv.dir);
 			ok &= hook_has(path, want);
 		}
 	}
-
 	char out[700];
-	snprintf(out, sizeof(out), "%s/cli.out", env.dir);
+	snprintf(out, sizeof(out), "%s/cli.out", renv.dir);
 	int rc = run_cli("events --job fd", out);
 	size_t len;
 	char *s = t_slurp(out, &len);
@@ -295,25 +327,82 @@ int main(void)
 			ok = 0;
 		}
 	free(s);
+	return ok;
+}
 
-	kill(follower, SIGTERM);
-	td_wait_pid(follower, 5000, &st);
-	kill(ranks[1], SIGCONT);
-	for (int r = 1; r < 4; r++) {
-		kill(ranks[r], SIGKILL);
-		waitpid(ranks[r], &st, 0);
+static int by_double(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* `test_roles_failures ROUNDS`: the four failures ROUNDS times, each round
+ * on a fresh cluster, then p50 and max of each decision's latency
+ * (tools/bench-recovery.sh). */
+static int measure(int rounds)
+{
+	static const char *const what[5] = { NULL, "rank-died (kill -9 of a rank)", "rank-hung (SIGSTOP of a rank)",
+		                             "node-lost (SIGSTOP of an agent)", "node-lost (kill -9 of an agent)" };
+	static const double bound[5] = { 0, 2, 10, 2, 2 };
+	static const double timeout[5] = { 0, 0, 5.0, 1.5, 0 }; /* the defaults the silence is judged by */
+	double *v[5];
+	int bad = 0;
+	for (int k = 1; k <= 4; k++)
+		T_ASSERT((v[k] = calloc((size_t)rounds, sizeof(double))) != NULL);
+	for (int i = 0; i < rounds; i++) {
+		double lat[5];
+		up(i, 0);
+		bad += !fail_all(lat);
+		down();
+		for (int k = 1; k <= 4; k++)
+			v[k][i] = lat[k];
 	}
-	rt_stop(&ag[1]);
-	rt_stop(&ag[2]);
-	rt_stop(&coord);
-	if (!ok) {
-		td_print_tail(coord.log, 30);
-		fprintf(stderr, "FAIL: logs in %s\n", env.dir);
-		return T_EXIT_FAIL;
+	printf("detection latency, failure to the coordinator's decision (event time), %d rounds, default settings\n",
+	       rounds);
+	printf("%-34s %8s %8s %8s %8s %10s\n", "failure", "p50 s", "max s", "bound s", "timeout s", "p50/timeout");
+	for (int k = 1; k <= 4; k++) {
+		qsort(v[k], (size_t)rounds, sizeof(double), by_double);
+		double p50 = v[k][(rounds - 1) / 2], mx = v[k][rounds - 1];
+		if (timeout[k] > 0)
+			printf("%-34s %8.3f %8.3f %8.1f %9.1f %11.2f\n", what[k], p50, mx, bound[k], timeout[k], p50 / timeout[k]);
+		else
+			printf("%-34s %8.3f %8.3f %8.1f %9s %11s\n", what[k], p50, mx, bound[k], "-", "-");
+		free(v[k]);
 	}
-	fprintf(stderr, "ok: rank-died %.3f s, rank-hung %.3f s, node-lost (silent) %.3f s, node-lost (killed) %.3f s; "
-	        "events, status, metrics and both hooks agree\n", lat[1], lat[2], lat[3], lat[4]);
-	ckptd_secret_free(env.cluster);
-	t_rmrf(env.dir);
-	return T_EXIT_PASS;
+	printf("rounds with a decision out of bounds or a stray one: %d\n", bad);
+	return bad ? T_EXIT_FAIL : T_EXIT_PASS;
+}
+
+int main(int argc, char **argv)
+{
+	driver = getpid();
+	rt_init(&env, "roles-fail");
+	int rc;
+	if (argc > 1) {
+		int rounds = atoi(argv[1]);
+		if (rounds < 1 || rounds > 1000) {
+			fprintf(stderr, "usage: %s [ROUNDS]\n", argv[0]);
+			return T_EXIT_FAIL;
+		}
+		rc = measure(rounds);
+	} else {
+		double lat[5];
+		up(0, 1);
+		int ok = fail_all(lat);
+		ok &= check_outputs();
+		down();
+		if (!ok) {
+			td_print_tail(coord.log, 30);
+			fprintf(stderr, "FAIL: logs in %s\n", renv.dir);
+			return T_EXIT_FAIL;
+		}
+		fprintf(stderr, "ok: rank-died %.3f s, rank-hung %.3f s, node-lost (silent) %.3f s, node-lost (killed) %.3f s; "
+		        "events, status, metrics and both hooks agree\n", lat[1], lat[2], lat[3], lat[4]);
+		rc = T_EXIT_PASS;
+	}
+	if (rc == T_EXIT_PASS) {
+		ckptd_secret_free(env.cluster);
+		t_rmrf(env.dir);
+	}
+	return rc;
 }
