@@ -31,7 +31,8 @@
  *  partition  3 nodes, heartbeat timeouts of 3 s. Job "part" (a rank per
  *             node) commits version 1 at peer_mem. n2's port on the bridge
  *             goes down (nothing tells TCP) while the ranks save versions
- *             2-4: the coordinator marks n2 degraded (STATUS, `ckpt status`,
+ *             2-4: the coordinator decides n2 lost within 2 s of the cut
+ *             (one node-lost event, `ckpt events`), marks n2 degraded (STATUS, `ckpt status`,
  *             ckpt_agents{state="degraded"}, ckpt_tier_degraded_nodes), n2's
  *             agent drops its silent coordinator link, and n2's rank's save
  *             status says PEER_MEM failed while its disk copy is there. The
@@ -374,6 +375,29 @@ static int status_says(const char *needle)
 	return found;
 }
 
+/* The coordinator's node-lost decisions about node since t0 (wall ns), from
+ * `ckpt events --json`: how many, and the first one's latency in *lat. */
+static int lost_since(const char *node, uint64_t t0, double *lat)
+{
+	char cmd[1600], line[4096], want[96];
+	snprintf(cmd, sizeof(cmd), "'%s/ckpt' events --json --daemon '%s' --token-file '%s' 2>&1", getenv("CKPT_BIN"),
+	         E.coord.unixa, E.rt.tokpath);
+	snprintf(want, sizeof(want), "\"failure\": \"node-lost\", \"node\": \"%s\"", node);
+	FILE *f = popen(cmd, "r");
+	int n = 0;
+	while (f && fgets(line, sizeof(line), f)) {
+		const char *t = strstr(line, "\"time_ns\": ");
+		unsigned long long ns = t ? strtoull(t + 11, NULL, 10) : 0;
+		if (!strstr(line, want) || ns < t0)
+			continue;
+		if (!n++)
+			*lat = ((double)ns - (double)t0) / 1e9;
+	}
+	if (f)
+		pclose(f);
+	return n;
+}
+
 static void scenario_partition(void)
 {
 	char ml[64];
@@ -401,6 +425,9 @@ static void scenario_partition(void)
 	T_ASSERT(ok == W);
 
 	/* The partition, while versions 2-4 are saved. */
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t cut_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	tn_link(&E.net, 2, 0);
 	fprintf(stderr, "n2 partitioned (its bridge port down)\n");
 	for (int r = 0; r < W; r++)
@@ -429,9 +456,15 @@ static void scenario_partition(void)
 	CT_CHECK(&E, td_log_has(&E.agent[2], "coordinator link down: silent for"),
 	         "n2's agent did not drop its silent coordinator link");
 	CT_CHECK(&E, td_log_has(&E.coord, "agent n2 silent for"), "the coordinator's log does not say n2 went silent");
+	/* Decided lost within 2 s of the cut (--failure-timeout 1.5 s), once. */
+	double lost_s = -1;
+	int nlost = lost_since("n2", cut_ns, &lost_s);
+	CT_CHECK(&E, nlost == 1 && lost_s >= 0 && lost_s <= 2.0,
+	         "node-lost n2 decided %d times, the first %.3f s after its link was cut (want once, within 2 s)", nlost,
+	         lost_s);
 	if (!E.failures)
-		fprintf(stderr, "ok: partition noticed: n2 degraded (STATUS, ckpt status, metrics), its agent dropped the "
-		        "silent link, its rank's save status says peer_mem failed\n");
+		fprintf(stderr, "ok: partition noticed: n2 decided lost %.3f s after the cut, degraded (STATUS, ckpt status, "
+		        "metrics), its agent dropped the silent link, its rank's save status says peer_mem failed\n", lost_s);
 
 	/* Healed. */
 	tn_link(&E.net, 2, 1);
