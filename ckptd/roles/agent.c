@@ -229,6 +229,8 @@ static void on_link(ckptd_server *srv, int fd, uint32_t events, void *arg)
 			ckptd__agent_evidence(a, &m.u.evidence_request);
 		} else if (m.type == CKPTD_MSG_EVENT) {
 			ckptd__members_event(a, &m.u.event);
+		} else if (m.type == CKPTD_MSG_EC_PLAN) {
+			ckptd__ec_plan(a, &m.u.ec_plan);
 		} else if (!a->flen) {
 			CKPTD_WARN(a->log, a->cfg->coordinator, NULL, "unexpected %s from the coordinator",
 			           ckptd_msg_name(m.type) ? ckptd_msg_name(m.type) : "message");
@@ -330,6 +332,7 @@ static void on_notice(ckptd_agent *a, const ckptd_commit_notice *n)
 	if (pool)
 		ckptd_pool_version_set(pool, n->job, n->version, CKPTD_VER_COMMITTED);
 	ckptd__peer_committed(a, n->job, n->version, n->tier); /* the peer pool's restore points */
+	ckptd__ec_committed(a, n->job, n->version, n->tier);   /* rs parity superseded */
 	if (r == 0)
 		return; /* nothing new to this node: a re-announcement after a reconnect */
 	ckptd_msg m = { .type = CKPTD_MSG_COMMIT_NOTICE, .u.commit_notice = *n };
@@ -404,6 +407,8 @@ static void local_from_coord(void *arg, const ckptd_msg *m)
 		ckptd__agent_evidence(a, &m->u.evidence_request);
 	else if (m->type == CKPTD_MSG_EVENT)
 		ckptd__members_event(a, &m->u.event);
+	else if (m->type == CKPTD_MSG_EC_PLAN)
+		ckptd__ec_plan(a, &m->u.ec_plan);
 }
 
 /* The pool evicted a segment to make room: the copy is gone. */
@@ -489,6 +494,7 @@ static void rank_sess_free(void *arg)
 		ckptd__agent_health_rank(a, rs, 0, 1);
 	ckptd__members_gone(a, rs);
 	ckptd__peer_session_gone(a, rs->serial);
+	ckptd__ec_session_gone(a, rs->serial);
 	if (rs->nwriting)
 		CKPTD_INFO(a->log, NULL, rs->job, "rank %u left before SHARD_DONE: %zu segments freed", rs->rank, rs->nwriting);
 	/* Reports of this turn still name it. */
@@ -778,6 +784,9 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	    (m->type == CKPTD_MSG_SEGMENT_REQUEST && m->u.segment_request.mode == CKPTD_SEG_PEER_READ) ||
 	    (m->type == CKPTD_MSG_SEGMENT_RELEASE && ckptd__peer_is_slot(m->u.segment_release.segment_id)))
 		return ckptd__peer_handle(a, s, rs, m);
+	if ((m->type == CKPTD_MSG_SEGMENT_REQUEST && m->u.segment_request.mode == CKPTD_SEG_EC_READ) ||
+	    (m->type == CKPTD_MSG_SEGMENT_RELEASE && ckptd__ec_is_pin(m->u.segment_release.segment_id)))
+		return ckptd__ec_handle(a, s, rs, m);
 	if (m->type == CKPTD_MSG_SEGMENT_REQUEST && m->u.segment_request.mode == CKPTD_SEG_PARTNERS)
 		return ckptd__peer_send_partners(a, s);
 	if (!rs->registered)
@@ -961,6 +970,10 @@ int ckptd_agent_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_secr
 		snprintf(err, errcap, "cannot set up prefetching: %s", strerror(-r));
 		goto fail;
 	}
+	if ((r = ckptd__ec_start(a)) < 0) {
+		snprintf(err, errcap, "cannot set up the rs encode: %s", strerror(-r));
+		goto fail;
+	}
 	/* Before anyone hears of this node: what a crash left half deleted. */
 	ckptd__agent_finish_deletes(a);
 	if ((r = ckptd__shared_open(a, err, errcap)) < 0)
@@ -993,6 +1006,7 @@ void ckptd_agent_free(ckptd_agent *a)
 	/* Sessions are gone (the server is freed first); their records too. */
 	ckptd__agent_notices_stop(a);
 	ckptd__prefetch_stop(a);
+	ckptd__ec_stop(a);
 	ckptd__agent_health_stop(a);
 	ckptd__members_stop(a);
 	ckptd_client_close(a->link);

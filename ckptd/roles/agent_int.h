@@ -92,7 +92,20 @@ struct ckptd_agent {
 	struct ckptd_hook *hook;     /* --on-failure (agent_members.c); NULL: none */
 	struct agent_members *members; /* closed connections awaiting their process's end */
 	uint64_t members_tick_ns;    /* the last liveness pass over the ranks */
+	struct agent_ec *ec;         /* the rs:K+M encode (agent_ec.c) */
 };
+
+/* agent_ec.c: the rs:K+M encode (parity held, slices served) */
+int ckptd__ec_start(ckptd_agent *a);
+void ckptd__ec_stop(ckptd_agent *a);
+/* EC_PLAN from the coordinator: this node's parity rows of a version. */
+void ckptd__ec_plan(ckptd_agent *a, const ckptd_ec_plan *p);
+/* COMMIT_NOTICE: at PEER_MEM, the job's parity of older versions goes. */
+void ckptd__ec_committed(ckptd_agent *a, const char *job, uint64_t version, uint32_t tier);
+/* SEGMENT_REQUEST(EC_READ) and SEGMENT_RELEASE of its pins. */
+int ckptd__ec_handle(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_msg *m);
+int ckptd__ec_is_pin(uint64_t id);
+void ckptd__ec_session_gone(ckptd_agent *a, uint64_t serial);
 
 /* agent.c */
 rank_sess *ckptd__agent_rank_by_serial(ckptd_agent *a, uint64_t serial);
@@ -150,6 +163,20 @@ int ckptd__peer_handle(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ck
 void ckptd__peer_session_gone(ckptd_agent *a, uint64_t serial);
 /* Drops the partner copies of (job, version); returns how many. */
 int ckptd__peer_delete(ckptd_agent *a, const char *job, uint64_t version);
+/* Room in the peer pool for bytes of rs parity of job's version (evicting
+ * as a lease does), never evicted until ckptd__peer_unreserve(id). [out]
+ * *mem: the agent's mapping of it. Returns 0 or -ENOSPC with *why. */
+int ckptd__peer_reserve(ckptd_agent *a, const char *job, uint64_t version, uint64_t bytes, uint64_t *id,
+                        uint8_t **mem, const char **why);
+void ckptd__peer_unreserve(ckptd_agent *a, uint64_t id);
+/* The peer pool's (passive) fabric, NULL without a pool. */
+struct ckpt_fab *ckptd__peer_fab(ckptd_agent *a);
+/* The peer pool's fabric, its registration (for PEER_GRANTs) and mem's
+ * offset in it. Returns 0 or -EINVAL (not in the pool, no pool). */
+struct ckpt_fab;
+struct ckpt_fab_remote;
+int ckptd__peer_remote(ckptd_agent *a, const uint8_t *mem, struct ckpt_fab **fab, struct ckpt_fab_remote *rem,
+                       uint64_t *off);
 void ckptd__peer_stats(ckptd_agent *a, uint64_t *bytes, uint64_t *used);
 /* COMMIT_NOTICE: the copies of (job, version) here are committed at tier;
  * the newest committed ones are the job's restore point, never evicted. */

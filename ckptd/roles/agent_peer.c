@@ -48,7 +48,7 @@
 #define PEER_SLOT_BIT (1ull << 62)
 #define SLOT_ALIGN 4096u
 
-enum { SLOT_WRITING = 1, SLOT_VERIFYING, SLOT_STORED };
+enum { SLOT_WRITING = 1, SLOT_VERIFYING, SLOT_STORED, SLOT_PARITY /* rs parity (agent_ec.c): never evicted */ };
 
 typedef struct pslot {
 	uint64_t id, off, len;
@@ -585,6 +585,50 @@ void ckptd__peer_session_gone(ckptd_agent *a, uint64_t serial)
 			slot_free(a, &pp->slots[i], "its writer went");
 }
 
+int ckptd__peer_reserve(ckptd_agent *a, const char *job, uint64_t version, uint64_t bytes, uint64_t *id,
+                        uint8_t **mem, const char **why)
+{
+	ckptd_peerpool *pp = a->peer;
+	*why = "no_space";
+	if (!pp)
+		return -ENOSPC;
+	pjob_heard(pp, job);
+	pslot *sl = slot_new(a, job, version, bytes, why);
+	if (!sl)
+		return -ENOSPC;
+	sl->state = SLOT_PARITY;
+	snprintf(sl->job, sizeof(sl->job), "%s", job);
+	sl->version = version;
+	sl->rank = UINT32_MAX;
+	sl->bytes = bytes;
+	*id = sl->id;
+	*mem = pp->mem + sl->off;
+	return 0;
+}
+
+void ckptd__peer_unreserve(ckptd_agent *a, uint64_t id)
+{
+	pslot *sl = a->peer ? slot_by_id(a->peer, id) : NULL;
+	if (sl && sl->state == SLOT_PARITY)
+		slot_free(a, sl, "parity superseded");
+}
+
+ckpt_fab *ckptd__peer_fab(ckptd_agent *a)
+{
+	return a->peer ? a->peer->fab : NULL;
+}
+
+int ckptd__peer_remote(ckptd_agent *a, const uint8_t *mem, ckpt_fab **fab, ckpt_fab_remote *rem, uint64_t *off)
+{
+	ckptd_peerpool *pp = a->peer;
+	if (!pp || mem < pp->mem || mem >= pp->mem + pp->size)
+		return -EINVAL;
+	*fab = pp->fab;
+	*rem = pp->rem;
+	*off = (uint64_t)(mem - pp->mem);
+	return 0;
+}
+
 int ckptd__peer_delete(ckptd_agent *a, const char *job, uint64_t version)
 {
 	ckptd_peerpool *pp = a->peer;
@@ -593,8 +637,8 @@ int ckptd__peer_delete(ckptd_agent *a, const char *job, uint64_t version)
 		return 0;
 	for (size_t i = pp->n; i-- > 0;) {
 		pslot *s = &pp->slots[i];
-		if (s->version != version || strcmp(s->job, job))
-			continue;
+		if (s->version != version || strcmp(s->job, job) || s->state == SLOT_PARITY)
+			continue; /* parity goes with agent_ec.c's word */
 		n++;
 		if (s->state == SLOT_VERIFYING || s->pins)
 			s->doomed = 1;

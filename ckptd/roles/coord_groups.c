@@ -159,6 +159,8 @@ static void repair(ckptd_coordinator *c)
 				g->p[j]->in_rs_group = 0;
 				g->p[j] = r;
 				r->in_rs_group = 1;
+				r->rs_gid = g->id;
+				r->rs_member = j;
 			} else {
 				gone++;
 			}
@@ -224,6 +226,8 @@ static void form(ckptd_coordinator *c)
 		if (grp[i] != UINT32_MAX) {
 			gs->g[gs->ng + grp[i]].p[mem[i]] = ps[i];
 			ps[i]->in_rs_group = 1;
+			ps[i]->rs_gid = gs->g[gs->ng + grp[i]].id;
+			ps[i]->rs_member = mem[i];
 		}
 	for (size_t i = 0; i < ng; i++) {
 		char line[600];
@@ -271,6 +275,19 @@ void ckptd__coord_groups_update(ckptd_coordinator *c)
 	repair(c);
 	form(c);
 	publish(c);
+}
+
+int ckptd__coord_group_of(ckptd_coordinator *c, uint32_t gid, peer **out, unsigned *k, unsigned *m)
+{
+	struct ckptd_cgroups *gs = c->groups;
+	for (size_t i = 0; gs && i < gs->ng; i++)
+		if (gs->g[i].id == gid) {
+			memcpy(out, gs->g[i].p, (gs->k + gs->m) * sizeof(*out));
+			*k = gs->k;
+			*m = gs->m;
+			return 0;
+		}
+	return -ENOENT;
 }
 
 int ckptd__coord_groups_status(ckptd_coordinator *c, ckptd_status_reply *out)

@@ -9,9 +9,11 @@
 #include <string.h>
 
 /* Tells every agent that is up where its ranks replicate (PEER_MEM): run
- * whenever an agent comes or goes. */
+ * whenever an agent comes or goes, after the rs groups are formed again
+ * (members of a group get no partners). */
 void ckptd__coord_place_partners(ckptd_coordinator *c)
 {
+	ckptd__coord_groups_update(c); /* the same change of membership regroups rs:K+M */
 	size_t n = 0, k = 0;
 	for (peer *p = c->peers; p; p = p->next)
 		n++;
@@ -39,7 +41,8 @@ void ckptd__coord_place_partners(ckptd_coordinator *c)
 			continue;
 		ckptd_msg m = { .type = CKPTD_MSG_PARTNERS };
 		m.u.partners.replicas = want;
-		m.u.partners.count = (uint32_t)cnt[i];
+		/* A group member's ranks are protected by its group's parity. */
+		m.u.partners.count = ps[i]->in_rs_group ? 0 : (uint32_t)cnt[i];
 		m.u.partners.entries = ent;
 		for (size_t j = 0; j < cnt[i]; j++) {
 			const peer *q = ps[out[i * rep + j]];
@@ -56,7 +59,6 @@ done:
 	free(out);
 	free(cnt);
 	free(ent);
-	ckptd__coord_groups_update(c); /* the same change of membership regroups rs:K+M */
 }
 
 #define WHERE_MAX 64 /* a shard has a copy per tier per node: few */

@@ -157,6 +157,14 @@ static void observe_commit(ckptd_coordinator *c, const char *job, uint64_t versi
 	}
 }
 
+void ckptd__coord_announce(ckptd_coordinator *c, const char *job, uint64_t version, uint32_t tiers)
+{
+	count_commits(c, job, tiers);
+	observe_commit(c, job, version, tiers);
+	CKPTD_INFO(c->log, NULL, job, "version %llu committed at tiers 0x%x", (unsigned long long)version, tiers);
+	notify(c, NULL, job, version, tiers);
+}
+
 static void on_change(void *arg, const ckptd_coord_change *ch)
 {
 	ckptd_coordinator *c = arg;
@@ -235,6 +243,8 @@ void ckptd__coord_flush_batch(ckptd_coordinator *c)
 			CKPTD_INFO(c->log, NULL, e->job, "version %llu committed at tiers 0x%x (%u ranks)",
 			           (unsigned long long)e->sh.version, c->res[i].committed, e->sh.world_size);
 			notify(c, NULL, e->job, e->sh.version, c->res[i].committed);
+			if (c->res[i].committed & CKPT_TIER_LOCAL_MEM)
+				ckptd__coord_ec_encode(c, e->job, e->sh.version); /* rs groups make their parity */
 		}
 	}
 	c->nq = 0;
@@ -759,6 +769,13 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		ckptd_msg ok = { .type = CKPTD_MSG_OK };
 		return ckptd_session_send(s, &ok, -1);
 	}
+	case CKPTD_MSG_EC_DONE: {
+		if (role != CKPTD_ROLE_AGENT || !as || !as->p)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "EC_DONE comes from a group member's agent");
+		ckptd__coord_ec_done(c, as->p, &m->u.ec_done);
+		ckptd_msg ok = { .type = CKPTD_MSG_OK };
+		return ckptd_session_send(s, &ok, -1);
+	}
 	case CKPTD_MSG_NODE_EVIDENCE:
 		if (role != CKPTD_ROLE_AGENT || !as || !as->p)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "node evidence comes from a node's agent");
@@ -916,6 +933,9 @@ int ckptd_coordinator_local_msg(ckptd_coordinator *c, const char *node, const ck
 	case CKPTD_MSG_PREEMPT:
 		ckptd_coordinator_preempt(c, &m->u.preempt);
 		return 0;
+	case CKPTD_MSG_EC_DONE:
+		ckptd__coord_ec_done(c, p, &m->u.ec_done);
+		return 0;
 	default:
 		return -EINVAL;
 	}
@@ -974,6 +994,7 @@ void ckptd_coordinator_free(ckptd_coordinator *c)
 		free(p->jobs);
 		free(p);
 	}
+	ckptd__coord_ec_free(c);
 	ckptd__coord_groups_free(c);
 	ckptd__members_close(c);
 	ckptd_coord_close(c->db);

@@ -16,6 +16,7 @@ typedef struct peer {
 	char domain[CKPTD_NAME_MAX + 1];
 	char host[CKPTD_NAME_MAX + 1], sw[CKPTD_NAME_MAX + 1], power[CKPTD_NAME_MAX + 1]; /* more domains (rs groups) */
 	int in_rs_group;            /* a member of an rs:K+M group (coord_groups.c) */
+	uint32_t rs_gid, rs_member; /* ... which, and its index there */
 	uint64_t pool_bytes;
 	uint64_t peer_bytes;        /* its pool for partners' copies; 0: holds none */
 	ckptd_session *s;           /* NULL while disconnected, or when local */
@@ -68,6 +69,7 @@ struct ckptd_coordinator {
 	uint64_t silence_tick_ns; /* the last liveness pass: a late one means this process stalled */
 	struct ckptd_cgroups *groups; /* the peer tier's rs:K+M groups (coord_groups.c) */
 	struct coord_members *members; /* membership and failure decisions (coord_members.c) */
+	struct ckptd_ecvs *ecvs;      /* versions being rs-encoded (coord_ec.c) */
 };
 
 /* coordinator.c */
@@ -92,6 +94,22 @@ void ckptd__coord_groups_update(ckptd_coordinator *c);
 /* The scheme, groups and members into a STATUS_REPLY (freed with
  * ckptd__coord_groups_status_free, roles_int.h). Returns 0 or -ENOMEM. */
 int ckptd__coord_groups_status(ckptd_coordinator *c, ckptd_status_reply *out);
+
+/* The members of group gid: [out] out (k + m peers), *k, *m. Returns 0 or
+ * -ENOENT (no such group). */
+int ckptd__coord_group_of(ckptd_coordinator *c, uint32_t gid, peer **out, unsigned *k, unsigned *m);
+
+/* coord_ec.c: the rs encode of committed versions */
+/* A version committed at LOCAL_MEM: EC_PLAN to every member of every group
+ * holding its shards. */
+void ckptd__coord_ec_encode(ckptd_coordinator *c, const char *job, uint64_t version);
+/* A member's EC_DONE; the last one of a group records its ranks' PEER_MEM
+ * copies on the group's pseudo-node (rs-group.<id>). */
+void ckptd__coord_ec_done(ckptd_coordinator *c, peer *p, const ckptd_ec_done *d);
+void ckptd__coord_ec_free(ckptd_coordinator *c);
+
+/* coordinator.c: COMMIT_NOTICE of tiers that committed outside a batch. */
+void ckptd__coord_announce(ckptd_coordinator *c, const char *job, uint64_t version, uint32_t tiers);
 
 /* coord_stragglers.c */
 int ckptd__coord_stragglers_open(ckptd_coordinator *c);

@@ -99,7 +99,7 @@ typedef void (*ckptd_hook_fn)(ckptd_server *srv, void *arg);
 
 /* Watches a role's own fd (e.g. an agent's link to its coordinator) for
  * input. The fd stays the caller's; unwatch it before closing it.
- * Returns 0, -ENOSPC (8 at most), or the error of epoll_ctl. */
+ * Returns 0, -ENOSPC (16 at most), or the error of epoll_ctl. */
 int ckptd_server_watch(ckptd_server *srv, int fd, ckptd_watch_fn fn, void *arg);
 void ckptd_server_unwatch(ckptd_server *srv, int fd);
 

@@ -31,7 +31,7 @@
 #define MAX_HANDLERS 64
 #define CLOSE_LINGER_NS (1000000000ull) /* time to flush a last ERROR */
 #define READS_PER_EVENT 16              /* fairness: one peer cannot hog the loop */
-#define MAX_WATCHES 8                   /* role fds (an agent's coordinator link) */
+#define MAX_WATCHES 16                  /* role fds: an agent has its coordinator link, five pipes of its threads (notices, prefetch, shared, rs encode, verifications) and one per job pool being made */
 #define MAX_TIMERS 8
 #define MAX_AFTER 4
 

@@ -118,6 +118,9 @@ typedef enum ckptd_msg_type {
 	CKPTD_MSG_RANK_LEAVE = 91,
 	CKPTD_MSG_EVENTS = 92,
 	CKPTD_MSG_EVENT = 93,
+	/* 1.5: the peer tier's rs:K+M encode */
+	CKPTD_MSG_EC_PLAN = 96,
+	CKPTD_MSG_EC_DONE = 97,
 } ckptd_msg_type;
 
 /* Field wire types. */
@@ -167,6 +170,8 @@ enum {
 	CKPTD_TAG_HOST_DOMAIN = 160, CKPTD_TAG_SWITCH_DOMAIN, CKPTD_TAG_POWER_DOMAIN, CKPTD_TAG_SCHEME,
 	CKPTD_TAG_GROUPS, CKPTD_TAG_MEMBERS, CKPTD_TAG_GROUP, CKPTD_TAG_LOST, CKPTD_TAG_LOSSES_LEFT,
 	CKPTD_TAG_UNGROUPED,
+	/* 1.5: the rs:K+M encode (after UNGROUPED: 170 and up) */
+	CKPTD_TAG_EC_K, CKPTD_TAG_EC_M, CKPTD_TAG_MEMBER, CKPTD_TAG_INSTANCE, CKPTD_TAG_NODES,
 	/* 1.5: membership and failure decisions (tags 128 and up) */
 	CKPTD_TAG_EPOCH = 128, CKPTD_TAG_KIND, CKPTD_TAG_FOLLOW, CKPTD_TAG_BEAT_MS, CKPTD_TAG_SILENT_NS,
 	CKPTD_TAG_EPOCHS, CKPTD_TAG_RANKS,
@@ -200,6 +205,9 @@ enum {
 	CKPTD_SEG_PARTNER_COPY = 8, /* 1.3, the tool to an agent: the PEER_MEM copy this node
 	                          * holds of another node's shard, as SEGMENT_GRANT with a
 	                          * sealed memfd of that shard alone (SEGMENT_ID 0) */
+	CKPTD_SEG_EC_READ = 9,   /* 1.5, an rs parity holder to a data owner's agent: its
+	                          * LOCAL_MEM copy of a shard, pinned and registered for
+	                          * remote reads (PEER_GRANT; SEGMENT_RELEASE ends it) */
 };
 
 /* Agent state in STATUS_REPLY entries. */
@@ -825,6 +833,46 @@ typedef struct ckptd_job_epoch {
 	uint64_t time_ns;
 	char ranks[CKPTD_TEXT_MAX + 1]; /* the ranks, "0,2-5", for display (cut at CKPTD_TEXT_MAX with "...") */
 } ckptd_job_epoch;
+/* EC_PLAN (1.5): coordinator -> every member of an rs:K+M group, once a
+ * version is committed at LOCAL_MEM: the version's instances
+ * (ckptd/coord/ecplan.h) and who holds what. The recipient, member
+ * `member`, builds the M parity rows it holds of every instance from the
+ * other members' slices, read over the fabric (SEG_EC_READ), and answers
+ * EC_DONE. */
+typedef struct ckptd_ec_node {
+	uint32_t member;                  /* < k + m */
+	char node[CKPTD_NAME_MAX + 1];
+	char address[CKPTD_ADDR_MAX + 1]; /* its agent's control address */
+} ckptd_ec_node;
+typedef struct ckptd_ec_src {
+	uint32_t instance;
+	uint32_t member;
+	uint32_t rank;
+	uint64_t bytes; /* the shard image, > 0 */
+} ckptd_ec_src;
+typedef struct ckptd_ec_plan {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+	uint32_t group;
+	uint32_t k, m;
+	uint32_t member;  /* the recipient's */
+	uint32_t nnodes;  /* k + m, every member once */
+	ckptd_ec_node *nodes;
+	uint32_t count;   /* the non-empty members of every instance */
+	ckptd_ec_src *entries;
+} ckptd_ec_plan;
+
+/* EC_DONE (1.5): a member -> the coordinator: its parity rows of the
+ * version are complete (code 0), or could not be made (text says why,
+ * naming the member that failed). */
+typedef struct ckptd_ec_done {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version;
+	uint32_t group;
+	uint32_t code;    /* 0 done, else a negative errno's absolute value */
+	uint64_t bytes;   /* parity bytes it holds for the version */
+	char text[CKPTD_TEXT_MAX + 1];
+} ckptd_ec_done;
 
 typedef struct ckptd_msg {
 	uint16_t type;  /* ckptd_msg_type */
@@ -879,6 +927,8 @@ typedef struct ckptd_msg {
 		ckptd_rank_leave rank_leave;
 		ckptd_events events;
 		ckptd_event event;
+		ckptd_ec_plan ec_plan;
+		ckptd_ec_done ec_done;
 	} u;
 } ckptd_msg;
 

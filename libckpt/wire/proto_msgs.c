@@ -50,7 +50,7 @@ static const char *check_seg_request(const void *r)
 	const ckptd_segment_request *m = r;
 	if (m->mode == CKPTD_SEG_WRITE)
 		return m->bytes ? NULL : "segment of 0 bytes";
-	if (m->mode >= CKPTD_SEG_READ && m->mode <= CKPTD_SEG_PARTNER_COPY)
+	if (m->mode >= CKPTD_SEG_READ && m->mode <= CKPTD_SEG_EC_READ)
 		return m->bytes ? "a read or locate request names no size" : NULL;
 	return "unknown segment mode";
 }
@@ -121,6 +121,39 @@ static const char *check_group_info(const void *r)
 	if (g->members < 2 || g->members > 64)
 		return "group width out of range";
 	return g->lost > g->members || g->losses_left >= g->members ? "group losses exceed its members" : NULL;
+}
+
+static const char *check_ec_node(const void *r)
+{
+	const ckptd_ec_node *n = r;
+	return n->member < 64 ? NULL : "member past the widest group";
+}
+
+static const char *check_ec_src(const void *r)
+{
+	const ckptd_ec_src *e = r;
+	if (e->member >= 64)
+		return "member past the widest group";
+	return e->bytes ? NULL : "an empty member is not listed";
+}
+
+static const char *check_ec_plan(const void *r)
+{
+	const ckptd_ec_plan *m = r;
+	if (m->k < 1 || m->m < 1 || m->k + m->m > 64)
+		return "K, M out of range";
+	if (m->nnodes != m->k + m->m || m->member >= m->nnodes)
+		return "not every member listed once";
+	uint64_t seen = 0;
+	for (uint32_t i = 0; i < m->nnodes; i++) {
+		if (m->nodes[i].member >= m->nnodes || (seen >> m->nodes[i].member & 1))
+			return "not every member listed once";
+		seen |= 1ull << m->nodes[i].member;
+	}
+	for (uint32_t i = 0; i < m->count; i++)
+		if (m->entries[i].member >= m->nnodes)
+			return "a shard on no member";
+	return NULL;
 }
 
 static const char *check_tier_stat(const void *r)
@@ -594,6 +627,37 @@ static const ckptd__field f_peer_grant[] = {
 	F_STR(ckptd_peer_grant, provider, CKPTD_TAG_PROVIDER, OPT, CK_TEXT),
 	F_U64(ckptd_peer_grant, checksum, CKPTD_TAG_CHECKSUM, OPT),
 };
+static const ckptd__field f_ec_node[] = {
+	F_U32(ckptd_ec_node, member, CKPTD_TAG_MEMBER, REQ),
+	F_STR(ckptd_ec_node, node, CKPTD_TAG_NODE, REQ, CK_NAME),
+	F_STR(ckptd_ec_node, address, CKPTD_TAG_ADDRESS, REQ, CK_ADDR),
+};
+static const ckptd__schema s_ec_node = SCHEMA(ckptd_ec_node, f_ec_node, check_ec_node);
+static const ckptd__field f_ec_src[] = {
+	F_U32(ckptd_ec_src, instance, CKPTD_TAG_INSTANCE, REQ),
+	F_U32(ckptd_ec_src, member, CKPTD_TAG_MEMBER, REQ),
+	F_U32(ckptd_ec_src, rank, CKPTD_TAG_RANK, REQ),
+	F_U64(ckptd_ec_src, bytes, CKPTD_TAG_BYTES, REQ),
+};
+static const ckptd__schema s_ec_src = SCHEMA(ckptd_ec_src, f_ec_src, check_ec_src);
+static const ckptd__field f_ec_plan[] = {
+	F_STR(ckptd_ec_plan, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_ec_plan, version, CKPTD_TAG_VERSION, REQ),
+	F_U32(ckptd_ec_plan, group, CKPTD_TAG_GROUP, REQ),
+	F_U32(ckptd_ec_plan, k, CKPTD_TAG_EC_K, REQ),
+	F_U32(ckptd_ec_plan, m, CKPTD_TAG_EC_M, REQ),
+	F_U32(ckptd_ec_plan, member, CKPTD_TAG_MEMBER, REQ),
+	F_LIST(ckptd_ec_plan, nodes, nnodes, CKPTD_TAG_NODES, s_ec_node),
+	F_LIST(ckptd_ec_plan, entries, count, CKPTD_TAG_ENTRIES, s_ec_src),
+};
+static const ckptd__field f_ec_done[] = {
+	F_STR(ckptd_ec_done, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_ec_done, version, CKPTD_TAG_VERSION, REQ),
+	F_U32(ckptd_ec_done, group, CKPTD_TAG_GROUP, REQ),
+	F_U32(ckptd_ec_done, code, CKPTD_TAG_CODE, OPT),
+	F_U64(ckptd_ec_done, bytes, CKPTD_TAG_BYTES, OPT),
+	F_STR(ckptd_ec_done, text, CKPTD_TAG_TEXT, OPT, CK_TEXT),
+};
 static const ckptd__field f_preempt[] = {
 	F_STR(ckptd_preempt, job, CKPTD_TAG_JOB, OPT, CK_JOB),
 	F_STR(ckptd_preempt, node, CKPTD_TAG_NODE, OPT, CK_NAME),
@@ -789,6 +853,8 @@ static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_RANK_LEAVE, "RANK_LEAVE", SCHEMA(ckptd_rank_leave, f_rank_leave, NULL) },
 	{ CKPTD_MSG_EVENTS, "EVENTS", SCHEMA(ckptd_events, f_events, check_events), CKPTD__JOB_OWN_OR_EMPTY },
 	{ CKPTD_MSG_EVENT, "EVENT", SCHEMA(ckptd_event, f_event, check_event) },
+	{ CKPTD_MSG_EC_PLAN, "EC_PLAN", SCHEMA(ckptd_ec_plan, f_ec_plan, check_ec_plan) },
+	{ CKPTD_MSG_EC_DONE, "EC_DONE", SCHEMA(ckptd_ec_done, f_ec_done, NULL) },
 };
 
 const ckptd__msgdef *ckptd__msg_at(size_t i)

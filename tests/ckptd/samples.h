@@ -21,6 +21,7 @@ static const uint16_t t_types[] = {
 	CKPTD_MSG_PEER_LEASE, CKPTD_MSG_PEER_GRANT, CKPTD_MSG_PEER_COMMIT, CKPTD_MSG_PREEMPT, CKPTD_MSG_EMERGENCY,
 	CKPTD_MSG_EVIDENCE_REQUEST, CKPTD_MSG_NODE_EVIDENCE, CKPTD_MSG_STRAGGLERS, CKPTD_MSG_STRAGGLERS_REPLY,
 	CKPTD_MSG_RANKS, CKPTD_MSG_RANK_LEAVE, CKPTD_MSG_EVENTS, CKPTD_MSG_EVENT,
+	CKPTD_MSG_EC_PLAN, CKPTD_MSG_EC_DONE,
 };
 #define T_NTYPES (sizeof(t_types) / sizeof(t_types[0]))
 
@@ -40,6 +41,8 @@ typedef struct t_store {
 	ckptd_group_member gm[6];
 	ckptd_member mb[4];
 	ckptd_job_epoch je[2];
+	ckptd_ec_node en[3];
+	ckptd_ec_src es[4];
 } t_store;
 
 
@@ -507,6 +510,37 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 		m->u.stragglers_reply.entries = st->ev;
 		for (int i = 0; i < 2; i++)
 			t_evidence(&st->ev[i], job, i == 0, (uint32_t)i + 3);
+		break;
+	case CKPTD_MSG_EC_PLAN: {
+		ckptd_ec_plan *p = &m->u.ec_plan;
+		snprintf(p->job, sizeof(p->job), "%s", job);
+		p->version = full ? 1ull << 40 : 1;
+		p->group = full ? 17 : 0;
+		p->k = 2;
+		p->m = 1;
+		p->member = full ? 2 : 0;
+		p->nnodes = 3;
+		p->nodes = st->en;
+		for (uint32_t i = 0; i < 3; i++) {
+			st->en[i].member = 2 - i;
+			snprintf(st->en[i].node, sizeof(st->en[i].node), "gpu-node-%u", i);
+			snprintf(st->en[i].address, sizeof(st->en[i].address), "10.0.0.%u:7070", i + 1);
+		}
+		p->count = full ? 4 : 0;
+		p->entries = st->es;
+		for (uint32_t i = 0; i < 4; i++)
+			st->es[i] = (ckptd_ec_src){ i / 3, i % 3, 10 + i, 4096 + 7 * i };
+		break;
+	}
+	case CKPTD_MSG_EC_DONE:
+		snprintf(m->u.ec_done.job, sizeof(m->u.ec_done.job), "%s", job);
+		m->u.ec_done.version = full ? 99 : 1;
+		m->u.ec_done.group = full ? 3 : 0;
+		if (full) {
+			m->u.ec_done.code = EIO;
+			m->u.ec_done.bytes = 1ull << 33;
+			snprintf(m->u.ec_done.text, sizeof(m->u.ec_done.text), "stripe 2 row 1: gpu-node-4 unreachable");
+		}
 		break;
 	case CKPTD_MSG_EMERGENCY:
 		snprintf(m->u.emergency.job, sizeof(m->u.emergency.job), "%s", job);

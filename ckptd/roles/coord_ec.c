@@ -1,0 +1,299 @@
+/* The rs:K+M encode, the coordinator's side (--peer-scheme rs:K+M).
+ *
+ * When a version commits at LOCAL_MEM, each group whose nodes hold its
+ * shards gets it as instances (ckptd/coord/ecplan.c): EC_PLAN goes to every
+ * member, which builds its parity rows from the others' slices
+ * (agent_ec.c) and answers EC_DONE. Once every member of the group has, the
+ * group's ranks are protected at PEER_MEM: a copy of each is recorded on
+ * the pseudo-node rs-group.<id>, and the commit rule does the rest (the
+ * version commits at PEER_MEM when every rank is protected, by its group
+ * or by partner copies). No agent is called that: a member's loss drops
+ * none of them. A group member down at the commit, or a member that fails,
+ * leaves the version unprotected there (logged, naming it).
+ *
+ * What is in flight lives in memory, at most ECV_MAX versions: a restarted
+ * coordinator encodes the versions that commit after it. */
+#include "coordinator_int.h"
+
+#include "coord/ecplan.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ECV_MAX 256
+
+typedef struct ecv {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t version, lineage;
+	uint32_t gid, world;
+	unsigned k, m, n;
+	peer *p[CKPT_EC_MAX_PIECES];
+	uint64_t done;          /* members that answered EC_DONE 0 */
+	ckptd_coord_shard *sh;  /* the group's ranks (node: the pseudo-node) */
+	size_t nsh;
+	char node[CKPTD_NAME_MAX + 1];
+} ecv;
+
+struct ckptd_ecvs {
+	ecv *v[ECV_MAX];
+	size_t n;
+};
+
+static void ecv_free(ecv *e)
+{
+	if (e) {
+		free(e->sh);
+		free(e);
+	}
+}
+
+static void ecv_drop(ckptd_coordinator *c, size_t i)
+{
+	struct ckptd_ecvs *x = c->ecvs;
+	ecv_free(x->v[i]);
+	x->v[i] = x->v[--x->n];
+}
+
+void ckptd__coord_ec_free(ckptd_coordinator *c)
+{
+	struct ckptd_ecvs *x = c->ecvs;
+	if (!x)
+		return;
+	while (x->n)
+		ecv_drop(c, x->n - 1);
+	free(x);
+	c->ecvs = NULL;
+}
+
+typedef struct shard_acc {
+	ckptd_coord_copy_info *ci;
+	size_t n, cap;
+	int err;
+} shard_acc;
+
+static int copy_cb(void *arg, const ckptd_coord_copy_info *ci)
+{
+	shard_acc *a = arg;
+	if (ci->tier != CKPT_TIER_LOCAL_MEM || ci->deleting)
+		return 0;
+	if (a->n == a->cap) {
+		size_t nc = a->cap ? a->cap * 2 : 64;
+		void *q = realloc(a->ci, nc * sizeof(*a->ci));
+		if (!q) {
+			a->err = -ENOMEM;
+			return 1;
+		}
+		a->ci = q;
+		a->cap = nc;
+	}
+	a->ci[a->n++] = *ci;
+	return 0;
+}
+
+static int version_cb(void *arg, const ckptd_coord_version *v)
+{
+	*(ckptd_coord_version *)arg = *v;
+	return 1;
+}
+
+/* One group's plan out to its members. */
+static void plan_group(ckptd_coordinator *c, const char *job, const ckptd_coord_version *ver, uint32_t gid,
+                       const shard_acc *acc)
+{
+	peer *mem[CKPT_EC_MAX_PIECES];
+	unsigned k, m;
+	if (ckptd__coord_group_of(c, gid, mem, &k, &m) < 0)
+		return;
+	unsigned n = k + m;
+	ckptd_ec_shard *sh = calloc(acc->n ? acc->n : 1, sizeof(*sh));
+	ckptd_ec_instance *in = NULL;
+	ckptd_ec_node *nodes = calloc(n, sizeof(*nodes));
+	ckptd_ec_src *src = NULL;
+	ecv *e = calloc(1, sizeof(*e));
+	size_t nsh = 0, ni = 0, nsrc = 0;
+	char why[300] = "";
+	if (!sh || !nodes || !e)
+		goto out;
+	for (size_t i = 0; i < acc->n; i++) {
+		peer *p = ckptd__coord_peer_find(c, acc->ci[i].node);
+		if (p && p->in_rs_group && p->rs_gid == gid)
+			sh[nsh++] = (ckptd_ec_shard){ acc->ci[i].rank, p->rs_member, acc->ci[i].bytes };
+	}
+	if (!nsh)
+		goto out;
+	for (unsigned j = 0; j < n; j++)
+		if (ckptd__coord_peer_state(mem[j]) != CKPTD_AGENT_UP) {
+			CKPTD_WARN(c->log, mem[j]->node, job, "version %llu: rs group %u not encoded: member %s is %s",
+			           (unsigned long long)ver->version, gid, mem[j]->node,
+			           mem[j]->up ? "silent" : "down");
+			goto out;
+		}
+	if (ckptd_coord_ec_plan(k, m, sh, nsh, &in, &ni, why, sizeof(why)) < 0) {
+		CKPTD_WARN(c->log, NULL, job, "version %llu: rs group %u not encoded: %s", (unsigned long long)ver->version,
+		           gid, why);
+		goto out;
+	}
+	for (size_t j = 0; j < ni; j++)
+		for (unsigned i = 0; i < n; i++)
+			nsrc += in[j].rank[i] != CKPTD_EC_EMPTY;
+	if (nsrc > CKPTD_MAX_LIST || !(src = calloc(nsrc, sizeof(*src))))
+		goto out;
+	nsrc = 0;
+	for (size_t j = 0; j < ni; j++)
+		for (unsigned i = 0; i < n; i++)
+			if (in[j].rank[i] != CKPTD_EC_EMPTY)
+				src[nsrc++] = (ckptd_ec_src){ (uint32_t)j, i, in[j].rank[i], in[j].g.len[i] };
+	for (unsigned i = 0; i < n; i++) {
+		nodes[i].member = i;
+		snprintf(nodes[i].node, sizeof(nodes[i].node), "%s", mem[i]->node);
+		snprintf(nodes[i].address, sizeof(nodes[i].address), "%s", mem[i]->address);
+	}
+	/* What the group's EC_DONEs will record. */
+	if (!(e->sh = calloc(nsh, sizeof(*e->sh))))
+		goto out;
+	snprintf(e->job, sizeof(e->job), "%s", job);
+	snprintf(e->node, sizeof(e->node), "rs-group.%u", gid);
+	e->version = ver->version;
+	e->lineage = ver->lineage;
+	e->world = ver->world_size;
+	e->gid = gid;
+	e->k = k;
+	e->m = m;
+	e->n = n;
+	memcpy(e->p, mem, n * sizeof(*mem));
+	for (size_t i = 0; i < acc->n; i++) {
+		peer *p = ckptd__coord_peer_find(c, acc->ci[i].node);
+		if (p && p->in_rs_group && p->rs_gid == gid)
+			e->sh[e->nsh++] = (ckptd_coord_shard){ .version = ver->version, .rank = acc->ci[i].rank,
+			                                       .world_size = ver->world_size, .tier = CKPT_TIER_PEER_MEM,
+			                                       .bytes = acc->ci[i].bytes, .checksum = acc->ci[i].checksum,
+			                                       .lineage = ver->lineage };
+	}
+	struct ckptd_ecvs *x = c->ecvs;
+	if (x->n == ECV_MAX) {
+		CKPTD_WARN(c->log, NULL, x->v[0]->job, "version %llu: rs group %u's encode forgotten (%d in flight)",
+		           (unsigned long long)x->v[0]->version, x->v[0]->gid, ECV_MAX);
+		ecv_drop(c, 0);
+	}
+	x->v[x->n++] = e;
+	e = NULL;
+	for (unsigned i = 0; i < n; i++) {
+		ckptd_msg msg = { .type = CKPTD_MSG_EC_PLAN };
+		ckptd_ec_plan *pl = &msg.u.ec_plan;
+		snprintf(pl->job, sizeof(pl->job), "%s", job);
+		pl->version = ver->version;
+		pl->group = gid;
+		pl->k = k;
+		pl->m = m;
+		pl->member = i;
+		pl->nnodes = n;
+		pl->nodes = nodes;
+		pl->count = (uint32_t)nsrc;
+		pl->entries = src;
+		ckptd__coord_peer_send(c, mem[i], &msg);
+	}
+	CKPTD_INFO(c->log, NULL, job, "version %llu: rs group %u encoding %zu shard%s in %zu instance%s", 
+	           (unsigned long long)ver->version, gid, nsh, nsh == 1 ? "" : "s", ni, ni == 1 ? "" : "s");
+out:
+	ecv_free(e);
+	free(sh);
+	free(in);
+	free(nodes);
+	free(src);
+}
+
+void ckptd__coord_ec_encode(ckptd_coordinator *c, const char *job, uint64_t version)
+{
+	if (!c->groups)
+		return;
+	if (!c->ecvs && !(c->ecvs = calloc(1, sizeof(*c->ecvs))))
+		return;
+	ckptd_coord_version ver = { 0 };
+	if (ckptd_coord_list(c->db, job, version, version_cb, &ver) < 0 || ver.version != version)
+		return;
+	shard_acc acc = { 0 };
+	int r = ckptd_coord_copies(c->db, job, version, 0, copy_cb, &acc);
+	if (r >= 0 && !acc.err) {
+		/* Each group once, in the order its first shard is met. */
+		uint32_t seen[256];
+		size_t nseen = 0;
+		for (size_t i = 0; i < acc.n; i++) {
+			peer *p = ckptd__coord_peer_find(c, acc.ci[i].node);
+			if (!p || !p->in_rs_group)
+				continue;
+			int dup = 0;
+			for (size_t j = 0; j < nseen && !dup; j++)
+				dup = seen[j] == p->rs_gid;
+			if (dup)
+				continue;
+			if (nseen < sizeof(seen) / sizeof(seen[0]))
+				seen[nseen++] = p->rs_gid;
+			plan_group(c, job, &ver, p->rs_gid, &acc);
+		}
+	}
+	free(acc.ci);
+}
+
+void ckptd__coord_ec_done(ckptd_coordinator *c, peer *p, const ckptd_ec_done *d)
+{
+	struct ckptd_ecvs *x = c->ecvs;
+	size_t i;
+	for (i = 0; x && i < x->n; i++)
+		if (x->v[i]->version == d->version && x->v[i]->gid == d->group && !strcmp(x->v[i]->job, d->job))
+			break;
+	if (!x || i == x->n) {
+		CKPTD_DEBUG(c->log, p->node, d->job, "EC_DONE for version %llu of group %u: not being encoded",
+		            (unsigned long long)d->version, d->group);
+		return;
+	}
+	ecv *e = x->v[i];
+	unsigned j;
+	for (j = 0; j < e->n && e->p[j] != p; j++)
+		;
+	if (j == e->n)
+		return; /* not a member of that encode */
+	if (d->code) {
+		CKPTD_WARN(c->log, p->node, d->job, "version %llu: rs group %u not protected: member %s: %s",
+		           (unsigned long long)d->version, d->group, p->node, d->text[0] ? d->text : strerror((int)d->code));
+		ecv_drop(c, i);
+		return;
+	}
+	e->done |= 1ull << j;
+	if (e->done != (e->n == 64 ? ~0ull : (1ull << e->n) - 1))
+		return;
+	/* Every row of every instance is made: the group's ranks are protected. */
+	ckptd__coord_flush_batch(c);
+	ckptd_coord_result *res = calloc(e->nsh, sizeof(*res));
+	if (!res) {
+		ecv_drop(c, i);
+		return;
+	}
+	for (size_t k = 0; k < e->nsh; k++) {
+		e->sh[k].job = e->job;
+		e->sh[k].node = e->node;
+	}
+	int r = ckptd_coord_shard_done_batch(c->db, e->sh, e->nsh, res);
+	uint32_t committed = 0;
+	for (size_t k = 0; r == 0 && k < e->nsh; k++) {
+		if (res[k].status < 0)
+			CKPTD_WARN(c->log, e->node, e->job, "version %llu rank %u: rs protection not recorded: %s",
+			           (unsigned long long)e->version, e->sh[k].rank, ckpt_strerror(res[k].status));
+		committed |= res[k].committed;
+	}
+	if (r < 0)
+		CKPTD_WARN(c->log, e->node, e->job, "version %llu: rs protection not recorded: %s",
+		           (unsigned long long)e->version, ckpt_strerror(r));
+	else
+		CKPTD_INFO(c->log, NULL, e->job, "version %llu: %zu rank%s protected by rs group %u (rs:%u+%u, any %u of %u "
+		           "members may be lost)", (unsigned long long)e->version, e->nsh, e->nsh == 1 ? "" : "s", e->gid,
+		           e->k, e->m, e->m, e->n);
+	free(res);
+	char job[CKPTD_JOB_MAX + 1];
+	snprintf(job, sizeof(job), "%s", e->job);
+	uint64_t version = e->version;
+	ecv_drop(c, i);
+	if (committed)
+		ckptd__coord_announce(c, job, version, committed);
+}
