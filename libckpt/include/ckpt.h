@@ -695,7 +695,11 @@ typedef struct ckpt_piece_info {
 } ckpt_piece_info;
 
 /* Opens version `version` (CKPT_LATEST: the newest COMMITTED) of job in the
- * checkpoint root `root`, which must already hold an index.
+ * checkpoint root `root`, which must already hold an index; or, when root
+ * is s3://BUCKET/PREFIX/, in the SHARED tier on that object store (the
+ * CKPT_S3_* settings and credentials from the environment): a version is
+ * COMMITTED there when its commit marker is, CKPT_LATEST is the newest
+ * with one (a LIST), and every chunk is read by ranged GETs.
  * [out] out    the view, NULL on error. Close with ckpt_view_close.
  * [out] why    whycap bytes for the reason on error (may be NULL).
  * Returns 0; -CKPT_ENOVERSION (no such committed version); -CKPT_ECORRUPT

@@ -1,10 +1,13 @@
 /* The public read API (ckpt.h, "Reading a version"): a committed version
  * of a root opened without a context, its global tensors listed, any byte
  * range or box of one read, every chunk verified. Built on the global view
- * (format/global.h) with the ranks' shard files as the source. */
+ * (format/global.h) with the ranks' shard files as the source: under the
+ * root, or objects of the SHARED tier on an object store when the root is
+ * s3://BUCKET/PREFIX (format/s3tree.h), read with ranged GETs. */
 #include "base/common.h"
 #include "format/global.h"
 #include "format/index.h"
+#include "format/s3tree.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -13,6 +16,9 @@
 #include <sys/stat.h>
 
 #define VIEW_DEPTH 8
+/* The most ranks an s3:// root's commit marker may name: the bucket is not
+ * trusted, and the view holds a shard record per rank. */
+#define VIEW_S3_MAX_WORLD (1u << 17)
 
 struct ckpt_view {
 	char job[65];
@@ -22,6 +28,7 @@ struct ckpt_view {
 	char (*paths)[4096];
 	const ckpt_fmt_footer **footers;
 	ckpt_gview g;
+	ckpt_s3tree *s3;           /* an s3:// root: the client; paths are the objects' keys */
 	uint8_t *bufs[VIEW_DEPTH]; /* read buffers, allocated on the first read */
 	size_t buf_bytes;
 	int direct;
@@ -37,6 +44,10 @@ void ckpt_view_close(ckpt_view *v)
 		ckpt__shard_close(&v->shards[r]);
 	for (int i = 0; i < VIEW_DEPTH; i++)
 		free(v->bufs[i]);
+	if (v->s3) {
+		ckpt__s3tree_close(v->s3);
+		free(v->s3);
+	}
 	free(v->shards);
 	free(v->paths);
 	free(v->footers);
@@ -98,6 +109,101 @@ static int open_rank(ckpt_view *v, ckpt_index *ix, const char *root, uint32_t r,
 	return 0;
 }
 
+/* The shards' arrays for v->world ranks (their paths: files only; an
+ * object's key is computed when it is read). */
+static int alloc_ranks(ckpt_view *v, int paths)
+{
+	v->shards = calloc(v->world, sizeof(*v->shards));
+	v->paths = paths ? calloc(v->world, sizeof(*v->paths)) : NULL;
+	v->footers = calloc(v->world, sizeof(*v->footers));
+	if (!v->shards || (paths && !v->paths) || !v->footers)
+		return -ENOMEM;
+	for (uint32_t r = 0; r < v->world; r++)
+		v->shards[r].fd = -1;
+	return 0;
+}
+
+/* An s3:// root: a version is committed when its marker is there (the
+ * agents write it last); CKPT_LATEST is the newest with one (a LIST: the
+ * root holds no index). Each rank's object opened by its computed key. */
+static int open_s3(ckpt_view *v, const char *url, uint64_t version, char *why, size_t cap)
+{
+	char e[700] = "";
+	ckpt_shared_mark mk;
+	int err;
+	if (!(v->s3 = calloc(1, sizeof(*v->s3))))
+		return -ENOMEM;
+	if ((err = ckpt__s3tree_open(v->s3, url, e, sizeof(e))) < 0) {
+		ckpt__errf(why, cap, "%s", e[0] ? e : strerror(-err));
+		free(v->s3);
+		v->s3 = NULL;
+		return err;
+	}
+	if (version == CKPT_LATEST) {
+		uint64_t *vs = NULL;
+		size_t n = 0;
+		if ((err = ckpt__s3tree_versions(v->s3, v->job, &vs, &n, e, sizeof(e))) < 0) {
+			ckpt__errf(why, cap, "listing %s: %s", url, e[0] ? e : strerror(-err));
+			return err;
+		}
+		err = -CKPT_ENOVERSION;
+		for (size_t i = n; i-- > 0 && err == -CKPT_ENOVERSION;) {
+			int r = ckpt__s3tree_marker_read(v->s3, v->job, vs[i], &mk, e, sizeof(e));
+			if (r == 0) {
+				version = vs[i];
+				err = 0;
+			} else if (r != -ENOENT && r != -CKPT_ECORRUPT) {
+				err = r;
+			}
+		}
+		free(vs);
+		if (err == -CKPT_ENOVERSION) {
+			ckpt__errf(why, cap, "job %s has no committed version in %s", v->job, url);
+			return err;
+		}
+		if (err < 0) {
+			ckpt__errf(why, cap, "%s: %s", url, e[0] ? e : strerror(-err));
+			return err;
+		}
+	} else if ((err = ckpt__s3tree_marker_read(v->s3, v->job, version, &mk, e, sizeof(e))) < 0) {
+		if (err == -ENOENT || err == -CKPT_ECORRUPT) {
+			ckpt__errf(why, cap, "job %s version %llu has no commit marker in %s", v->job,
+			           (unsigned long long)version, url);
+			return -CKPT_ENOVERSION;
+		}
+		ckpt__errf(why, cap, "%s: %s", url, e[0] ? e : strerror(-err));
+		return err;
+	}
+	v->version = version;
+	v->world = mk.world_size;
+	if (!v->world || v->world > VIEW_S3_MAX_WORLD) {
+		ckpt__errf(why, cap, "version %llu's commit marker in %s names %u ranks", (unsigned long long)version, url,
+		           v->world);
+		return -CKPT_ECORRUPT;
+	}
+	CKPT_TRY(alloc_ranks(v, 0));
+	uint64_t lineage = 0;
+	char key[CKPT_S3TREE_KEY_MAX];
+	for (uint32_t r = 0; r < v->world; r++) {
+		CKPT_TRY(ckpt__s3tree_key(v->s3, key, sizeof(key), v->job, version, r));
+		if ((err = ckpt__s3tree_shard_open(v->s3, key, &v->shards[r], e, sizeof(e))) < 0) {
+			ckpt__errf(why, cap, "rank %u: %s: %s", r, key, e[0] ? e : strerror(-err));
+			v->shards[r].fd = -1;
+			return err == -ENOENT ? -CKPT_ECORRUPT : err;
+		}
+		const ckpt_fmt_header *h = &v->shards[r].header;
+		if (!r)
+			lineage = h->lineage;
+		if (h->version != version || h->rank != r || h->world_size != v->world || strcmp(h->job, v->job) ||
+		    (mk.lineage && h->lineage && h->lineage != mk.lineage) || h->lineage != lineage) {
+			ckpt__errf(why, cap, "%s is not rank %u's shard of the version committed", key, r);
+			return -CKPT_ECORRUPT;
+		}
+		v->footers[r] = &v->shards[r].footer;
+	}
+	return 0;
+}
+
 int ckpt_view_open(const char *root, const char *job, uint64_t version, ckpt_view **out, char *why, size_t whycap)
 {
 	char ixdir[4096];
@@ -114,6 +220,19 @@ int ckpt_view_open(const char *root, const char *job, uint64_t version, ckpt_vie
 	if (ckpt__job_valid(job) < 0) {
 		ckpt__errf(why, whycap, "'%s' is not a valid job id", job);
 		return -CKPT_ENAME;
+	}
+	if (ckpt__s3tree_is_url(root)) {
+		ckpt_view *v = calloc(1, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		snprintf(v->job, sizeof(v->job), "%s", job);
+		if ((err = open_s3(v, root, version, why, whycap)) < 0 ||
+		    (err = ckpt__gview_build(&v->g, v->footers, v->world, why, whycap)) < 0) {
+			ckpt_view_close(v);
+			return err;
+		}
+		*out = v;
+		return 0;
 	}
 	/* Open, never create: a mistyped root is an error, not a new index. */
 	if (snprintf(ixdir, sizeof(ixdir), "%s/index", root) >= (int)sizeof(ixdir))
@@ -136,15 +255,8 @@ int ckpt_view_open(const char *root, const char *job, uint64_t version, ckpt_vie
 	if ((err = pick_version(ix, job, version, &rec, &v->version, why, whycap)) < 0)
 		goto fail;
 	v->world = rec.world_size;
-	v->shards = calloc(v->world, sizeof(*v->shards));
-	v->paths = calloc(v->world, sizeof(*v->paths));
-	v->footers = calloc(v->world, sizeof(*v->footers));
-	if (!v->shards || !v->paths || !v->footers) {
-		err = -ENOMEM;
+	if ((err = alloc_ranks(v, 1)) < 0)
 		goto fail;
-	}
-	for (uint32_t r = 0; r < v->world; r++)
-		v->shards[r].fd = -1;
 	for (uint32_t r = 0; r < v->world; r++)
 		if ((err = open_rank(v, ix, root, r, why, whycap)) < 0)
 			goto fail;
@@ -243,7 +355,15 @@ static int file_read(void *self, uint32_t rank, const uint64_t *chunks, size_t n
 		v->buf_bytes = need;
 	}
 	ckpt_chunk_read_opts o = { NULL, VIEW_DEPTH, v->direct, v->bufs, VIEW_DEPTH, v->buf_bytes };
-	int err = ckpt__chunks_read_file(v->paths[rank], &v->shards[rank], &o, chunks, n, fn, arg, why, cap);
+	int err;
+	if (v->s3) {
+		char key[CKPT_S3TREE_KEY_MAX];
+		CKPT_TRY(ckpt__s3tree_key(v->s3, key, sizeof(key), v->job, v->version, rank));
+		err = ckpt__s3tree_chunks_read(v->s3, key, &v->shards[rank], chunks, n, v->bufs, VIEW_DEPTH, v->buf_bytes, fn,
+		                               arg, why, cap);
+	} else {
+		err = ckpt__chunks_read_file(v->paths[rank], &v->shards[rank], &o, chunks, n, fn, arg, why, cap);
+	}
 	if (err < 0 && why && why[0] && !strstr(why, "rank")) {
 		char tmp[512];
 		snprintf(tmp, sizeof(tmp), "rank %u: %s", rank, why);

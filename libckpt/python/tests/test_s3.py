@@ -3,8 +3,11 @@ gateway of this module's own (tests/s3/s3gw.sh; skipped without Ceph, a
 failure with CKPT_REQUIRE_S3=1), a bucket holding what the agents upload
 (each shard file as its object, then the version's marker), and a
 Checkpointer on an empty root with shared_dir="s3://BUCKET/p/": it restores
-the newest version bit-exact from the bucket alone. (The C library's
-fallback past a corrupt object is tests/s3/test_s3_shared.c's.)"""
+the newest version bit-exact from the bucket alone. DCP through
+ckpt.torch's StorageReader with the bucket as its root: a version saved by
+4 ranks (DTensors sharded over them) loads on 2 and on 3 ranks from the
+objects alone. (The C library's fallback past a corrupt object is
+tests/s3/test_s3_shared.c's.)"""
 import os
 import subprocess
 
@@ -54,8 +57,7 @@ def upload(gw, bucket, root, job, version, tmp_path):
     put(gw, bucket, vdir + "/COMMITTED", str(mk))
 
 
-def test_restore_from_the_bucket_alone(gw, tmp_path, monkeypatch):
-    bucket = sh("bucket", gw["S3GW_DIR"], "py-%d" % os.getpid()).strip() or "py-%d" % os.getpid()
+def s3_env(gw, monkeypatch):
     monkeypatch.setenv("CKPT_S3_ENDPOINT", gw["S3GW_ENDPOINT"])
     monkeypatch.setenv("CKPT_S3_REGION", gw.get("S3GW_REGION", "us-east-1"))
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", gw["S3GW_ACCESS_KEY"])
@@ -63,6 +65,15 @@ def test_restore_from_the_bucket_alone(gw, tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+def new_bucket(gw, name):
+    return sh("bucket", gw["S3GW_DIR"], name).strip() or name
+
+
+def test_restore_from_the_bucket_alone(gw, tmp_path, monkeypatch):
+    bucket = new_bucket(gw, "py-%d" % os.getpid())
+    s3_env(gw, monkeypatch)
     first_root = str(tmp_path / "node")
     rng = np.random.default_rng(23)
     state = {"w": rng.standard_normal((128, 1024)).astype(np.float32), "step": 1}
@@ -81,3 +92,18 @@ def test_restore_from_the_bucket_alone(gw, tmp_path, monkeypatch):
         state["w"][:] = 0
         assert c.restore(state) == 2
         assert np.array_equal(state["w"], v2) and state["step"] == 2
+
+
+def test_dcp_load_from_the_bucket_on_other_world_sizes(gw, tmp_path, monkeypatch):
+    from test_dcp import run
+    bucket = new_bucket(gw, "pydcp-%d" % os.getpid())
+    s3_env(gw, monkeypatch)
+    root = str(tmp_path / "node")
+    rc, out = run(4, "--root", root, "--mode", "save", "--version", "1")
+    assert rc == 0, out[-4000:]
+    upload(gw, bucket, root, "dcp", 1, tmp_path)
+    url = "s3://%s/p/" % bucket
+    for world in (2, 3):
+        rc, out = run(world, "--root", url, "--mode", "load", "--expect", "1")
+        assert rc == 0, out[-4000:]
+        assert out.count("loaded version 1 on %d ranks" % world) == world, out[-3000:]
