@@ -23,7 +23,7 @@
 
 /* One node's ranks of one job, as its agent last listed them. */
 typedef struct node_job {
-	char node[CKPTD_NAME_MAX + 1];
+	peer *p; /* its agent (peer records live as long as the coordinator) */
 	char job[CKPTD_JOB_MAX + 1];
 	ckptd_member *m;
 	uint32_t n;
@@ -94,18 +94,16 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 	return 0;
 }
 
-static node_job *nj_find(struct coord_members *cm, const char *node, const char *job, int make)
+static node_job *nj_get(struct coord_members *cm, peer *p, const char *job)
 {
 	for (size_t i = 0; i < cm->nnj; i++)
-		if (!strcmp(cm->nj[i].node, node) && !strcmp(cm->nj[i].job, job))
+		if (cm->nj[i].p == p && !strcmp(cm->nj[i].job, job))
 			return &cm->nj[i];
-	if (!make)
-		return NULL;
 	if (grow((void **)&cm->nj, &cm->capnj, cm->nnj, sizeof(*cm->nj)) < 0)
 		return NULL;
 	node_job *j = &cm->nj[cm->nnj++];
 	memset(j, 0, sizeof(*j));
-	snprintf(j->node, sizeof(j->node), "%s", node);
+	j->p = p;
 	snprintf(j->job, sizeof(j->job), "%s", job);
 	return j;
 }
@@ -170,12 +168,11 @@ static void decide(ckptd_coordinator *c, const char *job, uint32_t kind, const c
 		if (sub_wants(s, job))
 			ckptd_session_send(s->s, &msg, -1);
 	/* The agents serving the job's ranks (their hooks), the lost one too
-	 * if it still listens. */
-	for (peer *p = c->peers; p; p = p->next) {
-		int serves = 0;
-		for (size_t i = 0; i < cm->nnj && !serves; i++)
-			serves = !strcmp(cm->nj[i].node, p->node) && !strcmp(cm->nj[i].job, job) && cm->nj[i].n;
-		if (!serves || (!p->local && (!p->s || CKPTD_VERSION_MINOR_OF(ckptd_session_version(p->s)) < 5)))
+	 * if it still listens: one (node, job) record each. */
+	for (size_t i = 0; i < cm->nnj; i++) {
+		peer *p = cm->nj[i].p;
+		if (!cm->nj[i].n || strcmp(cm->nj[i].job, job) ||
+		    (!p->local && (!p->s || CKPTD_VERSION_MINOR_OF(ckptd_session_version(p->s)) < 5)))
 			continue;
 		ckptd__coord_peer_send(c, p, &msg);
 	}
@@ -185,7 +182,7 @@ static void decide(ckptd_coordinator *c, const char *job, uint32_t kind, const c
 int ckptd__coord_ranks_in(ckptd_coordinator *c, peer *p, const ckptd_ranks *r)
 {
 	struct coord_members *cm = c->members;
-	node_job *j = nj_find(cm, p->node, r->job, 1);
+	node_job *j = nj_get(cm, p, r->job);
 	if (!j)
 		return -ENOMEM;
 	ckptd_member *nm = r->count ? malloc(r->count * sizeof(*nm)) : NULL;
@@ -230,7 +227,7 @@ void ckptd__coord_node_lost(ckptd_coordinator *c, peer *p, uint64_t silent_ns, c
 	int any = 0;
 	for (size_t i = 0; i < cm->nnj; i++) {
 		node_job *j = &cm->nj[i];
-		if (strcmp(j->node, p->node) || !j->n)
+		if (j->p != p || !j->n)
 			continue;
 		any = 1;
 		decide(c, j->job, CKPTD_FAIL_NODE_LOST, p->node, j->m, j->n, silent_ns, why);

@@ -19,7 +19,9 @@
  * ckpt_failures_total per kind; the coordinator's --on-failure ran once per
  * decision with CKPT_JOB, CKPT_NODE, CKPT_RANKS, CKPT_EPOCH, CKPT_FAILURE in
  * its environment, and n1's agent's --on-failure ran for epoch 1 with the
- * same values (the coordinator's EVENT, passed to the agents of the job). */
+ * same values (the coordinator's EVENT, passed to the agents of the job).
+ * Last, the coordinator is killed and rank 1 (continued) killed too: n1's
+ * agent runs its hook at once, CKPT_EPOCH=0, CKPT_FAILURE=rank-died. */
 #include "roles_test.h"
 #include "rank_proc.h"
 
@@ -259,7 +261,8 @@ static void down(void)
 	}
 	rt_stop(&ag[1]);
 	rt_stop(&ag[2]);
-	rt_stop(&coord);
+	if (coord.pid > 0)
+		rt_stop(&coord);
 }
 
 /* The hooks' environments, the tool's listing and status, the metrics. */
@@ -330,6 +333,22 @@ static int check_outputs(void)
 	return ok;
 }
 
+/* With the coordinator gone, n1's agent decides nothing but runs its own
+ * hook at once for its rank's death, epoch 0: rank 1, continued, then killed. */
+static int hook_without_coordinator(void)
+{
+	rt_kill9(&coord);
+	td_wait_log(&ag[1], "coordinator link down", 10000);
+	T_ASSERT(kill(ranks[1], SIGCONT) == 0);
+	td_wait_log(&ag[1], "rank 1 heard again", 10000);
+	T_ASSERT(kill(ranks[1], SIGKILL) == 0);
+	char path[800];
+	snprintf(path, sizeof(path), "%s/ahook.n1.0", renv.dir);
+	static const char *const want[] = { "CKPT_JOB=fd\n", "CKPT_NODE=n1\n", "CKPT_RANKS=1\n", "CKPT_EPOCH=0\n",
+		                            "CKPT_FAILURE=rank-died\n", NULL };
+	return hook_has(path, want);
+}
+
 static int by_double(const void *x, const void *y)
 {
 	double a = *(const double *)x, b = *(const double *)y;
@@ -390,6 +409,7 @@ int main(int argc, char **argv)
 		up(0, 1);
 		int ok = fail_all(lat);
 		ok &= check_outputs();
+		ok &= hook_without_coordinator();
 		down();
 		if (!ok) {
 			td_print_tail(coord.log, 30);
