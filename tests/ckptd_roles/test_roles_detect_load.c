@@ -58,8 +58,14 @@ static int events_now(char *buf, size_t cap)
 	return WIFEXITED(rc) && WEXITSTATUS(rc) == 0 ? n : -1;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	/* A soak by hand: test_roles_detect_load SECONDS (CI: 6). */
+	int secs = argc > 1 ? atoi(argv[1]) : 6;
+	if (secs < 1 || secs > 86400) {
+		fprintf(stderr, "usage: %s [SECONDS]\n", argv[0]);
+		return T_EXIT_FAIL;
+	}
 	driver = getpid();
 	rt_init(&env, "roles-dload");
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -87,7 +93,7 @@ int main(void)
 		T_ASSERT(mkdir(root, 0700) == 0);
 		ranks[r] = rp_fork(&rep[r]);
 		if (ranks[r] == 0) {
-			rp_rank rr = { env.dir, "load", "ld", r, 2, 0, root, ag[r + 1].unixa, "local_disk", env.tokpath, 60 };
+			rp_rank rr = { env.dir, "load", "ld", r, 2, 0, root, ag[r + 1].unixa, "local_disk", env.tokpath, secs + 60 };
 			rp_child_setup(driver, &rr);
 			rank_main(rep[r], (int)ncpu);
 			exit(T_EXIT_PASS);
@@ -101,16 +107,18 @@ int main(void)
 		fflush(NULL);
 		if ((spinners[i] = fork()) == 0) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			alarm(30);
+			alarm((unsigned)secs + 30);
 			volatile uint64_t x = 0;
 			for (;;)
 				x++;
 		}
 		T_ASSERT(spinners[i] > 0);
 	}
-	fprintf(stderr, "load: %ld CPUs, %ld spinning threads in each of 2 ranks, %ld spinning processes, for 6 s\n", ncpu,
-	            ncpu, ncpu);
-	usleep(6000 * 1000);
+	fprintf(stderr, "load: %ld CPUs, %ld spinning threads in each of 2 ranks, %ld spinning processes, for %d s\n", ncpu,
+	        ncpu, ncpu, secs);
+	uint64_t tl = td_ms();
+	while (td_ms() - tl < (uint64_t)secs * 1000)
+		usleep(100 * 1000);
 	char buf[8192];
 	int quiet = events_now(buf, sizeof(buf));
 	int logged = td_log_has(&coord, "decided:");
@@ -143,7 +151,7 @@ int main(void)
 		        logged ? "logged one" : "logged none", seen ? "seen" : "NOT seen", lat, env.dir);
 		return T_EXIT_FAIL;
 	}
-	fprintf(stderr, "ok: 6 s of saturated CPUs, no decision; a stopped agent still decided lost in %.2f s\n", lat);
+	fprintf(stderr, "ok: %d s of saturated CPUs, no decision; a stopped agent still decided lost in %.2f s\n", secs, lat);
 	ckptd_secret_free(env.cluster);
 	t_rmrf(env.dir);
 	return T_EXIT_PASS;
