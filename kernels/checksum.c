@@ -3,6 +3,7 @@
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The tree checksum of src; with dst, each leaf is first copied there and
@@ -42,6 +43,75 @@ static uint64_t tree_sum(void *dst, const void *src, size_t len, ckpt_seal_state
 	if (nbuf)
 		XXH3_64bits_update(&st, buf, nbuf);
 	return XXH3_64bits_digest(&st);
+}
+
+struct ckpt_csum_stream {
+	XXH3_state_t st;            /* the leaf hashes, streamed */
+	uint8_t hashes[64 * 8];     /* leaf hashes not yet streamed */
+	size_t nhashes;
+	size_t len, fed;
+	uint8_t leaf[CKPT_CSUM_LEAF]; /* a leaf cut by a piece's edge */
+	size_t nleaf;
+};
+
+static void stream_leaf(ckpt_csum_stream *s, const uint8_t *leaf, size_t n)
+{
+	uint64_t h = XXH3_64bits(leaf, n);
+	for (int i = 0; i < 8; i++)
+		s->hashes[s->nhashes + (size_t)i] = (uint8_t)(h >> (8 * i));
+	s->nhashes += 8;
+	if (s->nhashes == sizeof(s->hashes)) {
+		XXH3_64bits_update(&s->st, s->hashes, s->nhashes);
+		s->nhashes = 0;
+	}
+}
+
+ckpt_csum_stream *ckpt_kern_checksum_begin(size_t len)
+{
+	ckpt_csum_stream *s = malloc(sizeof(*s));
+	if (!s)
+		return NULL;
+	XXH3_INITSTATE(&s->st);
+	XXH3_64bits_reset_withSeed(&s->st, (XXH64_hash_t)len);
+	s->nhashes = s->nleaf = s->fed = 0;
+	s->len = len;
+	return s;
+}
+
+void ckpt_kern_checksum_update(ckpt_csum_stream *s, const void *data, size_t n)
+{
+	const uint8_t *p = data;
+	s->fed += n;
+	while (n) {
+		if (!s->nleaf && n >= CKPT_CSUM_LEAF) {
+			stream_leaf(s, p, CKPT_CSUM_LEAF);
+			p += CKPT_CSUM_LEAF;
+			n -= CKPT_CSUM_LEAF;
+			continue;
+		}
+		size_t k = CKPT_CSUM_LEAF - s->nleaf < n ? CKPT_CSUM_LEAF - s->nleaf : n;
+		memcpy(s->leaf + s->nleaf, p, k);
+		s->nleaf += k;
+		p += k;
+		n -= k;
+		if (s->nleaf == CKPT_CSUM_LEAF) {
+			stream_leaf(s, s->leaf, s->nleaf);
+			s->nleaf = 0;
+		}
+	}
+}
+
+uint64_t ckpt_kern_checksum_end(ckpt_csum_stream *s)
+{
+	if (s->nleaf)
+		stream_leaf(s, s->leaf, s->nleaf);
+	if (s->nhashes)
+		XXH3_64bits_update(&s->st, s->hashes, s->nhashes);
+	uint64_t h = XXH3_64bits_digest(&s->st);
+	if (s->fed != s->len)
+		h = ~h; /* not the chunk's bytes: not its checksum (a reader sees a mismatch) */
+	free(s);
+	return h;
 }
 
 uint64_t ckpt_kern_checksum(const void *data, size_t len)

@@ -22,6 +22,19 @@ uint64_t ckpt_kern_checksum(const void *data, size_t len);
  * price of a memcpy instead of a memcpy plus a pass over the data. */
 uint64_t ckpt_kern_checksum_copy(void *dst, const void *src, size_t len);
 
+/* The tree checksum of a chunk of len bytes given in pieces, in order, of
+ * any sizes (a chunk that spans two upload parts, each read on its own):
+ * begin, update with every byte once, end, which returns what
+ * ckpt_kern_checksum of the whole would and frees the state (also when
+ * fewer or more than len bytes came: then the value is not the chunk's).
+ * A piece's whole leaves are hashed where they are; a leaf cut by a
+ * piece's edge is gathered (at most 64 KiB). begin returns NULL when out
+ * of memory. */
+typedef struct ckpt_csum_stream ckpt_csum_stream;
+ckpt_csum_stream *ckpt_kern_checksum_begin(size_t len);
+void ckpt_kern_checksum_update(ckpt_csum_stream *s, const void *data, size_t n);
+uint64_t ckpt_kern_checksum_end(ckpt_csum_stream *s);
+
 /* The tree checksum of data, and its seal (below) in the same pass: each
  * leaf is summed while it is in the cache from hashing it. */
 uint64_t ckpt_kern_checksum_sealed(const void *data, size_t len, uint64_t *seal);

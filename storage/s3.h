@@ -98,7 +98,7 @@ int ckpt_s3_put(ckpt_s3 *s3, const char *bucket, const char *key, const void *da
 
 /* A large object as a multipart upload (a single PUT when len <= part_bytes),
  * parts_in_flight parts at once, each part's bytes produced by fill into a
- * buffer of the client's (bounded memory whatever len), in order of their
+ * page-aligned buffer of the client's (bounded memory whatever len), in order of their
  * offsets, once each, and sent with their signed SHA-256 (and Content-MD5
  * when cfg.content_md5); fill may check the bytes (chunk checksums) and fail the
  * upload by returning < 0. On any failure the multipart upload is aborted

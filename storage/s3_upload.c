@@ -8,14 +8,21 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define MAX_PARTS 10000
+#define HUGE (2u << 20)
 
+/* A part buffer: page-aligned (a fill may read into it with O_DIRECT), in
+ * huge pages when it is large (a fresh buffer's first touch is a fault per
+ * page: 64 MiB is 16384 faults in 4 KiB pages, 32 in 2 MiB ones). */
 static void *part_alloc(ckpt_s3 *s3, size_t n)
 {
-	void *p = malloc(n ? n : 1);
-	if (!p)
+	void *p = NULL;
+	if (posix_memalign(&p, n >= HUGE ? HUGE : 4096, n ? n : 1))
 		return NULL;
+	if (n >= HUGE)
+		madvise(p, n / HUGE * HUGE, MADV_HUGEPAGE); /* advice: without it, small pages */
 	pthread_mutex_lock(&s3->lock);
 	s3->part_bytes_now += n;
 	if (s3->part_bytes_now > s3->st.part_bytes_peak)

@@ -1,5 +1,6 @@
 /* The chunk transforms against independent computations: the tree checksum
- * rebuilt here from libxxhash's one-shot functions, XXH3 test vectors,
+ * rebuilt here from libxxhash's one-shot functions (whole and in pieces cut
+ * anywhere), XXH3 test vectors,
  * shuffle layout on a hand-checked case, round trips on odd sizes. */
 #include "helpers.h"
 #include "ckpt.h"
@@ -127,6 +128,32 @@ int main(void)
 		memset(c, 0xee, n + 16);
 		T_ASSERT(ckpt_kern_checksum_copy(c + 5, a, n) == s);
 		T_ASSERT(!memcmp(c + 5, a, n) && c[4] == 0xee && c[n + 5] == 0xee);
+		/* In pieces: whole, cut inside and at leaf edges, byte by byte at
+		 * the start, pseudo-random cuts; a byte short is not it. */
+		size_t cuts[] = { 0, 1, CKPT_CSUM_LEAF - 1, CKPT_CSUM_LEAF, CKPT_CSUM_LEAF + 1, n / 3, n };
+		for (size_t k = 0; k < sizeof(cuts) / sizeof(cuts[0]); k++) {
+			size_t at = cuts[k] < n ? cuts[k] : n;
+			ckpt_csum_stream *cs = ckpt_kern_checksum_begin(n);
+			T_ASSERT(cs);
+			ckpt_kern_checksum_update(cs, a, at);
+			ckpt_kern_checksum_update(cs, a + at, n - at);
+			T_ASSERT(ckpt_kern_checksum_end(cs) == s);
+		}
+		ckpt_csum_stream *cs = ckpt_kern_checksum_begin(n);
+		size_t off = 0;
+		for (uint64_t x = n * 2654435761u + 1; off < n;) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			size_t k = off < 5 ? 1 : (size_t)(x >> 33) % (3 * CKPT_CSUM_LEAF);
+			k = k > n - off ? n - off : k;
+			ckpt_kern_checksum_update(cs, a + off, k);
+			off += k;
+		}
+		T_ASSERT(ckpt_kern_checksum_end(cs) == s);
+		if (n) {
+			cs = ckpt_kern_checksum_begin(n);
+			ckpt_kern_checksum_update(cs, a, n - 1);
+			T_ASSERT(ckpt_kern_checksum_end(cs) != s);
+		}
 	}
 	seal_tests(a, c, sizes, sizeof(sizes) / sizeof(sizes[0]));
 	/* Same bytes, different length: different checksum (seed = length). */

@@ -6,10 +6,13 @@
  * (storage/s3.h) whose parts are filled here from the rank's file: each
  * part's bytes are read once, and what they hold is checked before they
  * are handed over: every chunk's checksum (a chunk that spans two parts is
- * gathered from both and checked when its last piece has been read), and
+ * summed piece by piece as the parts are filled, in order, and checked
+ * when its last piece has been read; a compressed one is gathered from
+ * both, to be decoded), and
  * the header and the footer against the copies validated when the file was
- * opened. The client sends each part with its Content-MD5, so the server
- * stores the bytes that were checked; a chunk that does not check fails
+ * opened. The client signs each part with its SHA-256, which the server
+ * checks (a part damaged on its way is refused and sent again), so the
+ * server stores the bytes that were checked; a chunk that does not check fails
  * the part, and the client aborts the upload. An object appears whole or
  * not at all (CompleteMultipartUpload), and the version's marker is one
  * conditional PUT once the coordinator committed it at SHARED. A killed
@@ -22,9 +25,12 @@
 #include "ckpt_kernels.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int ckptd__sh_s3_open(ckptd_shared *sh, const char *url, char *err, size_t errcap)
@@ -90,7 +96,9 @@ void ckptd__sh_s3_clean(ckptd_shared *sh)
 
 typedef struct pend {
 	uint64_t ci;
-	uint8_t *buf;            /* the chunk's stored bytes as read */
+	ckpt_csum_stream *sum;   /* an uncompressed chunk: its checksum so far (pieces in order) */
+	uint64_t next;           /* ... and where its next piece starts */
+	uint8_t *buf;            /* a compressed chunk: its stored bytes as read */
 	uint64_t lo[PIECES_MAX]; /* the pieces read (their starts in the file) */
 	uint32_t npieces;
 	uint64_t have;
@@ -100,6 +108,7 @@ typedef struct up_fill {
 	ckptd_shared *sh;
 	sh_item *it;
 	int fd;
+	int dfd;                /* the same file opened O_DIRECT, or -1 */
 	const ckpt_shard *s;    /* the rank's file, validated */
 	uint8_t hdr[CKPT_FMT_HEADER_LEN]; /* its header block and trailer as validated */
 	uint8_t *trailer;
@@ -163,11 +172,45 @@ static int piece(up_fill *u, uint64_t ci, uint64_t lo, uint64_t hi, const uint8_
 		p = &u->pend[u->npend];
 		memset(p, 0, sizeof(*p));
 		p->ci = ci;
-		if (!(p->buf = malloc(c->stored_len))) {
+		p->next = c->offset;
+		if (!(c->flags & CKPT_CHUNK_ZSTD) && c->stored_len == c->raw_len)
+			p->sum = ckpt_kern_checksum_begin(c->raw_len);
+		else
+			p->buf = malloc(c->stored_len);
+		if (!p->sum && !p->buf) {
 			pthread_mutex_unlock(&u->mu);
 			return -ENOMEM;
 		}
 		u->npend++;
+	}
+	if (p->sum) {
+		/* The client fills its parts in order, once each (storage/s3.h). */
+		if (lo != p->next) {
+			pthread_mutex_unlock(&u->mu);
+			fill_why(u, "chunk %llu's pieces came out of order (at %llu, not %llu)", (unsigned long long)ci,
+			         (unsigned long long)lo, (unsigned long long)p->next);
+			return -EIO;
+		}
+		ckpt_kern_checksum_update(p->sum, data, hi - lo);
+		p->next = hi;
+		p->have += hi - lo;
+		int r = 0;
+		uint64_t sum = 0;
+		if (p->have == c->stored_len) {
+			sum = ckpt_kern_checksum_end(p->sum);
+			*p = u->pend[--u->npend];
+			if (sum != c->checksum)
+				r = -CKPT_ECORRUPT;
+		}
+		pthread_mutex_unlock(&u->mu);
+		if (r < 0) {
+			const ckpt_fmt_region *rg = &u->s->footer.regions[c->region];
+			fill_why(u, "the rank's file does not verify as it is read: region '%s' chunk %llu: checksum "
+			         "mismatch (stored %016llx, computed %016llx)", rg->name,
+			         (unsigned long long)(ci - rg->chunk_first), (unsigned long long)c->checksum,
+			         (unsigned long long)sum);
+		}
+		return r;
 	}
 	memcpy(p->buf + (lo - c->offset), data, hi - lo);
 	int seen = 0;
@@ -221,6 +264,44 @@ static int same_bytes(up_fill *u, const char *what, const uint8_t *ref, uint64_t
 	return -CKPT_ECORRUPT;
 }
 
+/* The rank's file again, O_DIRECT: the ranks write their files with
+ * O_DIRECT, so they are on the disk and not in the page cache, and a read
+ * through the cache is a copy out of it for every byte (after hashing, the
+ * flush's largest cost). Reopened through /proc/self/fd (the same inode,
+ * not the path, which may name another file by now) and checked to be it.
+ * -1 where that cannot be (no /proc, a file system without O_DIRECT): the
+ * reads go through the page cache. */
+static int direct_fd(int fd)
+{
+	char p[64];
+	struct stat a, b;
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+	int d = open(p, O_RDONLY | O_DIRECT | O_CLOEXEC | O_NONBLOCK);
+	if (d >= 0 && (fstat(fd, &a) < 0 || fstat(d, &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)) {
+		close(d);
+		d = -1;
+	}
+	return d;
+}
+
+/* [off, off + len) of the rank's file into buf: the whole blocks O_DIRECT
+ * when off and buf allow it, the rest (a last part's tail) through the
+ * page cache. */
+static int read_part(up_fill *u, uint8_t *buf, size_t len, uint64_t off)
+{
+	size_t head = 0;
+	if (u->dfd >= 0 && off % CKPT_ALIGN == 0 && (uintptr_t)buf % CKPT_ALIGN == 0)
+		head = len / CKPT_ALIGN * CKPT_ALIGN;
+	if (head) {
+		int r = ckpt__pread_full(u->dfd, buf, head, off);
+		if (r == -EINVAL) /* the file system wants a larger alignment: through the cache */
+			head = 0;
+		else if (r < 0)
+			return r;
+	}
+	return len > head ? ckpt__pread_full(u->fd, buf + head, len - head, off + head) : 0;
+}
+
 static int fill(void *arg, uint64_t off, void *vbuf, size_t len)
 {
 	up_fill *u = arg;
@@ -230,7 +311,7 @@ static int fill(void *arg, uint64_t off, void *vbuf, size_t len)
 		return -EINVAL;
 	if ((r = ckptd__sh_pace(u->sh, len)) < 0)
 		return r;
-	if ((r = ckpt__pread_full(u->fd, buf, len, off)) < 0) {
+	if ((r = read_part(u, buf, len, off)) < 0) {
 		fill_why(u, "reading the rank's file: %s", strerror(-r));
 		return r;
 	}
@@ -311,7 +392,7 @@ int ckptd__sh_s3_copy(ckptd_shared *sh, sh_item *it)
 {
 	char key[CKPT_S3TREE_KEY_MAX], why[600] = "", e[600] = "";
 	ckpt_shard ss, vs;
-	up_fill u = { .sh = sh, .it = it, .fd = -1 };
+	up_fill u = { .sh = sh, .it = it, .fd = -1, .dfd = -1 };
 	int err, have_vs = 0;
 	pthread_mutex_init(&u.mu, NULL);
 	if ((err = ckpt__s3tree_key(sh->tree, key, sizeof(key), it->job, it->version, it->rank)) < 0)
@@ -337,6 +418,7 @@ int ckptd__sh_s3_copy(ckptd_shared *sh, sh_item *it)
 	/* The header and trailer the parts are held to: read here once and
 	 * validated as a whole (their checksums), and the same as the file's. */
 	u.fd = ss.fd;
+	u.dfd = direct_fd(ss.fd);
 	u.len = ss.file_length;
 	u.trailer_off = ss.tail.footer_offset;
 	if (!(u.trailer = malloc(u.len - u.trailer_off)) ||
@@ -379,9 +461,14 @@ int ckptd__sh_s3_copy(ckptd_shared *sh, sh_item *it)
 	it->placed = 1;
 	it->copied = u.len;
 out:
-	for (size_t i = 0; i < u.npend; i++)
+	for (size_t i = 0; i < u.npend; i++) {
 		free(u.pend[i].buf);
+		if (u.pend[i].sum)
+			ckpt_kern_checksum_end(u.pend[i].sum);
+	}
 	free(u.pend);
+	if (u.dfd >= 0)
+		close(u.dfd);
 	free(u.trailer);
 	free(u.order);
 	if (have_vs)

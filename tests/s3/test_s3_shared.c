@@ -36,6 +36,12 @@
  *     before, bit-exact; `ckpt verify --root s3://...` exits 3 naming it.
  *  E. The tool on the bucket with a wrong secret key, on a missing bucket,
  *     on a malformed URL: each refused, its cause named, no secret said.
+ *  D. A new cluster; a byte flipped in every rank's local file of a new version while the
+ *     agents' flush waits on its first request (the proxy holds them), on
+ *     either side of the first part boundary (in the chunk that spans it,
+ *     summed piece by piece as the parts are read): each agent finds the
+ *     chunk's checksum wrong as it reads, uploads none of those objects,
+ *     and the version is never committed at shared nor marked.
  *
  * Checks are counted, so that one failure does not hide the next phases. */
 #include "../ckptd_roles/roles_test.h"
@@ -60,6 +66,7 @@ static const char *const regname[NREG] = { "weights", "step" };
 static size_t regsize[NREG];
 static int failures;
 static pid_t driver;
+static long part_bytes;
 static s3gw g, x;
 static s3proxy px;
 
@@ -695,6 +702,59 @@ static void phase_e(void)
 		        "refused with their cause named, no secret in the message\n");
 }
 
+static void flip_at(const char *path, long off)
+{
+	int fd = open(path, O_RDWR);
+	uint8_t c;
+	T_ASSERT(fd >= 0 && pread(fd, &c, 1, off) == 1);
+	c ^= 0x01;
+	T_ASSERT(pwrite(fd, &c, 1, off) == 1 && fsync(fd) == 0);
+	close(fd);
+}
+
+static void phase_d(uint64_t v)
+{
+	/* A cluster again (C took every daemon and root away). */
+	long from[NODES];
+	T_ASSERT(mkdir(coord.root, 0700) == 0);
+	rt_start(&env, &coord);
+	for (int k = 0; k < NODES; k++) {
+		struct stat st;
+		from[k] = stat(agent[k].log, &st) == 0 ? (long)st.st_size : 0;
+		T_ASSERT(mkdir(agent[k].root, 0700) == 0);
+		start_agent(k, NULL);
+	}
+	rt_wait_agents(&env, coord.tcp, NODES, 10000);
+	s3proxy_reset(&px);
+	s3proxy_rule(&px, "{\"kind\":\"HEAD\",\"action\":\"hold\",\"times\":0}");
+	plan p = { .tag = "d-save", .incarnation = 70, .save_from = v, .save_to = v, .only_rank = -1 };
+	int ok = launch(&p);
+	int held = s3proxy_wait(&px, "held", NODES, 30) == 0;
+	for (int r = 0; r < WORLD; r++) {
+		char f[800];
+		shard_in(f, sizeof(f), ckroot[node_of(r)], v, r);
+		flip_at(f, part_bytes + (r % 2 ? -100 : 100));
+	}
+	s3proxy_reset(&px); /* the held requests go on */
+	int refused = 0;
+	for (int i = 0; i < 300 && refused < NODES; i++) {
+		refused = 0;
+		for (int k = 0; k < NODES; k++)
+			refused += td_file_has(agent[k].log, from[k], "does not verify as it is read") != 0;
+		usleep(100000);
+	}
+	int committed = wait_tiers(v, CKPT_TIER_SHARED, 3000), objects = 0;
+	for (int r = 0; r < WORLD; r++)
+		objects += obj_state(v, r) != 0;
+	CHECK(ok == WORLD && held && refused == NODES && !committed && !objects && !has_marker(v),
+	      "phase D: %d ranks saved, flush held %d, %d agents refused the damaged files, committed at shared %d, "
+	      "%d objects uploaded", ok, held, refused, committed, objects);
+	if (ok == WORLD && held && refused == NODES && !committed && !objects)
+		fprintf(stderr, "ok: D: a byte flipped in every rank's file of version %llu, either side of a part "
+		        "boundary: both agents refused them as they read, nothing uploaded, never committed at shared\n",
+		        (unsigned long long)v);
+}
+
 int main(void)
 {
 	driver = getpid();
@@ -715,7 +775,8 @@ int main(void)
 	snprintf(url, sizeof(url), "s3://%s/pre/", bucket);
 	/* Every process of the test reaches the bucket through the proxy. */
 	char part[32];
-	snprintf(part, sizeof(part), "%ld", g.min_part > 0 ? g.min_part : 1048576);
+	part_bytes = g.min_part > 0 ? g.min_part : 1048576;
+	snprintf(part, sizeof(part), "%ld", part_bytes);
 	setenv("CKPT_S3_ENDPOINT", px.endpoint, 1);
 	setenv("CKPT_S3_REGION", g.region[0] ? g.region : "us-east-1", 1);
 	setenv("CKPT_S3_PART_BYTES", part, 1);
@@ -749,6 +810,7 @@ int main(void)
 	PHASE("L", phase_l(newest));
 	PHASE("F", phase_f(newest, newest - 1));
 	PHASE("E", phase_e());
+	PHASE("D", phase_d(newest + 1));
 
 	for (int k = 0; k < NODES; k++)
 		if (agent[k].pid > 0)
