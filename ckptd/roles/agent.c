@@ -190,6 +190,10 @@ static int send_hello(ckptd_agent *a)
 	snprintf(m.u.agent_hello.power, sizeof(m.u.agent_hello.power), "%s", a->cfg->domain_power ? a->cfg->domain_power : "");
 	m.u.agent_hello.pool_bytes = a->cfg->pool_size;
 	ckptd__peer_stats(a, &m.u.agent_hello.peer_bytes, &(uint64_t){ 0 });
+	uint64_t hb = a->cfg->heartbeat_timeout_ms, iv = a->cfg->heartbeat_interval_ms;
+	if (hb && (!iv || iv > hb / 4))
+		iv = hb / 4;
+	m.u.agent_hello.beat_ms = hb ? (uint32_t)(iv > UINT32_MAX ? UINT32_MAX : iv) : 0;
 	int r = ckptd__agent_link_send(a, &m, FWD_IGNORE, 0);
 	if (r == 0)
 		r = send_inventory(a);

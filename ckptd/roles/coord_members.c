@@ -243,24 +243,36 @@ void ckptd__coord_members_tick(ckptd_coordinator *c, uint64_t now)
 	cm->tick_ns = now;
 	ckptd_hook_reap(cm->hook);
 	/* A late pass: this process stalled, the agents' frames wait unread. */
-	int stalled = last && now - last > ft / 2;
+	int stalled = ft && last && now - last > ft / 2;
 	for (peer *p = c->peers; p; p = p->next) {
 		if (p->local || !p->up || !p->s)
 			continue;
 		uint64_t quiet = now - p->heard_ns;
-		if (p->decided_lost && quiet < ft) {
+		/* One that said it beats seldom (its --heartbeat-interval) gets 4
+		 * of its intervals at least. */
+		uint64_t limit = ft, floor = 4ull * p->beat_ms * 1000000ull;
+		if (ft && floor > limit) {
+			if (!p->beat_warned) {
+				p->beat_warned = 1;
+				CKPTD_WARN(c->log, p->node, NULL, "agent %s heartbeats every %u ms: judged silent after %llu ms, "
+				           "not --failure-timeout %llu ms", p->node, p->beat_ms, (unsigned long long)(floor / 1000000ull),
+				           (unsigned long long)c->cfg->failure_timeout_ms);
+			}
+			limit = floor;
+		}
+		if (p->decided_lost && quiet < (limit ? limit : 1000000000ull)) {
 			p->decided_lost = 0;
 			CKPTD_INFO(c->log, p->node, NULL, "agent %s heard again after it was decided lost", p->node);
 			continue;
 		}
 		/* Agents before 1.5 heartbeat at a quarter of --heartbeat-timeout,
 		 * too seldom to be judged by this. */
-		if (!ft || stalled || p->decided_lost || quiet <= ft ||
+		if (!limit || stalled || p->decided_lost || quiet <= limit ||
 		    CKPTD_VERSION_MINOR_OF(ckptd_session_version(p->s)) < 5)
 			continue;
 		char why[160];
 		snprintf(why, sizeof(why), "silent for %.1f s (--failure-timeout %llu ms)", (double)quiet / 1e9,
-		         (unsigned long long)c->cfg->failure_timeout_ms);
+		         (unsigned long long)(limit / 1000000ull));
 		ckptd__coord_node_lost(c, p, quiet, why);
 	}
 }

@@ -295,6 +295,7 @@ static void hello(ckptd_coordinator *c, peer *p, const ckptd_agent_hello *h)
 	snprintf(p->power, sizeof(p->power), "%s", h->power);
 	p->pool_bytes = h->pool_bytes;
 	p->peer_bytes = h->peer_bytes;
+	p->beat_ms = h->beat_ms;
 	p->up = 1;
 	p->degraded = 0;
 	p->heard_ns = ckpt__now_ns();

@@ -27,6 +27,8 @@ typedef struct peer {
 	uint64_t heard_ns;          /* its last frame (heartbeats included) */
 	int degraded;               /* connected but silent past --heartbeat-timeout */
 	int decided_lost;           /* a node-lost decision was made; cleared once heard again */
+	uint32_t beat_ms;           /* its heartbeat interval (AGENT_HELLO, 1.5); 0: unknown */
+	int beat_warned;            /* said that it beats too seldom for --failure-timeout */
 	char (*jobs)[CKPTD_JOB_MAX + 1]; /* jobs it holds shards of: who hears notices */
 	size_t njobs, capjobs;
 } peer;

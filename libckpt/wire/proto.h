@@ -588,6 +588,7 @@ typedef struct ckptd_agent_hello {
 	char host[CKPTD_NAME_MAX + 1];
 	char sw[CKPTD_NAME_MAX + 1];
 	char power[CKPTD_NAME_MAX + 1];
+	uint32_t beat_ms; /* optional (1.5): it heartbeats this often (--heartbeat-interval) */
 } ckptd_agent_hello;
 
 /* PARTNERS (1.2). Coordinator -> agent: the nodes this node's ranks

@@ -591,6 +591,7 @@ static const ckptd__field f_agent_hello[] = {
 	F_STR(ckptd_agent_hello, host, CKPTD_TAG_HOST_DOMAIN, OPT, CK_NAME),
 	F_STR(ckptd_agent_hello, sw, CKPTD_TAG_SWITCH_DOMAIN, OPT, CK_NAME),
 	F_STR(ckptd_agent_hello, power, CKPTD_TAG_POWER_DOMAIN, OPT, CK_NAME),
+	F_U32(ckptd_agent_hello, beat_ms, CKPTD_TAG_BEAT_MS, OPT),
 };
 static const ckptd__field f_partner[] = {
 	F_STR(ckptd_partner, node, CKPTD_TAG_NODE, REQ, CK_NAME),

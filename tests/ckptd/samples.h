@@ -300,6 +300,7 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 			snprintf(m->u.agent_hello.host, sizeof(m->u.agent_hello.host), "host-7");
 			snprintf(m->u.agent_hello.sw, sizeof(m->u.agent_hello.sw), "tor-3");
 			snprintf(m->u.agent_hello.power, sizeof(m->u.agent_hello.power), "pdu-a");
+			m->u.agent_hello.beat_ms = 250;
 		}
 		m->u.agent_hello.pool_bytes = full ? (256ull << 30) : 0;
 		break;

@@ -20,6 +20,8 @@
  * decision with CKPT_JOB, CKPT_NODE, CKPT_RANKS, CKPT_EPOCH, CKPT_FAILURE in
  * its environment, and n1's agent's --on-failure ran for epoch 1 with the
  * same values (the coordinator's EVENT, passed to the agents of the job).
+ * Agent n4 (no ranks) heartbeats every 2 s, past the 1.5 s failure timeout:
+ * the coordinator says so and judges it by 4 of its intervals (never lost).
  * Last, the coordinator is killed and rank 1 (continued) killed too: n1's
  * agent runs its hook at once, CKPT_EPOCH=0, CKPT_FAILURE=rank-died. */
 #include "roles_test.h"
@@ -38,7 +40,7 @@ static uint64_t wall_ns(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
-static daemon_t coord, ag[4];
+static daemon_t coord, ag[5];
 static pid_t driver, ranks[NR];
 static int rep[NR];
 static char evlog[700];
@@ -183,6 +185,13 @@ static void up(int round, int hooks)
 		snprintf(upl, sizeof(upl), "agent %s up", name);
 		td_wait_log(&coord, upl, 10000);
 	}
+	if (hooks) { /* n4, no ranks, beats every 2 s: judged by 4 of its intervals, never lost here */
+		const char *a4[] = { "--role", "agent", "--coordinator", coord.tcp, "--pool-size", "8M",
+		                     "--heartbeat-interval", "2s", NULL };
+		rt_daemon(&renv, &ag[4], "n4", 0, a4);
+		rt_start(&renv, &ag[4]);
+		td_wait_log(&coord, "agent n4 up", 10000);
+	}
 	const char *fargv[] = { NULL, "events", "--follow", "--json", "--job", "fd", "--daemon", coord.tcp,
 	                        "--token-file", env.tokpath, NULL };
 	char exe[600];
@@ -261,6 +270,7 @@ static void down(void)
 	}
 	rt_stop(&ag[1]);
 	rt_stop(&ag[2]);
+	rt_stop(&ag[4]);
 	if (coord.pid > 0)
 		rt_stop(&coord);
 }
@@ -330,6 +340,12 @@ static int check_outputs(void)
 			ok = 0;
 		}
 	free(s);
+	/* The slow beater: said, and never lost. */
+	if (!td_log_has(&coord, "agent n4 heartbeats every 2000 ms: judged silent after 8000 ms") ||
+	    td_log_has(&coord, "decided: node-lost on n4")) {
+		fprintf(stderr, "FAIL: n4 (heartbeats every 2 s) not judged by its own interval\n");
+		ok = 0;
+	}
 	return ok;
 }
 
