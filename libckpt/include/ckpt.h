@@ -639,6 +639,16 @@ typedef struct ckpt_version_info {
 CKPT_API int ckpt_versions_list(ckpt_ctx *ctx, ckpt_version_info *out, size_t cap,
                                 size_t *count);
 
+/* The versions ckpt_restore(CKPT_LATEST) would try, oldest first: those
+ * the coordinator says are committed (else the COMMITTED ones of this
+ * root's index), with those the SHARED tier's commit markers name (found
+ * by listing it when nobody else names any: every node lost). A caller
+ * whose restore of one failed takes the next older one from here.
+ * [out] out    cap entries; may be NULL with cap 0.
+ * [out] count  how many there are (may exceed cap).
+ * Returns 0, -CKPT_EINDEX, -ENOMEM, or the SHARED tier's -errno. */
+CKPT_API int ckpt_versions_restorable(ckpt_ctx *ctx, uint64_t *out, size_t cap, size_t *count);
+
 /* Deletes one version of the context's job from its root, crash-safely, as
  * `ckpt rm` does: marked DELETING first (never offered for restore from
  * then on), its shard files removed, then its records; a deletion a crash

@@ -608,6 +608,47 @@ static PyObject *context_staging_size(ContextObject *self, PyObject *unused)
 	return Py_BuildValue("(KK)", (unsigned long long)pool, (unsigned long long)need);
 }
 
+/* restorable() -> [int], oldest first (ckpt_versions_restorable). */
+static PyObject *context_restorable(ContextObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (ctx_enter(self, "restorable") < 0)
+		return NULL;
+	size_t count = 0, cap = 0;
+	uint64_t *v = NULL;
+	int err;
+	for (int tries = 0; tries < 4; tries++) {
+		Py_BEGIN_ALLOW_THREADS
+		err = ckpt_versions_restorable(self->ctx, v, cap, &count);
+		Py_END_ALLOW_THREADS
+		if (err < 0 || count <= cap)
+			break;
+		free(v);
+		cap = count + 16;
+		if (!(v = calloc(cap, sizeof(*v)))) {
+			ctx_leave(self);
+			return PyErr_NoMemory();
+		}
+	}
+	ctx_leave(self);
+	if (err < 0) {
+		free(v);
+		return raise_err(err, "restorable");
+	}
+	size_t n = count < cap ? count : cap;
+	PyObject *list = PyList_New((Py_ssize_t)n);
+	for (size_t i = 0; list && i < n; i++) {
+		PyObject *x = PyLong_FromUnsignedLongLong((unsigned long long)v[i]);
+		if (!x) {
+			Py_CLEAR(list);
+			break;
+		}
+		PyList_SET_ITEM(list, (Py_ssize_t)i, x);
+	}
+	free(v);
+	return list;
+}
+
 /* versions() -> [dict], oldest first. */
 static PyObject *context_versions(ContextObject *self, PyObject *unused)
 {
@@ -674,6 +715,8 @@ static PyMethodDef context_methods[] = {
 	{ "preempt_notice", (PyCFunction)context_preempt_notice, METH_VARARGS, "preempt_notice(deadline_ns=0)" },
 	{ "cuda_stream_set", (PyCFunction)context_cuda_stream_set, METH_VARARGS, "cuda_stream_set(stream or None)" },
 	{ "versions", (PyCFunction)context_versions, METH_NOARGS, "versions() -> [dict], oldest first" },
+	{ "restorable", (PyCFunction)context_restorable, METH_NOARGS,
+	  "restorable() -> [int]: the versions a restore of the newest would try, oldest first" },
 	{ "version_delete", (PyCFunction)context_version_delete, METH_VARARGS, "version_delete(version)" },
 	{ "staging_size", (PyCFunction)context_staging_size, METH_NOARGS,
 	  "staging_size() -> (pool bytes, bytes the last save staged)" },

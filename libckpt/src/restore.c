@@ -791,6 +791,74 @@ int ckpt_restore(ckpt_ctx *ctx, uint64_t version, uint32_t flags, uint64_t *rest
 	return err;
 }
 
+/* The versions a restore of CKPT_LATEST tries, ascending: the
+ * coordinator's committed ones (else this root's index), and those the
+ * SHARED tree marks committed (tree[i]: named by the tree alone, offered
+ * only with its marker). */
+typedef struct candidates {
+	uint64_t *v;
+	size_t n;
+	uint8_t *tree;
+	int listed;  /* the coordinator's word */
+	int unasked; /* the coordinator could not be asked: its error */
+} candidates;
+
+static int gather_candidates(ckpt_ctx *ctx, candidates *a)
+{
+	int err = -ENOENT;
+	memset(a, 0, sizeof(*a));
+	/* The coordinator knows what every rank committed at any tier; the
+	 * local index only what this node wrote to disk. */
+	if (ctx->daemon && (err = list_committed(ctx, &a->v, &a->n)) < 0) {
+		LOG_W(&ctx->log, CKPT_NO_VERSION, "restore: daemon cannot list versions (%s); using the local index",
+		      ckpt_strerror(err));
+		a->unasked = err;
+	}
+	a->listed = err == 0 && a->n > 0;
+	if (!a->listed) {
+		free(a->v);
+		a->v = NULL;
+		if ((err = local_candidates(ctx, &a->v, &a->n)) < 0)
+			return err;
+	}
+	/* The versions the SHARED tree marks committed count too: with every
+	 * node lost, neither this root nor the coordinator knows them. */
+	if (ctx->shared_dir && order_has(ctx, CKPT_TIER_SHARED) && (!a->listed || !ckpt__s3tree_is_url(ctx->shared_dir))) {
+		/* An object store is listed only when the coordinator could not
+		 * say (no LIST on the restore path but recovery's). */
+		int k = ckpt__s3tree_is_url(ctx->shared_dir) ? ckpt__restore_s3_merge(ctx, &a->v, &a->n, &a->tree)
+		                                              : ckpt__shared_merge(ctx->shared_dir, ctx->job, &a->v, &a->n,
+		                                                                   &a->tree);
+		if (k < 0) {
+			free(a->v);
+			a->v = NULL;
+			return k;
+		}
+		LOG_T(&ctx->log, CKPT_NO_VERSION, "restore: %d versions in the SHARED tree %s", k, ctx->shared_dir);
+	}
+	return 0;
+}
+
+int ckpt_versions_restorable(ckpt_ctx *ctx, uint64_t *out, size_t cap, size_t *count)
+{
+	if (!ctx || !count || (!out && cap))
+		return -EINVAL;
+	candidates a;
+	CKPT_TRY(gather_candidates(ctx, &a));
+	size_t k = 0;
+	for (size_t i = 0; i < a.n; i++) {
+		if (a.tree && a.tree[i] && !shared_marked(ctx, a.v[i]))
+			continue;
+		if (k < cap)
+			out[k] = a.v[i];
+		k++;
+	}
+	free(a.v);
+	free(a.tree);
+	*count = k;
+	return 0;
+}
+
 static int restore_timed(ckpt_ctx *ctx, uint64_t version, uint64_t *restored)
 {
 	if (ctx->nregions == 0)
@@ -823,35 +891,13 @@ static int restore_timed(ckpt_ctx *ctx, uint64_t version, uint64_t *restored)
 		}
 		return err;
 	}
-	struct { uint64_t *v; size_t n; } a = { NULL, 0 };
-	int err = -ENOENT, unasked = 0;
-	/* The coordinator knows what every rank committed at any tier; the
-	 * local index only what this node wrote to disk. */
-	if (ctx->daemon && (err = list_committed(ctx, &a.v, &a.n)) < 0) {
-		LOG_W(&ctx->log, CKPT_NO_VERSION, "restore: daemon cannot list versions (%s); using the local index",
-		      ckpt_strerror(err));
-		unasked = err;
-	}
-	int listed = err == 0 && a.n > 0;
-	if (!listed) {
-		free(a.v);
-		if ((err = local_candidates(ctx, &a.v, &a.n)) < 0)
-			return err;
-	}
-	/* The versions the SHARED tree marks committed count too: with every
-	 * node lost, neither this root nor the coordinator knows them. */
-	uint8_t *tree = NULL;
-	if (ctx->shared_dir && order_has(ctx, CKPT_TIER_SHARED) && (!listed || !ckpt__s3tree_is_url(ctx->shared_dir))) {
-		/* An object store is listed only when the coordinator could not
-		 * say (no LIST on the restore path but recovery's). */
-		int k = ckpt__s3tree_is_url(ctx->shared_dir) ? ckpt__restore_s3_merge(ctx, &a.v, &a.n, &tree)
-		                                              : ckpt__shared_merge(ctx->shared_dir, ctx->job, &a.v, &a.n, &tree);
-		if (k < 0) {
-			free(a.v);
-			return k;
-		}
-		LOG_T(&ctx->log, CKPT_NO_VERSION, "restore: %d versions in the SHARED tree %s", k, ctx->shared_dir);
-	}
+	candidates c;
+	int err = gather_candidates(ctx, &c);
+	if (err < 0)
+		return err;
+	struct { uint64_t *v; size_t n; } a = { c.v, c.n };
+	uint8_t *tree = c.tree;
+	int listed = c.listed, unasked = c.unasked;
 	int first_err = -CKPT_ENOVERSION, hard_err = 0;
 	size_t offered = 0;
 	uint64_t newest = 0;

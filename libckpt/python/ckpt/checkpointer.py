@@ -303,8 +303,9 @@ class Checkpointer:
         return [version]
 
     def _older(self, than: int, tried: set) -> Optional[int]:
-        olds = [v.version for v in self.versions() if v.version < than and v.state != "DELETING"
-                and v.version not in tried]
+        """The newest version below than that a restore of the newest would
+        try (the coordinator's, this root's and the SHARED tier's)."""
+        olds = [v for v in self._ctx.restorable() if v < than and v not in tried]
         return max(olds) if olds else None
 
     def _attempts(self, version, body):
@@ -319,8 +320,8 @@ class Checkpointer:
             except (CorruptError, NoVersionError) as e:
                 if version != "latest":
                     raise
-                if isinstance(e, NoVersionError) and v == _ckpt.LATEST:
-                    return None
+                if isinstance(e, NoVersionError) and v == _ckpt.LATEST and getattr(e, "version", None) is None:
+                    return None  # no version at all (not: the newest one found could not be read)
                 bad = v if v != _ckpt.LATEST else (max(tried) if tried else None)
                 cur = getattr(e, "version", bad)
                 if cur is None:
