@@ -138,6 +138,14 @@ static void version_delete(void)
 	size_t cnt = 0;
 	T_OK(ckpt_versions_list(ctx, vi, 4, &cnt));
 	T_ASSERT(cnt == 2 && vi[0].version == 1 && vi[1].version == 3);
+	/* What a restore of the newest would try: the two left, oldest first. */
+	uint64_t rv[1] = { 0 };
+	T_OK(ckpt_versions_restorable(ctx, NULL, 0, &cnt));
+	T_ASSERT(cnt == 2);
+	T_OK(ckpt_versions_restorable(ctx, rv, 1, &cnt));
+	T_ASSERT(cnt == 2 && rv[0] == 1);
+	T_ERR(ckpt_versions_restorable(ctx, NULL, 1, &cnt), -EINVAL);
+	T_ERR(ckpt_versions_restorable(NULL, NULL, 0, &cnt), -EINVAL);
 	T_ERR(ckpt_version_delete(ctx, 2), -CKPT_ENOVERSION);
 	T_ERR(ckpt_version_delete(ctx, CKPT_LATEST), -EINVAL);
 	T_ERR(ckpt_version_delete(NULL, 1), -EINVAL);
