@@ -71,22 +71,37 @@ def new_bucket(gw, name):
     return sh("bucket", gw["S3GW_DIR"], name).strip() or name
 
 
-def test_restore_from_the_bucket_alone(gw, tmp_path, monkeypatch):
-    bucket = new_bucket(gw, "py-%d" % os.getpid())
-    s3_env(gw, monkeypatch)
-    first_root = str(tmp_path / "node")
-    rng = np.random.default_rng(23)
-    state = {"w": rng.standard_normal((128, 1024)).astype(np.float32), "step": 1}
-    with ckpt.Checkpointer("s3py", first_root, **SMALL) as c:
+def two_versions(job, root, seed, rows):
+    """A state saved as versions 1 and 2 into root: the state, and its
+    arrays at 1 and 2."""
+    rng = np.random.default_rng(seed)
+    state = {"w": rng.standard_normal((rows, 1024)).astype(np.float32), "step": 1}
+    with ckpt.Checkpointer(job, root, **SMALL) as c:
         c.save(1, state).wait()
         v1 = state["w"].copy()
         state["w"] += 1
         state["step"] = 2
         c.save(2, state).wait()
         v2 = state["w"].copy()
+    return state, v1, v2
+
+
+def in_bucket(gw, monkeypatch, tmp_path, job, name, seed, rows, damage=None):
+    """two_versions of job, uploaded as the agents do into a new bucket
+    (damage(root) first, if given): the URL, the state, its arrays."""
+    bucket = new_bucket(gw, "%s-%d" % (name, os.getpid()))
+    s3_env(gw, monkeypatch)
+    root = str(tmp_path / "node")
+    state, v1, v2 = two_versions(job, root, seed, rows)
+    if damage:
+        damage(root)
     for v in (1, 2):
-        upload(gw, bucket, first_root, "s3py", v, tmp_path)
-    url = "s3://%s/p/" % bucket
+        upload(gw, bucket, root, job, v, tmp_path)
+    return "s3://%s/p/" % bucket, state, v1, v2
+
+
+def test_restore_from_the_bucket_alone(gw, tmp_path, monkeypatch):
+    url, state, v1, v2 = in_bucket(gw, monkeypatch, tmp_path, "s3py", "py", 23, 128)
     # Every node lost: an empty root, nothing but the bucket.
     with ckpt.Checkpointer("s3py", str(tmp_path / "fresh"), shared_dir=url, **SMALL) as c:
         state["w"][:] = 0
@@ -116,21 +131,10 @@ def test_corrupt_newest_in_the_bucket_falls_back_to_an_older_one(gw, tmp_path, m
     # only the bucket knows of (restore() returned None, "no checkpoint",
     # when the version it fell back from was not in this root's index).
     from conftest import corrupt
-    bucket = new_bucket(gw, "pyfb-%d" % os.getpid())
-    s3_env(gw, monkeypatch)
-    first_root = str(tmp_path / "node")
-    rng = np.random.default_rng(5)
-    state = {"w": rng.standard_normal((64, 1024)).astype(np.float32), "step": 1}
-    with ckpt.Checkpointer("s3fb", first_root, **SMALL) as c:
-        c.save(1, state).wait()
-        v1 = state["w"].copy()
-        state["w"] += 1
-        state["step"] = 2
-        c.save(2, state).wait()
-    corrupt(shard_files(first_root, "s3fb", 2)[0], at=4096 * 40 + 3)  # in the tensor's chunks
-    for v in (1, 2):
-        upload(gw, bucket, first_root, "s3fb", v, tmp_path)
-    url = "s3://%s/p/" % bucket
+
+    def damage(root):
+        corrupt(shard_files(root, "s3fb", 2)[0], at=4096 * 40 + 3)  # in the tensor's chunks
+    url, state, v1, _ = in_bucket(gw, monkeypatch, tmp_path, "s3fb", "pyfb", 5, 64, damage)
     with ckpt.Checkpointer("s3fb", str(tmp_path / "fresh"), shared_dir=url, **SMALL) as c:
         state["w"][:] = 0
         with pytest.warns(RuntimeWarning, match="falling back to version 1"):
