@@ -150,17 +150,20 @@ void ckptd__jrec_encode(uint8_t out[CKPTD_JREC_LEN], const ckptd_jrec *j)
 	ckpt__put_le32(out + 12, j->policy.keep_disk);
 	ckpt__put_le64(out + 16, j->policy.keep_every);
 	ckpt__put_le64(out + 24, j->created_ns);
+	ckpt__put_le64(out + 32, j->epoch);
 }
 
 int ckptd__jrec_decode(const uint8_t *b, size_t len, ckptd_jrec *j)
 {
 	memset(j, 0, sizeof(*j));
-	CKPT_TRY(rec_head(b, len, CKPTD_JREC_LEN));
+	CKPT_TRY(rec_head(b, len, CKPTD_JREC_MIN));
 	j->world_size = ckpt__get_le32(b + 4);
 	j->policy.keep_dram = ckpt__get_le32(b + 8);
 	j->policy.keep_disk = ckpt__get_le32(b + 12);
 	j->policy.keep_every = ckpt__get_le64(b + 16);
 	j->created_ns = ckpt__get_le64(b + 24);
+	if (len >= CKPTD_JREC_LEN)
+		j->epoch = ckpt__get_le64(b + 32);
 	return 0;
 }
 

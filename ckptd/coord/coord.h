@@ -210,6 +210,11 @@ int ckptd_coord_job_set(ckptd_coord *c, const char *job, uint32_t world_size,
 /* Returns 0 or -CKPT_ENOVERSION if the job is unknown. */
 int ckptd_coord_job_get(ckptd_coord *c, const char *job, uint32_t *world_size,
                         ckptd_coord_policy *p);
+/* The job's next membership epoch (one more than the last stored, 1 for a
+ * job never decided about), stored in its record in one transaction, so
+ * that epochs keep increasing across restarts. A job unknown so far gets a
+ * record (retention off). Returns 0 or a negative code. */
+int ckptd_coord_epoch_next(ckptd_coord *c, const char *job, uint64_t *epoch);
 
 typedef struct ckptd_coord_delete {
 	uint64_t version;

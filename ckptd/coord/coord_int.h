@@ -68,8 +68,10 @@ typedef struct ckptd_jrec {
 	uint32_t world_size;
 	ckptd_coord_policy policy;
 	uint64_t created_ns;
+	uint64_t epoch;      /* appended: its membership epoch (failure decisions); 0: none yet */
 } ckptd_jrec;
-#define CKPTD_JREC_LEN 32u
+#define CKPTD_JREC_LEN 40u
+#define CKPTD_JREC_MIN 32u /* a record written before the epoch was appended */
 
 /* codecs: decoders return 0, -CKPT_ECORRUPT or -CKPT_EFORMAT */
 void ckptd__vrec_encode(uint8_t out[CKPTD_VREC_LEN], const ckptd_vrec *v);

@@ -9,8 +9,9 @@
  * Each decision is logged, counted (ckpt_failures_total, the epoch gauge,
  * the detection histogram), kept (the newest RING), sent as EVENT to every
  * tool following the events and to every agent serving the job's ranks,
- * and handed to --on-failure. Epochs live in memory: a restarted
- * coordinator counts from 1 again (an EVENT's time tells them apart). */
+ * and handed to --on-failure. A job's epoch is stored in its record of the
+ * coordinator's index (increasing across restarts); the kept decisions and
+ * the cluster's own epochs ("") live in memory. */
 #include "coordinator_int.h"
 #include "hook.h"
 
@@ -143,7 +144,15 @@ static void decide(ckptd_coordinator *c, const char *job, uint32_t kind, const c
 	free(e->entries);
 	memset(e, 0, sizeof(*e));
 	snprintf(e->job, sizeof(e->job), "%s", job);
-	e->epoch = ++je->e.epoch;
+	/* The job's record keeps its epochs increasing across restarts; the
+	 * cluster's own ("") and a failed write count in memory. */
+	uint64_t ep = 0;
+	int r = job[0] ? ckptd_coord_epoch_next(c->db, job, &ep) : -ENOENT;
+	if (r < 0 && job[0])
+		CKPTD_WARN(c->log, node, job, "membership epoch not stored: %s; counting in memory", ckpt_strerror(r));
+	if (r < 0 || ep <= je->e.epoch)
+		ep = je->e.epoch + 1;
+	e->epoch = je->e.epoch = ep;
 	e->kind = kind;
 	snprintf(e->node, sizeof(e->node), "%s", node);
 	e->time_ns = ckpt__wall_ns();

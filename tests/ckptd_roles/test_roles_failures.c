@@ -23,7 +23,8 @@
  * Agent n4 (no ranks) heartbeats every 2 s, past the 1.5 s failure timeout:
  * the coordinator says so and judges it by 4 of its intervals (never lost).
  * Last, the coordinator is killed and rank 1 (continued) killed too: n1's
- * agent runs its hook at once, CKPT_EPOCH=0, CKPT_FAILURE=rank-died. */
+ * agent runs its hook at once, CKPT_EPOCH=0, CKPT_FAILURE=rank-died; the
+ * coordinator restarted, rank 2 killed: its decision is epoch 5 (stored). */
 #include "roles_test.h"
 #include "rank_proc.h"
 
@@ -365,6 +366,34 @@ static int hook_without_coordinator(void)
 	return hook_has(path, want);
 }
 
+/* The coordinator restarted: n2's agent back, its rank 2 killed: that
+ * decision is epoch 5, after the 4 before the restart. */
+static int epochs_survive_restart(void)
+{
+	long off = td_file_size(coord.log);
+	rt_start(&renv, &coord);
+	uint64_t end = rt_ms() + 15000;
+	while (!td_file_has(coord.log, off, "agent n2 up") && rt_ms() < end)
+		usleep(50 * 1000);
+	usleep(300 * 1000); /* its RANKS after the hello */
+	T_ASSERT(kill(ranks[2], SIGKILL) == 0);
+	char out[700];
+	snprintf(out, sizeof(out), "%s/restart.out", renv.dir);
+	int found = 0;
+	end = rt_ms() + 5000;
+	while (!found && rt_ms() < end) {
+		usleep(100 * 1000);
+		run_cli("events --json --job fd", out);
+		size_t len;
+		char *s = t_slurp(out, &len);
+		found = s && strstr(s, "\"epoch\": 5, \"failure\": \"rank-died\", \"node\": \"n2\"") != NULL;
+		if (!found && rt_ms() >= end)
+			fprintf(stderr, "FAIL: after the coordinator's restart, no rank-died of n2 at epoch 5:\n%s\n", s ? s : "");
+		free(s);
+	}
+	return found;
+}
+
 static int by_double(const void *x, const void *y)
 {
 	double a = *(const double *)x, b = *(const double *)y;
@@ -426,6 +455,7 @@ int main(int argc, char **argv)
 		int ok = fail_all(lat);
 		ok &= check_outputs();
 		ok &= hook_without_coordinator();
+		ok &= epochs_survive_restart();
 		down();
 		if (!ok) {
 			td_print_tail(coord.log, 30);
