@@ -107,6 +107,17 @@ int cli_restore_shard(cli *c, const cli_shard_src *src, uint64_t v, uint32_t ran
 /* Moves a staging directory's files (and rank-N directories) into dst. */
 int cli_publish_dir(const char *stage, const char *dst, char *why, size_t cap);
 void cli_remove_stage(const char *dir);
+/* Makes out and a private staging directory inside it (stage receives its
+ * path, "" on failure). Returns 0 or an error (why says). */
+int cli_stage_make(const char *out, char *stage, size_t scap, char *why, size_t cap);
+/* A version restored whole into a staging directory inside out (every
+ * rank of world, or --rank's; rank-N directories when there are several),
+ * one(c, arg, v, rank, dirfd) writing each rank's regions, and only then
+ * moved into place: a version that fails half-way leaves nothing behind to
+ * mix with the next one tried. Returns 0 or an error (why says). */
+typedef int (*cli_rank_restore_fn)(cli *c, void *arg, uint64_t v, uint32_t rank, int dirfd, char *why, size_t cap);
+int cli_restore_staged(cli *c, uint64_t v, uint32_t world, const char *out, cli_rank_restore_fn one, void *arg,
+                       char *why, size_t cap);
 /* shared_dir: the SHARED tree as this machine sees it (NULL: not read). */
 int cli_restore_daemon(cli *c, const char *out, const char *shared_dir);
 int cli_open_index(cli *c);

@@ -832,22 +832,31 @@ int cli_publish_dir(const char *stage, const char *dst, char *why, size_t cap)
 	return err;
 }
 
-/* A version is restored whole into a private directory inside --out, and
- * only then moved into place: a version that fails half-way leaves nothing
- * behind to mix with the next one tried. */
-static int restore_version(cli *c, uint64_t v, uint32_t world, const char *out, char *why, size_t cap)
+int cli_stage_make(const char *out, char *stage, size_t scap, char *why, size_t cap)
 {
-	char stage[4200];
 	int err = ckpt__mkdir_p(out, 0755);
+	stage[0] = 0;
 	if (err < 0) {
 		snprintf(why, cap, "cannot create %.400s: %s", out, ckpt_strerror(err));
 		return err;
 	}
-	snprintf(stage, sizeof(stage), "%s/.ckpt-restore-XXXXXX", out);
+	snprintf(stage, scap, "%s/.ckpt-restore-XXXXXX", out);
 	if (!mkdtemp(stage)) {
+		err = -errno;
 		snprintf(why, cap, "cannot create a directory in %.400s: %s", out, strerror(errno));
-		return -errno;
+		stage[0] = 0;
+		return err;
 	}
+	return 0;
+}
+
+int cli_restore_staged(cli *c, uint64_t v, uint32_t world, const char *out, cli_rank_restore_fn one, void *arg,
+                       char *why, size_t cap)
+{
+	char stage[4200];
+	int err = cli_stage_make(out, stage, sizeof(stage), why, cap);
+	if (err < 0)
+		return err;
 	for (uint32_t r = 0; err == 0 && r < world; r++) {
 		if (c->rank >= 0 && (uint32_t)c->rank != r)
 			continue;
@@ -863,13 +872,19 @@ static int restore_version(cli *c, uint64_t v, uint32_t world, const char *out, 
 			err = -errno;
 			break;
 		}
-		err = restore_shard(c, v, r, dfd, why, cap);
+		err = one(c, arg, v, r, dfd, why, cap);
 		close(dfd);
 	}
 	if (err == 0)
 		err = cli_publish_dir(stage, out, why, cap);
 	cli_remove_stage(stage);
 	return err;
+}
+
+static int restore_root_rank(cli *c, void *arg, uint64_t v, uint32_t rank, int dirfd, char *why, size_t cap)
+{
+	(void)arg;
+	return restore_shard(c, v, rank, dirfd, why, cap);
 }
 
 int cmd_restore(cli *c, int argc, char **argv)
@@ -934,7 +949,7 @@ int cmd_restore(cli *c, int argc, char **argv)
 		}
 		tried = 1;
 		why[0] = 0;
-		err = restore_version(c, vs.v[i], vs.world[i], out, why, sizeof(why));
+		err = cli_restore_staged(c, vs.v[i], vs.world[i], out, restore_root_rank, NULL, why, sizeof(why));
 		if (err == 0) {
 			if (c->json)
 				printf("{\"job\": \"%s\", \"version\": %llu, \"out\": ", c->job, (unsigned long long)vs.v[i]);

@@ -322,12 +322,9 @@ int cli_restore_daemon(cli *c, const char *out, const char *shared_dir)
 	char stage[4200] = "", why[700] = "";
 	if ((rc = restore_plan(c, cl, shared_dir, &p)))
 		goto out;
-	int err = ckpt__mkdir_p(out, 0755);
-	snprintf(stage, sizeof(stage), "%s/.ckpt-restore-XXXXXX", out);
-	if (err < 0 || !mkdtemp(stage)) {
-		fprintf(stderr, "ckpt restore: cannot create a directory in %s: %s\n", out,
-		        err < 0 ? ckpt_strerror(err) : strerror(errno));
-		stage[0] = 0;
+	int err = cli_stage_make(out, stage, sizeof(stage), why, sizeof(why));
+	if (err < 0) {
+		fprintf(stderr, "ckpt restore: %s\n", why);
 		rc = EXIT_ERROR;
 		goto out;
 	}

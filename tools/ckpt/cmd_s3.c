@@ -408,46 +408,14 @@ int cli_s3_verify(cli *c)
 
 /* ------------------------------------------------------------- restore */
 
-/* Like a root's restore: the version whole into a private directory inside
- * out, moved into place once every rank's chunks verified. */
-static int restore_version(cli *c, const s3ver *x, const char *out, char *why, size_t cap)
+/* One rank of a version on the object store (cli_restore_staged). */
+static int restore_s3_rank(cli *c, void *arg, uint64_t v, uint32_t rank, int dirfd, char *why, size_t cap)
 {
-	char stage[4200];
-	int err = ckpt__mkdir_p(out, 0755);
-	if (err < 0) {
-		snprintf(why, cap, "cannot create %.400s: %s", out, ckpt_strerror(err));
-		return err;
-	}
-	snprintf(stage, sizeof(stage), "%s/.ckpt-restore-XXXXXX", out);
-	if (!mkdtemp(stage)) {
-		snprintf(why, cap, "cannot create a directory in %.400s: %s", out, strerror(errno));
-		return -errno;
-	}
-	uint32_t world = x->mk.world_size;
-	for (uint32_t r = 0; err == 0 && r < world; r++) {
-		if (c->rank >= 0 && (uint32_t)c->rank != r)
-			continue;
-		char dir[4300], key[CKPT_S3TREE_KEY_MAX];
-		if (world > 1 && c->rank < 0)
-			snprintf(dir, sizeof(dir), "%s/rank-%u", stage, r);
-		else
-			snprintf(dir, sizeof(dir), "%s", stage);
-		if ((err = ckpt__mkdir_p(dir, 0700)) < 0)
-			break;
-		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd < 0) {
-			err = -errno;
-			break;
-		}
-		ckpt__s3tree_key(c->tree, key, sizeof(key), c->job, x->v, r);
-		cli_shard_src src = { .tree = c->tree, .key = key, .lineage = x->mk.lineage };
-		err = cli_restore_shard(c, &src, x->v, r, dfd, why, cap);
-		close(dfd);
-	}
-	if (err == 0)
-		err = cli_publish_dir(stage, out, why, cap);
-	cli_remove_stage(stage);
-	return err;
+	const s3ver *x = arg;
+	char key[CKPT_S3TREE_KEY_MAX];
+	ckpt__s3tree_key(c->tree, key, sizeof(key), c->job, v, rank);
+	cli_shard_src src = { .tree = c->tree, .key = key, .lineage = x->mk.lineage };
+	return cli_restore_shard(c, &src, v, rank, dirfd, why, cap);
 }
 
 int cli_s3_restore(cli *c, const char *out)
@@ -483,7 +451,7 @@ int cli_s3_restore(cli *c, const char *out)
 		}
 		char why[800] = "";
 		tried = 1;
-		int err = restore_version(c, x, out, why, sizeof(why));
+		int err = cli_restore_staged(c, x->v, x->mk.world_size, out, restore_s3_rank, (void *)x, why, sizeof(why));
 		if (err == 0) {
 			if (c->json) {
 				printf("{\"job\": \"%s\", \"version\": %llu, \"out\": ", c->job, (unsigned long long)x->v);
