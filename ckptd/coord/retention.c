@@ -23,8 +23,11 @@ static int get_job(ckptd_tx *t, const char *job, ckptd_jrec *j)
 	return ckptd__jrec_decode(val.mv_data, val.mv_size, j);
 }
 
-int ckptd_coord_job_set(ckptd_coord *c, const char *job, uint32_t world_size,
-                        const ckptd_coord_policy *p)
+/* Changes job's record in one transaction: world_size (0: leave), p
+ * (NULL: leave), and with epoch set, one more epoch into *epoch. A job not
+ * known yet gets a record, retention off. */
+static int job_update(ckptd_coord *c, const char *job, uint32_t world_size, const ckptd_coord_policy *p,
+                      uint64_t *epoch)
 {
 	CKPT_TRY(ckpt__job_valid(job));
 	ckptd_tx t;
@@ -42,6 +45,8 @@ int ckptd_coord_job_set(ckptd_coord *c, const char *job, uint32_t world_size,
 			j.world_size = world_size;
 		if (p)
 			j.policy = *p;
+		if (epoch)
+			*epoch = ++j.epoch;
 		uint8_t kb[1 + CKPTD_JOB_MAX], vb[CKPTD_JREC_LEN];
 		ckptd__jrec_encode(vb, &j);
 		MDB_val k = { ckptd__job_key(kb, job), kb }, val = { sizeof(vb), vb };
@@ -51,28 +56,15 @@ int ckptd_coord_job_set(ckptd_coord *c, const char *job, uint32_t world_size,
 	return ckptd__end(&t, err, NULL, NULL);
 }
 
+int ckptd_coord_job_set(ckptd_coord *c, const char *job, uint32_t world_size,
+                        const ckptd_coord_policy *p)
+{
+	return job_update(c, job, world_size, p, NULL);
+}
+
 int ckptd_coord_epoch_next(ckptd_coord *c, const char *job, uint64_t *epoch)
 {
-	CKPT_TRY(ckpt__job_valid(job));
-	ckptd_tx t;
-	CKPT_TRY(ckptd__begin(c, 0, &t));
-	ckptd_jrec j;
-	int err = get_job(&t, job, &j);
-	if (err == -CKPT_ENOVERSION) {
-		memset(&j, 0, sizeof(j));
-		j.created_ns = t.now_ns;
-		j.policy = (ckptd_coord_policy){ UINT32_MAX, UINT32_MAX, 0 };
-		err = 0;
-	}
-	if (err == 0) {
-		*epoch = ++j.epoch;
-		uint8_t kb[1 + CKPTD_JOB_MAX], vb[CKPTD_JREC_LEN];
-		ckptd__jrec_encode(vb, &j);
-		MDB_val k = { ckptd__job_key(kb, job), kb }, val = { sizeof(vb), vb };
-		int rc = mdb_put(t.txn, c->jobs, &k, &val, 0);
-		err = rc ? ckptd__lmdb_err(c, "put job", rc) : 0;
-	}
-	return ckptd__end(&t, err, NULL, NULL);
+	return job_update(c, job, 0, NULL, epoch);
 }
 
 int ckptd_coord_job_get(ckptd_coord *c, const char *job, uint32_t *world_size,
