@@ -788,7 +788,8 @@ int ckptd_agent_handle(ckptd_agent *a, ckptd_session *s, const ckptd_msg *m)
 	    (m->type == CKPTD_MSG_SEGMENT_REQUEST && m->u.segment_request.mode == CKPTD_SEG_PEER_READ) ||
 	    (m->type == CKPTD_MSG_SEGMENT_RELEASE && ckptd__peer_is_slot(m->u.segment_release.segment_id)))
 		return ckptd__peer_handle(a, s, rs, m);
-	if ((m->type == CKPTD_MSG_SEGMENT_REQUEST && m->u.segment_request.mode == CKPTD_SEG_EC_READ) ||
+	if ((m->type == CKPTD_MSG_SEGMENT_REQUEST && (m->u.segment_request.mode == CKPTD_SEG_EC_READ ||
+	                                              m->u.segment_request.mode == CKPTD_SEG_EC_PARITY)) ||
 	    (m->type == CKPTD_MSG_SEGMENT_RELEASE && ckptd__ec_is_pin(m->u.segment_release.segment_id)))
 		return ckptd__ec_handle(a, s, rs, m);
 	if (m->type == CKPTD_MSG_SEGMENT_REQUEST && m->u.segment_request.mode == CKPTD_SEG_PARTNERS)

@@ -22,6 +22,7 @@
 #include "ec.h"
 #include "fabric.h"
 #include "format/ecgroup.h"
+#include "ckpt_kernels.h"
 #include "mem/pool.h"
 
 #include <errno.h>
@@ -39,6 +40,102 @@
 
 enum { EC_RUNNING = 1, EC_FINISHED, EC_REPORTED };
 
+/* A version's instances as an EC_PLAN lists them, and where each member's
+ * rows and their checksums lie in its parity slot: the same for the member
+ * that makes them and an agent that rebuilds from them. */
+typedef struct eclay {
+	size_t ninst;
+	ckpt_ecg *g;       /* per instance */
+	uint32_t *rank;    /* [instance * n + member]: its shard, UINT32_MAX for none */
+	uint64_t *row_off; /* [instance]: its M rows' offset in the slot */
+	uint64_t *sum_at;  /* [instance]: the index of its first row block's checksum */
+	uint64_t total;    /* the rows' bytes (a multiple of 64); the checksums follow */
+	uint64_t nsums;
+} eclay;
+
+/* What identifies a plan's instances: K, M and every (instance, member,
+ * rank, bytes), in order (FNV-1a). */
+static uint64_t plan_sig(const ckptd_ec_plan *p)
+{
+	uint64_t h = 1469598103934665603ull;
+	uint64_t v[2] = { p->k, p->m };
+	for (int pass = 0; pass <= (int)p->count; pass++) {
+		if (pass) {
+			const ckptd_ec_src *e = &p->entries[pass - 1];
+			v[0] = (uint64_t)e->instance << 40 ^ (uint64_t)e->member << 32 ^ e->rank;
+			v[1] = e->bytes;
+		}
+		for (int i = 0; i < 2; i++)
+			for (int b = 0; b < 8; b++)
+				h = (h ^ (uint8_t)(v[i] >> (8 * b))) * 1099511628211ull;
+	}
+	return h;
+}
+
+static void lay_free(eclay *L)
+{
+	free(L->g);
+	free(L->rank);
+	free(L->row_off);
+	free(L->sum_at);
+	memset(L, 0, sizeof(*L));
+}
+
+static int lay_init(eclay *L, const ckptd_ec_plan *p, char *why, size_t cap)
+{
+	unsigned n = p->k + p->m;
+	memset(L, 0, sizeof(*L));
+	for (uint32_t i = 0; i < p->count; i++) {
+		if (p->entries[i].instance >= EC_INSTANCES_MAX) {
+			snprintf(why, cap, "an instance past the plan's bound");
+			return -EINVAL;
+		}
+		if (p->entries[i].instance + 1 > L->ninst)
+			L->ninst = p->entries[i].instance + 1;
+	}
+	size_t ni = L->ninst ? L->ninst : 1;
+	L->g = calloc(ni, sizeof(*L->g));
+	L->rank = malloc(ni * n * sizeof(*L->rank));
+	L->row_off = calloc(ni, sizeof(*L->row_off));
+	L->sum_at = calloc(ni, sizeof(*L->sum_at));
+	uint64_t *lens = calloc(ni * n, sizeof(*lens));
+	int r = !L->g || !L->rank || !L->row_off || !L->sum_at || !lens ? -ENOMEM : 0;
+	if (r)
+		snprintf(why, cap, "no memory");
+	for (size_t i = 0; !r && i < L->ninst * n; i++)
+		L->rank[i] = UINT32_MAX;
+	for (uint32_t i = 0; !r && i < p->count; i++) {
+		const ckptd_ec_src *e = &p->entries[i];
+		size_t at = (size_t)e->instance * n + e->member;
+		if (L->rank[at] != UINT32_MAX) {
+			r = -EINVAL;
+			snprintf(why, cap, "member %u of instance %u listed twice", e->member, e->instance);
+		}
+		L->rank[at] = e->rank;
+		lens[at] = e->bytes;
+	}
+	for (size_t j = 0; !r && j < L->ninst; j++) {
+		char e[160];
+		if ((r = ckpt__ecg_init(&L->g[j], p->k, p->m, lens + j * n, e, sizeof(e))) < 0) {
+			snprintf(why, cap, "instance %zu: %s", j, e);
+			break;
+		}
+		L->row_off[j] = L->total;
+		L->sum_at[j] = L->nsums;
+		uint64_t rows = (uint64_t)p->m * L->g[j].slice;
+		if (L->total + rows < L->total) {
+			r = -EOVERFLOW;
+			snprintf(why, cap, "parity past 2^64 bytes");
+		}
+		L->total += rows;
+		L->nsums += (uint64_t)p->m * ckpt__ecg_blocks(&L->g[j]);
+	}
+	free(lens);
+	if (r < 0)
+		lay_free(L);
+	return r;
+}
+
 typedef struct ectask {
 	struct ectask *next;
 	ckptd_agent *a;
@@ -47,13 +144,12 @@ typedef struct ectask {
 	uint32_t group, me, n;
 	unsigned k, m;
 	ckptd_ec_node nodes[CKPT_EC_MAX_PIECES]; /* by member */
-	size_t ninst;
-	ckpt_ecg *g;          /* per instance */
-	uint32_t *rank;       /* [instance * n + member]: its shard, UINT32_MAX for none */
-	uint64_t *row_off;    /* [instance]: its M rows' offset in par */
-	uint64_t slot, bytes; /* the peer-pool room */
+	eclay L;
+	uint64_t slot, bytes; /* the peer-pool room; bytes: the rows' */
 	uint8_t *par;
-	uint64_t *sums;       /* block checksums of every row, in row order */
+	uint64_t *sums;       /* block checksums of every row, in row order: in the slot, after the rows */
+	uint32_t pins;        /* rebuilds reading it (EC_PARITY) */
+	uint64_t sig;         /* of the plan's instances (plan_sig) */
 	pthread_t thr;
 	int started;
 	int state;            /* with the module's mutex */
@@ -64,7 +160,8 @@ typedef struct ectask {
 typedef struct ecpin {
 	uint64_t id, serial, seg;
 	char job[CKPTD_JOB_MAX + 1];
-	ckpt_fab_mr *mr;
+	ckpt_fab_mr *mr;       /* a data shard's registration; NULL for parity */
+	struct ectask *parity; /* the parity rows pinned */
 } ecpin;
 
 struct agent_ec {
@@ -96,6 +193,24 @@ static int fail(ectask *t, int rc, const char *fmt, ...)
 	return t->rc;
 }
 
+/* A session of the job with member i's agent. */
+static int owner_connect(ectask *t, owner *ow, unsigned i)
+{
+	owner *o = &ow[i];
+	if (o->c)
+		return 0;
+	const ckptd_ec_node *nd = &t->nodes[i];
+	char why[300] = "";
+	ckptd_secret *js = NULL;
+	int r = ckptd_secret_derive_job(t->a->cluster, t->job, &js);
+	if (r == 0)
+		r = ckptd_client_connect(nd->address, t->job, CKPTD_ROLE_RANK, js, EC_TIMEOUT_MS, &o->c, why, sizeof(why));
+	ckptd_secret_free(js);
+	if (r < 0)
+		return fail(t, r, "member %u (%s) unreachable: %s", i, nd->node, why);
+	return 0;
+}
+
 /* The grant of rank's LOCAL_MEM copy from member i's agent. */
 static const ckptd_peer_grant *grant_of(ectask *t, owner *ow, unsigned i, uint32_t rank, uint64_t want)
 {
@@ -104,18 +219,8 @@ static const ckptd_peer_grant *grant_of(ectask *t, owner *ow, unsigned i, uint32
 		if (o->grant[j].rank == rank)
 			return &o->grant[j].g;
 	const ckptd_ec_node *nd = &t->nodes[i];
-	char why[300] = "";
-	if (!o->c) {
-		ckptd_secret *js = NULL;
-		int r = ckptd_secret_derive_job(t->a->cluster, t->job, &js);
-		if (r == 0)
-			r = ckptd_client_connect(nd->address, t->job, CKPTD_ROLE_RANK, js, EC_TIMEOUT_MS, &o->c, why, sizeof(why));
-		ckptd_secret_free(js);
-		if (r < 0) {
-			fail(t, r, "member %u (%s) unreachable: %s", i, nd->node, why);
-			return NULL;
-		}
-	}
+	if (owner_connect(t, ow, i) < 0)
+		return NULL;
 	if (o->ngrant == sizeof(o->grant) / sizeof(o->grant[0])) {
 		fail(t, -E2BIG, "member %u (%s): more than 64 shards to read", i, nd->node);
 		return NULL;
@@ -170,8 +275,8 @@ static int encode(ectask *t, owner *ow)
 	uint8_t *scratch = NULL;
 	char why[300] = "";
 	uint64_t most = 0;
-	for (size_t j = 0; j < t->ninst; j++)
-		most = t->g[j].slice > most ? t->g[j].slice : most;
+	for (size_t j = 0; j < t->L.ninst; j++)
+		most = t->L.g[j].slice > most ? t->L.g[j].slice : most;
 	int r = ckpt_ec_new(t->k, t->m, &e, why, sizeof(why));
 	if (r < 0)
 		return fail(t, r, "rs:%u+%u: %s", t->k, t->m, why);
@@ -180,17 +285,17 @@ static int encode(ectask *t, owner *ow)
 		goto out;
 	}
 	size_t s_at = 0;
-	for (size_t j = 0; j < t->ninst && !r; j++) {
-		const ckpt_ecg *g = &t->g[j];
+	for (size_t j = 0; j < t->L.ninst && !r; j++) {
+		const ckpt_ecg *g = &t->L.g[j];
 		for (unsigned row = 0; row < t->m && !r; row++) {
 			unsigned s = (t->me + t->n - row) % t->n; /* the stripe whose row `row` this member holds */
-			uint8_t *par = t->par + t->row_off[j] + (uint64_t)row * g->slice;
+			uint8_t *par = t->par + t->L.row_off[j] + (uint64_t)row * g->slice;
 			for (unsigned d = 0; d < t->k && !r; d++) {
 				unsigned i = ckpt__ecg_holder(g, s, d);
 				uint64_t have = ckpt__ecg_have(g, i, d);
 				if (!have)
 					continue; /* zeros: nothing to fold */
-				uint32_t rank = t->rank[j * t->n + i];
+				uint32_t rank = t->L.rank[j * t->n + i];
 				const ckptd_peer_grant *gr = grant_of(t, ow, i, rank, g->len[i]);
 				if (!gr) {
 					r = t->rc;
@@ -260,10 +365,7 @@ static void task_free(ckptd_agent *a, ectask *t)
 		pthread_join(t->thr, NULL);
 	if (t->slot)
 		ckptd__peer_unreserve(a, t->slot);
-	free(t->g);
-	free(t->rank);
-	free(t->row_off);
-	free(t->sums);
+	lay_free(&t->L);
 	free(t);
 }
 
@@ -282,7 +384,7 @@ static void report(ckptd_agent *a, ectask *t)
 		           (unsigned long long)t->version, t->why);
 	else
 		CKPTD_INFO(a->log, NULL, t->job, "rs group %u: parity of version %llu made (%zu instance%s, %llu bytes)",
-		           t->group, (unsigned long long)t->version, t->ninst, t->ninst == 1 ? "" : "s",
+		           t->group, (unsigned long long)t->version, t->L.ninst, t->L.ninst == 1 ? "" : "s",
 		           (unsigned long long)t->bytes);
 	int r = ckptd__agent_link_send(a, &m, FWD_IGNORE, 0);
 	if (r < 0)
@@ -336,17 +438,30 @@ void ckptd__ec_plan(ckptd_agent *a, const ckptd_ec_plan *p)
 	struct agent_ec *x = a->ec;
 	if (!x)
 		return;
+	uint64_t sig = plan_sig(p);
+	reap(a);
 	for (ectask *t = x->tasks; t; t = t->next)
-		if (t->version == p->version && t->group == p->group && !strcmp(t->job, p->job))
-			return; /* told twice: one encode */
+		if (t->version == p->version && t->group == p->group && !strcmp(t->job, p->job)) {
+			/* Told again: the group re-protects the version after a member
+			 * was replaced (its shards rebuilt bit-exact elsewhere). Rows of
+			 * the same instances are still right; one being made answers
+			 * when done. Other instances: made anew. */
+			if (t->sig == sig && t->me == p->member) {
+				if (t->state == EC_REPORTED)
+					report(a, t);
+				return;
+			}
+			if (t->state != EC_REPORTED || t->pins)
+				return refuse(a, p, -EBUSY, "an earlier plan of this version is still in use here");
+			ectask **pp;
+			for (pp = &x->tasks; *pp != t; pp = &(*pp)->next)
+				;
+			*pp = t->next;
+			task_free(a, t);
+			break;
+		}
 	if (!a->peer)
 		return refuse(a, p, -ENOSPC, "this node keeps no peer pool (--peer-pool-size 0)");
-	size_t ninst = 0;
-	for (uint32_t i = 0; i < p->count; i++)
-		if (p->entries[i].instance >= EC_INSTANCES_MAX)
-			return refuse(a, p, -EINVAL, "an instance past the plan's bound");
-		else if (p->entries[i].instance + 1 > ninst)
-			ninst = p->entries[i].instance + 1;
 	ectask *t = calloc(1, sizeof(*t));
 	if (!t)
 		return refuse(a, p, -ENOMEM, "no memory");
@@ -358,48 +473,17 @@ void ckptd__ec_plan(ckptd_agent *a, const ckptd_ec_plan *p)
 	t->m = p->m;
 	t->n = p->k + p->m;
 	t->me = p->member;
+	t->sig = sig;
 	for (uint32_t i = 0; i < p->nnodes; i++)
 		t->nodes[p->nodes[i].member] = p->nodes[i];
-	t->ninst = ninst;
-	t->g = calloc(ninst ? ninst : 1, sizeof(*t->g));
-	t->rank = malloc((ninst ? ninst : 1) * t->n * sizeof(*t->rank));
-	t->row_off = calloc(ninst ? ninst : 1, sizeof(*t->row_off));
-	uint64_t *lens = calloc((ninst ? ninst : 1) * t->n, sizeof(*lens));
 	char why[300] = "";
-	int r = !t->g || !t->rank || !t->row_off || !lens ? -ENOMEM : 0;
-	for (size_t i = 0; !r && i < ninst * t->n; i++)
-		t->rank[i] = UINT32_MAX;
-	for (uint32_t i = 0; !r && i < p->count; i++) {
-		const ckptd_ec_src *e = &p->entries[i];
-		size_t at = (size_t)e->instance * t->n + e->member;
-		if (t->rank[at] != UINT32_MAX) {
-			r = -EINVAL;
-			snprintf(why, sizeof(why), "member %u of instance %u listed twice", e->member, e->instance);
-		}
-		t->rank[at] = e->rank;
-		lens[at] = e->bytes;
-	}
-	uint64_t total = 0, nsums = 0;
-	for (size_t j = 0; !r && j < ninst; j++) {
-		char e[160];
-		if ((r = ckpt__ecg_init(&t->g[j], t->k, t->m, lens + j * t->n, e, sizeof(e))) < 0) {
-			snprintf(why, sizeof(why), "instance %zu: %s", j, e);
-			break;
-		}
-		t->row_off[j] = total;
-		uint64_t rows = (uint64_t)t->m * t->g[j].slice;
-		if (total + rows < total) {
-			r = -EOVERFLOW;
-			snprintf(why, sizeof(why), "parity past 2^64 bytes");
-		}
-		total += rows;
-		nsums += (uint64_t)t->m * ckpt__ecg_blocks(&t->g[j]);
-	}
-	free(lens);
+	int r = lay_init(&t->L, p, why, sizeof(why));
+	uint64_t total = t->L.total, nsums = t->L.nsums;
+	size_t ninst = t->L.ninst;
 	const char *room = NULL;
-	if (!r && !(t->sums = calloc(nsums ? nsums : 1, sizeof(*t->sums))))
-		r = -ENOMEM;
-	if (!r && (r = ckptd__peer_reserve(a, t->job, t->version, total ? total : 1, &t->slot, &t->par, &room)) < 0)
+	/* The rows, then their block checksums (read by a rebuild with them). */
+	uint64_t slot_bytes = total + nsums * sizeof(uint64_t);
+	if (!r && (r = ckptd__peer_reserve(a, t->job, t->version, slot_bytes, &t->slot, &t->par, &room)) < 0)
 		snprintf(why, sizeof(why), "no room in the peer pool for %llu bytes of parity (%s)", (unsigned long long)total,
 		         room);
 	if (r < 0) {
@@ -407,7 +491,8 @@ void ckptd__ec_plan(ckptd_agent *a, const ckptd_ec_plan *p)
 		task_free(a, t);
 		return;
 	}
-	memset(t->par, 0, total);
+	memset(t->par, 0, slot_bytes);
+	t->sums = (uint64_t *)(t->par + total); /* total is a multiple of 64 */
 	t->bytes = total;
 	t->state = EC_RUNNING;
 	t->next = x->tasks;
@@ -433,7 +518,7 @@ void ckptd__ec_committed(ckptd_agent *a, const char *job, uint64_t version, uint
 	/* The newer version is protected: the older parity of the job goes. */
 	for (ectask **pp = &x->tasks; *pp;) {
 		ectask *t = *pp;
-		if (t->version < version && t->state == EC_REPORTED && !strcmp(t->job, job)) {
+		if (t->version < version && t->state == EC_REPORTED && !t->pins && !strcmp(t->job, job)) {
 			CKPTD_DEBUG(a->log, NULL, job, "rs group %u: parity of version %llu dropped (version %llu protected)",
 			            t->group, (unsigned long long)t->version, (unsigned long long)version);
 			*pp = t->next;
@@ -442,6 +527,199 @@ void ckptd__ec_committed(ckptd_agent *a, const char *job, uint64_t version, uint
 		}
 		pp = &t->next;
 	}
+}
+
+/* ---------------------------------------------------------------- rebuild */
+
+/* A rebuild from the group's survivors, on the caller's thread: data pieces
+ * read from their owners' DRAM (EC_READ), parity rows and their checksums
+ * from their holders' peer pools (EC_PARITY). A member that cannot be
+ * reached, or whose piece fails its checksum, counts as lost. */
+typedef struct rbuild {
+	ckptd_agent *a;
+	const ckptd_ec_plan *p;
+	const eclay *L;
+	size_t inst;
+	unsigned n;
+	ectask t;             /* for grant_of(): job, version, nodes, the error */
+	owner *ow;
+	ckptd_peer_grant par[CKPT_EC_MAX_PIECES];
+	int has_par[CKPT_EC_MAX_PIECES], dead[CKPT_EC_MAX_PIECES];
+	ckpt_fab *fab;
+	ckpt_fab_mr *mr;
+	uint8_t *bounce;      /* CKPT_ECG_BLOCK bytes, registered */
+	uint64_t blocks_read, bytes_read;
+} rbuild;
+
+static int rb_xfer(rbuild *x, const ckptd_peer_grant *g, uint64_t off, uint64_t len, unsigned who, char *why,
+                   size_t cap)
+{
+	char w[300] = "";
+	int r = 0;
+	if (!x->fab &&
+	    ((r = ckpt_fab_open(g->provider[0] ? g->provider : NULL, NULL, 0, &x->fab, w, sizeof(w))) < 0 ||
+	     (r = ckpt_fab_mr_reg(x->fab, x->bounce, CKPT_ECG_BLOCK, CKPT_FAB_LOCAL, &x->mr, w, sizeof(w))) < 0)) {
+		snprintf(why, cap, "fabric: %s", w);
+		return r;
+	}
+	ckpt_fab_remote rem = { .addr_len = g->fabric_addr_len, .key = g->key, .base = g->base };
+	memcpy(rem.addr, g->fabric_addr, g->fabric_addr_len);
+	if ((r = ckpt_fab_xfer(x->fab, CKPT_FAB_READ, x->mr, x->bounce, len, &rem, g->offset + off, 0, 0, EC_TIMEOUT_MS,
+	                       w, sizeof(w))) < 0) {
+		snprintf(why, cap, "fi_read from %s: %s", x->t.nodes[who].node, w);
+		/* A fab whose transfer failed may still hold our buffers: a new one. */
+		ckpt_fab_mr_close(x->mr);
+		ckpt_fab_close(x->fab);
+		x->mr = NULL;
+		x->fab = NULL;
+		return r;
+	}
+	x->blocks_read++;
+	x->bytes_read += len;
+	return 0;
+}
+
+static int rb_fetch(void *arg, unsigned s, unsigned p, uint64_t b, uint8_t *buf, uint64_t *sum, char *why, size_t cap)
+{
+	rbuild *x = arg;
+	const ckpt_ecg *g = &x->L->g[x->inst];
+	unsigned h = ckpt__ecg_holder(g, s, p), k = g->k;
+	uint64_t off = b * CKPT_ECG_BLOCK, bl = g->slice - off < CKPT_ECG_BLOCK ? g->slice - off : CKPT_ECG_BLOCK;
+	if (x->dead[h]) {
+		snprintf(why, cap, "%s unreachable before", x->t.nodes[h].node);
+		return -EHOSTUNREACH;
+	}
+	int r;
+	x->t.why[0] = '\0';
+	if (p < k) {
+		/* Slice p of member h's shard; past its image, zeros. */
+		uint64_t have = ckpt__ecg_have(g, h, p), take = have > off ? (have - off < bl ? have - off : bl) : 0;
+		memset(buf, 0, bl);
+		if (take) {
+			uint32_t rank = x->L->rank[x->inst * x->n + h];
+			const ckptd_peer_grant *gr = grant_of(&x->t, x->ow, h, rank, g->len[h]);
+			if (!gr) {
+				x->dead[h] = 1;
+				snprintf(why, cap, "%s", x->t.why);
+				return x->t.rc;
+			}
+			if ((r = rb_xfer(x, gr, (uint64_t)p * g->slice + off, take, h, why, cap)) < 0)
+				return r;
+			memcpy(buf, x->bounce, take);
+		}
+		/* The rebuilt shard's own chunk checksums are its check. */
+		*sum = ckpt_kern_checksum(buf, bl);
+		return 0;
+	}
+	/* Parity row p - k of stripe s, and the checksum its holder took. */
+	if (!x->has_par[h]) {
+		owner *o = &x->ow[h];
+		if (owner_connect(&x->t, x->ow, h) < 0) {
+			x->dead[h] = 1;
+			snprintf(why, cap, "%s", x->t.why);
+			return x->t.rc;
+		}
+		ckptd_msg m = { .type = CKPTD_MSG_SEGMENT_REQUEST }, rep;
+		snprintf(m.u.segment_request.job, sizeof(m.u.segment_request.job), "%s", x->p->job);
+		m.u.segment_request.version = x->p->version;
+		m.u.segment_request.rank = x->p->group;
+		m.u.segment_request.mode = CKPTD_SEG_EC_PARITY;
+		if ((r = ckptd_client_call(o->c, &m, &rep)) < 0 || rep.type != CKPTD_MSG_PEER_GRANT) {
+			snprintf(why, cap, "%s holds no parity of the version: %s", x->t.nodes[h].node,
+			         r < 0 ? strerror(-r) : rep.type == CKPTD_MSG_ERROR ? rep.u.error.text : "unexpected answer");
+			if (r == 0)
+				ckptd_msg_free(&rep);
+			x->dead[h] = 1;
+			return r < 0 ? r : -ENOENT;
+		}
+		x->par[h] = rep.u.peer_grant;
+		x->has_par[h] = 1;
+		ckptd_msg_free(&rep);
+		if (x->par[h].bytes != x->L->total) {
+			snprintf(why, cap, "%s's parity is %llu bytes, the plan's %llu", x->t.nodes[h].node,
+			         (unsigned long long)x->par[h].bytes, (unsigned long long)x->L->total);
+			x->dead[h] = 1;
+			return -CKPT_EMISMATCH;
+		}
+	}
+	unsigned t = p - k;
+	uint64_t row = x->L->row_off[x->inst] + (uint64_t)t * g->slice;
+	uint64_t si = x->L->sum_at[x->inst] + (uint64_t)t * ckpt__ecg_blocks(g) + b;
+	if ((r = rb_xfer(x, &x->par[h], x->L->total + si * sizeof(uint64_t), sizeof(uint64_t), h, why, cap)) < 0)
+		return r;
+	memcpy(sum, x->bounce, sizeof(*sum));
+	if ((r = rb_xfer(x, &x->par[h], row + off, bl, h, why, cap)) < 0)
+		return r;
+	memcpy(buf, x->bounce, bl);
+	return 0;
+}
+
+int ckptd__ec_rebuild(ckptd_agent *a, const ckptd_ec_plan *p, uint32_t rank, uint8_t *dst, uint64_t bytes, char *why,
+                      size_t cap)
+{
+	rbuild x = { .a = a, .p = p, .n = p->k + p->m };
+	eclay L;
+	ckpt_ec *e = NULL;
+	const char *names[CKPT_EC_MAX_PIECES];
+	int r = lay_init(&L, p, why, cap);
+	if (r < 0)
+		return r;
+	x.L = &L;
+	uint32_t lost = UINT32_MAX;
+	for (uint32_t i = 0; i < p->count; i++)
+		if (p->entries[i].rank == rank) {
+			x.inst = p->entries[i].instance;
+			lost = p->entries[i].member;
+		}
+	x.t.a = a;
+	snprintf(x.t.job, sizeof(x.t.job), "%s", p->job);
+	x.t.version = p->version;
+	x.t.n = x.n;
+	for (uint32_t i = 0; i < p->nnodes; i++)
+		x.t.nodes[p->nodes[i].member] = p->nodes[i];
+	for (unsigned i = 0; i < x.n; i++)
+		names[i] = x.t.nodes[i].node;
+	if (lost == UINT32_MAX || L.g[x.inst].len[lost] != bytes) {
+		snprintf(why, cap, "rank %u is not in rs group %u's plan of version %llu with %llu bytes", rank, p->group,
+		         (unsigned long long)p->version, (unsigned long long)bytes);
+		r = -EINVAL;
+		goto out;
+	}
+	x.dead[lost] = 1; /* its own copy is what is missing */
+	if (!(x.ow = calloc(x.n, sizeof(*x.ow))) || !(x.bounce = aligned_alloc(CKPT_EC_ALIGN, CKPT_ECG_BLOCK))) {
+		r = -ENOMEM;
+		snprintf(why, cap, "no memory");
+		goto out;
+	}
+	if ((r = ckpt_ec_new(p->k, p->m, &e, why, cap)) < 0)
+		goto out;
+	char w[1500] = "";
+	r = ckpt__ecg_rebuild_shard(&L.g[x.inst], e, lost, rb_fetch, &x, names, dst, w, sizeof(w));
+	if (r < 0)
+		snprintf(why, cap, "rs group %u (rs:%u+%u), version %llu, rank %u on %s: %s", p->group, p->k, p->m,
+		         (unsigned long long)p->version, rank, names[lost], w);
+	else
+		CKPTD_DEBUG(a->log, NULL, p->job, "version %llu rank %u rebuilt from rs group %u: %llu blocks, %llu bytes read",
+		            (unsigned long long)p->version, rank, p->group, (unsigned long long)x.blocks_read,
+		            (unsigned long long)x.bytes_read);
+out:
+	if (x.ow) {
+		for (unsigned i = 0; i < x.n; i++)
+			if (x.has_par[i] && x.ow[i].c) {
+				ckptd_msg rel = { .type = CKPTD_MSG_SEGMENT_RELEASE }, rep;
+				rel.u.segment_release.segment_id = x.par[i].segment_id;
+				if (ckptd_client_call(x.ow[i].c, &rel, &rep) == 0)
+					ckptd_msg_free(&rep);
+			}
+		owners_close(&x.t, x.ow);
+	}
+	free(x.ow);
+	ckpt_fab_mr_close(x.mr);
+	ckpt_fab_close(x.fab);
+	free(x.bounce);
+	ckpt_ec_free(e);
+	lay_free(&L);
+	return r;
 }
 
 /* ---------------------------------------------------------------- owner side */
@@ -455,11 +733,77 @@ static void pin_drop(ckptd_agent *a, size_t i)
 {
 	struct agent_ec *x = a->ec;
 	ecpin *p = &x->pins[i];
-	ckpt_fab_mr_close(p->mr);
-	ckptd_pool *pool = ckptd_jpools_get(a->pools, p->job, NULL);
-	if (pool)
-		ckptd_pool_seg_unpin(pool, p->seg);
+	if (p->parity) {
+		p->parity->pins--;
+	} else {
+		ckpt_fab_mr_close(p->mr);
+		ckptd_pool *pool = ckptd_jpools_get(a->pools, p->job, NULL);
+		if (pool)
+			ckptd_pool_seg_unpin(pool, p->seg);
+	}
 	x->pins[i] = x->pins[--x->npins];
+}
+
+static ecpin *pin_new(struct agent_ec *x)
+{
+	if (x->npins == x->cappins) {
+		size_t nc = x->cappins ? x->cappins * 2 : 16;
+		void *q = realloc(x->pins, nc * sizeof(*x->pins));
+		if (!q)
+			return NULL;
+		x->pins = q;
+		x->cappins = nc;
+	}
+	ecpin *p = &x->pins[x->npins];
+	memset(p, 0, sizeof(*p));
+	p->id = EC_PIN_BIT | ++x->next_pin;
+	return p;
+}
+
+/* PEER_GRANT of bytes at offset of a region registered with fab. */
+static int send_grant(ckptd_session *s, ckpt_fab *fab, const ckpt_fab_remote *rem, uint64_t id, uint64_t offset,
+                      uint64_t bytes)
+{
+	ckptd_msg rep = { .type = CKPTD_MSG_PEER_GRANT };
+	ckptd_peer_grant *g = &rep.u.peer_grant;
+	g->segment_id = id;
+	g->offset = offset;
+	g->bytes = bytes;
+	g->key = rem->key;
+	g->base = rem->base;
+	g->fabric_addr_len = rem->addr_len;
+	memcpy(g->fabric_addr, rem->addr, rem->addr_len);
+	snprintf(g->provider, sizeof(g->provider), "%s", ckpt_fab_provider_name(fab));
+	return ckptd_session_send(s, &rep, -1);
+}
+
+/* The parity rows (and their checksums) this member made of (job, version)
+ * for group `group`, pinned for a rebuild. */
+static int ec_parity(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_segment_request *m)
+{
+	struct agent_ec *x = a->ec;
+	reap(a);
+	ectask *t;
+	for (t = x->tasks; t; t = t->next)
+		if (t->version == m->version && t->group == m->rank && t->state == EC_REPORTED && !t->rc &&
+		    !strcmp(t->job, m->job))
+			break;
+	if (!t)
+		return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no parity of that version and group here");
+	ckpt_fab *fab;
+	ckpt_fab_remote rem;
+	uint64_t off;
+	if (ckptd__peer_remote(a, t->par, &fab, &rem, &off) < 0)
+		return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "the parity is not in the peer pool");
+	ecpin *p = pin_new(x);
+	if (!p)
+		return -ENOMEM;
+	p->serial = rs->serial;
+	p->parity = t;
+	snprintf(p->job, sizeof(p->job), "%s", m->job);
+	t->pins++;
+	x->npins++;
+	return send_grant(s, fab, &rem, p->id, off, t->bytes);
 }
 
 static int ec_read(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_segment_request *m)
@@ -473,19 +817,11 @@ static int ec_read(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_
 	ckpt_fab_remote rem;
 	if (!fab)
 		return ckptd_session_send_error(s, CKPTD_ERR_UNSUPPORTED, "this node has no fabric (--peer-pool-size 0)");
-	if (x->npins == x->cappins) {
-		size_t nc = x->cappins ? x->cappins * 2 : 16;
-		void *q = realloc(x->pins, nc * sizeof(*x->pins));
-		if (!q)
-			return -ENOMEM;
-		x->pins = q;
-		x->cappins = nc;
-	}
+	ecpin *p = pin_new(x);
+	if (!p)
+		return -ENOMEM;
 	if (ckptd_pool_seg_pin(pool, si.id) < 0)
 		return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "that shard's DRAM copy is going");
-	ecpin *p = &x->pins[x->npins];
-	memset(p, 0, sizeof(*p));
-	p->id = EC_PIN_BIT | ++x->next_pin;
 	p->serial = rs->serial;
 	p->seg = si.id;
 	snprintf(p->job, sizeof(p->job), "%s", m->job);
@@ -502,17 +838,7 @@ static int ec_read(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_
 		return ckptd_session_send_error(s, CKPTD_ERR_INTERNAL, "cannot register the copy with the fabric");
 	}
 	x->npins++;
-	ckptd_msg rep = { .type = CKPTD_MSG_PEER_GRANT };
-	ckptd_peer_grant *g = &rep.u.peer_grant;
-	g->segment_id = p->id;
-	g->offset = 0;
-	g->bytes = si.len;
-	g->key = rem.key;
-	g->base = rem.base;
-	g->fabric_addr_len = rem.addr_len;
-	memcpy(g->fabric_addr, rem.addr, rem.addr_len);
-	snprintf(g->provider, sizeof(g->provider), "%s", ckpt_fab_provider_name(fab));
-	return ckptd_session_send(s, &rep, -1);
+	return send_grant(s, fab, &rem, p->id, 0, si.len);
 }
 
 int ckptd__ec_handle(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_msg *m)
@@ -521,7 +847,8 @@ int ckptd__ec_handle(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckpt
 	if (!x)
 		return ckptd_session_send_error(s, CKPTD_ERR_UNSUPPORTED, "no rs encode here");
 	if (m->type == CKPTD_MSG_SEGMENT_REQUEST)
-		return ec_read(a, s, rs, &m->u.segment_request);
+		return m->u.segment_request.mode == CKPTD_SEG_EC_PARITY ? ec_parity(a, s, rs, &m->u.segment_request)
+		                                                        : ec_read(a, s, rs, &m->u.segment_request);
 	for (size_t i = 0; i < x->npins; i++)
 		if (x->pins[i].id == m->u.segment_release.segment_id && x->pins[i].serial == rs->serial) {
 			pin_drop(a, i);
@@ -570,13 +897,13 @@ void ckptd__ec_stop(ckptd_agent *a)
 	struct agent_ec *x = a->ec;
 	if (!x)
 		return;
+	while (x->npins) /* before the tasks: parity pins point at them */
+		pin_drop(a, x->npins - 1);
 	while (x->tasks) {
 		ectask *t = x->tasks;
 		x->tasks = t->next;
 		task_free(a, t);
 	}
-	while (x->npins)
-		pin_drop(a, x->npins - 1);
 	free(x->pins);
 	ckptd_server_unwatch(a->srv, x->pipe[0]);
 	close(x->pipe[0]);

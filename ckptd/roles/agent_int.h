@@ -106,6 +106,14 @@ void ckptd__ec_committed(ckptd_agent *a, const char *job, uint64_t version, uint
 int ckptd__ec_handle(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckptd_msg *m);
 int ckptd__ec_is_pin(uint64_t id);
 void ckptd__ec_session_gone(ckptd_agent *a, uint64_t serial);
+/* Rebuilds rank's shard image of the version plan p protects into dst
+ * (bytes long, as the plan says) from the group's other members: data
+ * slices from their DRAM, parity rows (checked by their holders' block
+ * checksums) from their peer pools; the image then checked as any copy.
+ * Blocking: a thread's. Returns 0; -ENODATA with why naming the group, the
+ * stripe and the members lost or corrupt; another error with why. */
+int ckptd__ec_rebuild(ckptd_agent *a, const ckptd_ec_plan *p, uint32_t rank, uint8_t *dst, uint64_t bytes, char *why,
+                      size_t cap);
 
 /* agent.c */
 rank_sess *ckptd__agent_rank_by_serial(ckptd_agent *a, uint64_t serial);

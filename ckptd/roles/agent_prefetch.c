@@ -47,7 +47,8 @@ typedef struct pf_task {
 	uint64_t seg_id; /* with mu: 0 until the loop gives one */
 	uint8_t *seg;
 	int refused;     /* with mu: the loop gave none (held already, or no room) */
-	char why[300];
+	int from_rs;     /* rebuilt from its rs group (else a partner's copy) */
+	char why[1200];
 } pf_task;
 
 struct agent_prefetch {
@@ -244,6 +245,53 @@ static int from_partner(pf_task *t, const ckptd_partner *p)
 	return r;
 }
 
+/* No partner copy: rebuilt from the rs group that protects it, from the
+ * survivors' pieces (agent_ec.c), into our segment, then checked. */
+static int from_group(pf_task *t)
+{
+	ckptd_agent *a = t->a;
+	ckptd_client *c = NULL;
+	char why[1200] = "";
+	int r = ckptd_client_connect(a->cfg->coordinator, "", CKPTD_ROLE_AGENT, a->cluster, PF_TIMEOUT_MS, &c, why,
+	                             sizeof(why));
+	if (r < 0) {
+		fail(t, "coordinator unreachable: %s", why);
+		return r;
+	}
+	ckptd_msg m = { .type = CKPTD_MSG_SEGMENT_REQUEST }, plan;
+	snprintf(m.u.segment_request.job, sizeof(m.u.segment_request.job), "%s", t->job);
+	m.u.segment_request.version = t->version;
+	m.u.segment_request.rank = t->rank;
+	m.u.segment_request.mode = CKPTD_SEG_EC_WHERE;
+	r = ckptd_client_call(c, &m, &plan);
+	ckptd_client_close(c);
+	if (r < 0 || plan.type != CKPTD_MSG_EC_PLAN) {
+		if (r == 0)
+			ckptd_msg_free(&plan);
+		return -ENOENT; /* no rs group either: the partner's reason stands */
+	}
+	uint64_t bytes = 0;
+	for (uint32_t i = 0; i < plan.u.ec_plan.count; i++)
+		if (plan.u.ec_plan.entries[i].rank == t->rank)
+			bytes = plan.u.ec_plan.entries[i].bytes;
+	t->bytes = bytes;
+	t->checksum = 0;
+	t->from_rs = 1;
+	if (!bytes) {
+		fail(t, "%s", "the rs plan does not list this rank");
+		r = -ENOENT;
+	} else if ((r = wait_segment(t)) < 0) {
+		if (!t->why[0] || !t->refused)
+			fail(t, "%s", "no segment in this node's pool in time");
+	} else if ((r = ckptd__ec_rebuild(a, &plan.u.ec_plan, t->rank, t->seg, bytes, why, sizeof(why))) < 0) {
+		fail(t, "%s", why);
+	} else {
+		r = check_image(t);
+	}
+	ckptd_msg_free(&plan);
+	return r;
+}
+
 static void *pf_main(void *arg)
 {
 	pf_task *t = arg;
@@ -257,6 +305,8 @@ static void *pf_main(void *arg)
 		for (uint32_t i = 0; i < where.u.partners.count && !ok && !t->refused; i++)
 			ok = from_partner(t, &where.u.partners.entries[i]) == 0;
 		ckptd_msg_free(&where);
+		if (!ok && !t->refused && !t->seg_id)
+			ok = from_group(t) == 0;
 	}
 	pthread_mutex_lock(&t->mu);
 	t->ok = ok;
@@ -278,12 +328,18 @@ static void task_end(ckptd_agent *a, pf_task *t)
 		                       .bytes = t->bytes, .checksum = t->checksum, .lineage = t->lineage };
 		snprintf(d.job, sizeof(d.job), "%s", t->job);
 		ckptd__agent_done_push(a, NULL, &d);
-		CKPTD_INFO(a->log, NULL, t->job, "prefetched version %llu rank %u from partner DRAM into this node's pool "
-		           "(%llu bytes)", (unsigned long long)t->version, t->rank, (unsigned long long)t->bytes);
+		CKPTD_INFO(a->log, NULL, t->job, "prefetched version %llu rank %u from %s into this node's pool "
+		           "(%llu bytes)", (unsigned long long)t->version, t->rank,
+		           t->from_rs ? "its rs group (rebuilt from the survivors, every chunk checked)" : "partner DRAM",
+		           (unsigned long long)t->bytes);
 	} else {
 		if (t->seg_id && pool)
 			ckptd_pool_seg_free(pool, t->seg_id);
-		CKPTD_INFO(a->log, NULL, t->job, "no prefetch of rank %u: %s", t->rank, t->why[0] ? t->why : "failed");
+		if (t->from_rs)
+			CKPTD_WARN(a->log, NULL, t->job, "version %llu rank %u not rebuilt from its rs group: %s",
+			           (unsigned long long)t->version, t->rank, t->why[0] ? t->why : "failed");
+		else
+			CKPTD_INFO(a->log, NULL, t->job, "no prefetch of rank %u: %s", t->rank, t->why[0] ? t->why : "failed");
 	}
 	if (t->has_ref)
 		ckptd_jpools_unref(a->pools, t->job);

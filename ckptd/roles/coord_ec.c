@@ -34,6 +34,11 @@ typedef struct ecv {
 	ckptd_coord_shard *sh;  /* the group's ranks (node: the pseudo-node) */
 	size_t nsh;
 	char node[CKPTD_NAME_MAX + 1];
+	int complete;           /* every member's rows made: the plan is kept for rebuilds */
+	int broken;             /* more than M of its members lost: its copies dropped */
+	ckptd_ec_node nodes[CKPT_EC_MAX_PIECES];
+	ckptd_ec_src *src;      /* the plan's entries */
+	size_t nsrc;
 } ecv;
 
 struct ckptd_ecvs {
@@ -45,6 +50,7 @@ static void ecv_free(ecv *e)
 {
 	if (e) {
 		free(e->sh);
+		free(e->src);
 		free(e);
 	}
 }
@@ -163,6 +169,11 @@ static void plan_group(ckptd_coordinator *c, const char *job, const ckptd_coord_
 	e->m = m;
 	e->n = n;
 	memcpy(e->p, mem, n * sizeof(*mem));
+	memcpy(e->nodes, nodes, n * sizeof(*nodes));
+	if (!(e->src = malloc(nsrc * sizeof(*src))))
+		goto out;
+	memcpy(e->src, src, nsrc * sizeof(*src));
+	e->nsrc = nsrc;
 	for (size_t i = 0; i < acc->n; i++) {
 		peer *p = ckptd__coord_peer_find(c, acc->ci[i].node);
 		if (p && p->in_rs_group && p->rs_gid == gid)
@@ -172,6 +183,14 @@ static void plan_group(ckptd_coordinator *c, const char *job, const ckptd_coord_
 			                                       .lineage = ver->lineage };
 	}
 	struct ckptd_ecvs *x = c->ecvs;
+	if (x->n == ECV_MAX) {
+		/* Room: a finished one first (its plan only serves rebuilds). */
+		for (size_t q = 0; q < x->n; q++)
+			if (x->v[q]->complete) {
+				ecv_drop(c, q);
+				break;
+			}
+	}
 	if (x->n == ECV_MAX) {
 		CKPTD_WARN(c->log, NULL, x->v[0]->job, "version %llu: rs group %u's encode forgotten (%d in flight)",
 		           (unsigned long long)x->v[0]->version, x->v[0]->gid, ECV_MAX);
@@ -241,7 +260,8 @@ void ckptd__coord_ec_done(ckptd_coordinator *c, peer *p, const ckptd_ec_done *d)
 	struct ckptd_ecvs *x = c->ecvs;
 	size_t i;
 	for (i = 0; x && i < x->n; i++)
-		if (x->v[i]->version == d->version && x->v[i]->gid == d->group && !strcmp(x->v[i]->job, d->job))
+		if (!x->v[i]->complete && x->v[i]->version == d->version && x->v[i]->gid == d->group &&
+		    !strcmp(x->v[i]->job, d->job))
 			break;
 	if (!x || i == x->n) {
 		CKPTD_DEBUG(c->log, p->node, d->job, "EC_DONE for version %llu of group %u: not being encoded",
@@ -293,7 +313,79 @@ void ckptd__coord_ec_done(ckptd_coordinator *c, peer *p, const ckptd_ec_done *d)
 	char job[CKPTD_JOB_MAX + 1];
 	snprintf(job, sizeof(job), "%s", e->job);
 	uint64_t version = e->version;
-	ecv_drop(c, i);
+	uint32_t gid = e->gid;
+	e->complete = r == 0;
+	if (!e->complete)
+		ecv_drop(c, i);
+	/* Older finished plans of the group: their parity goes with this commit;
+	 * this version's earlier one (before a member was replaced) is
+	 * superseded by this one. */
+	for (size_t q = 0; r == 0 && q < x->n;)
+		if (x->v[q] != e && x->v[q]->complete && x->v[q]->gid == gid && x->v[q]->version <= version &&
+		    !strcmp(x->v[q]->job, job))
+			ecv_drop(c, q);
+		else
+			q++;
 	if (committed)
 		ckptd__coord_announce(c, job, version, committed);
+}
+
+int ckptd__coord_ec_where(ckptd_coordinator *c, ckptd_session *s, const ckptd_segment_request *m)
+{
+	struct ckptd_ecvs *x = c->ecvs;
+	for (size_t i = 0; x && i < x->n; i++) {
+		const ecv *e = x->v[i];
+		if (!e->complete || e->version != m->version || strcmp(e->job, m->job))
+			continue;
+		for (size_t j = 0; j < e->nsrc; j++) {
+			if (e->src[j].rank != m->rank)
+				continue;
+			ckptd_msg msg = { .type = CKPTD_MSG_EC_PLAN };
+			ckptd_ec_plan *pl = &msg.u.ec_plan;
+			snprintf(pl->job, sizeof(pl->job), "%s", e->job);
+			pl->version = e->version;
+			pl->group = e->gid;
+			pl->k = e->k;
+			pl->m = e->m;
+			pl->member = e->src[j].member;
+			pl->nnodes = e->n;
+			pl->nodes = (ckptd_ec_node *)e->nodes;
+			pl->count = (uint32_t)e->nsrc;
+			pl->entries = e->src;
+			return ckptd_session_send(s, &msg, -1);
+		}
+	}
+	char t[200];
+	snprintf(t, sizeof(t), "version %llu rank %u is protected by no rs group this coordinator knows",
+	         (unsigned long long)m->version, m->rank);
+	return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, t);
+}
+
+void ckptd__coord_ec_lost(ckptd_coordinator *c)
+{
+	struct ckptd_ecvs *x = c->ecvs;
+	for (size_t i = 0; x && i < x->n; i++) {
+		ecv *e = x->v[i];
+		if (!e->complete || e->broken)
+			continue;
+		unsigned lost = 0;
+		char names[400];
+		size_t o = 0;
+		names[0] = '\0';
+		for (unsigned j = 0; j < e->n; j++)
+			if (!e->p[j]->up && !e->p[j]->lost_at_ns) { /* past --agent-grace */
+				lost++;
+				if (o < sizeof(names))
+					o += (size_t)snprintf(names + o, sizeof(names) - o, "%s%s", o ? ", " : "", e->p[j]->node);
+			}
+		if (lost <= e->m)
+			continue;
+		e->broken = 1;
+		ckptd__coord_flush_batch(c);
+		int r = ckptd_coord_copies_gone(c->db, e->job, e->version, CKPT_TIER_PEER_MEM, e->node, NULL, NULL);
+		CKPTD_WARN(c->log, e->node, e->job,
+		           "version %llu: rs group %u lost %u of its %u members (%s), more than %u: its %zu ranks are no longer "
+		           "protected at PEER_MEM (%d copies dropped)",
+		           (unsigned long long)e->version, e->gid, lost, e->n, names, e->m, e->nsh, r);
+	}
 }

@@ -272,6 +272,7 @@ void ckptd__coord_groups_update(ckptd_coordinator *c)
 {
 	if (!c->groups || !c->groups->k)
 		return;
+	ckptd__coord_ec_lost(c); /* before repair(): the lost members are still named */
 	repair(c);
 	form(c);
 	publish(c);

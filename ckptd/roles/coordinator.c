@@ -842,6 +842,8 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		return ckptd_session_send(s, &ok, -1);
 	}
 	case CKPTD_MSG_SEGMENT_REQUEST: {
+		if (role == CKPTD_ROLE_AGENT && m->u.segment_request.mode == CKPTD_SEG_EC_WHERE)
+			return ckptd__coord_ec_where(c, s, &m->u.segment_request);
 		/* SEG_WHERE and SEG_COPIES, passed on by a rank's agent. */
 		if (role != CKPTD_ROLE_AGENT ||
 		    (m->u.segment_request.mode != CKPTD_SEG_WHERE && m->u.segment_request.mode != CKPTD_SEG_COPIES))

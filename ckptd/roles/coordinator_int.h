@@ -108,6 +108,12 @@ void ckptd__coord_ec_encode(ckptd_coordinator *c, const char *job, uint64_t vers
 /* A member's EC_DONE; the last one of a group records its ranks' PEER_MEM
  * copies on the group's pseudo-node (rs-group.<id>). */
 void ckptd__coord_ec_done(ckptd_coordinator *c, peer *p, const ckptd_ec_done *d);
+/* SEGMENT_REQUEST(EC_WHERE) of an agent: the plan protecting (job,
+ * version, rank), as EC_PLAN with MEMBER the rank's, or ERROR NOT_FOUND. */
+int ckptd__coord_ec_where(ckptd_coordinator *c, ckptd_session *s, const ckptd_segment_request *m);
+/* After agents are declared lost: versions whose group lost more than M
+ * of its members since their encode lose their PEER_MEM protection. */
+void ckptd__coord_ec_lost(ckptd_coordinator *c);
 void ckptd__coord_ec_free(ckptd_coordinator *c);
 
 /* coordinator.c: COMMIT_NOTICE of tiers that committed outside a batch. */

@@ -208,6 +208,12 @@ enum {
 	CKPTD_SEG_EC_READ = 9,   /* 1.5, an rs parity holder to a data owner's agent: its
 	                          * LOCAL_MEM copy of a shard, pinned and registered for
 	                          * remote reads (PEER_GRANT; SEGMENT_RELEASE ends it) */
+	CKPTD_SEG_EC_PARITY = 10, /* 1.5, a rebuilding agent to an rs member's: its parity
+	                          * rows of (job, version) for group RANK, pinned (PEER_GRANT:
+	                          * the rows, then their block checksums) */
+	CKPTD_SEG_EC_WHERE = 11,  /* 1.5, an agent to the coordinator: the rs plan protecting
+	                          * (job, version, rank), answered by EC_PLAN (MEMBER: the
+	                          * rank's member) or ERROR NOT_FOUND */
 };
 
 /* Agent state in STATUS_REPLY entries. */

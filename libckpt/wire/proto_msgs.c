@@ -50,7 +50,7 @@ static const char *check_seg_request(const void *r)
 	const ckptd_segment_request *m = r;
 	if (m->mode == CKPTD_SEG_WRITE)
 		return m->bytes ? NULL : "segment of 0 bytes";
-	if (m->mode >= CKPTD_SEG_READ && m->mode <= CKPTD_SEG_EC_READ)
+	if (m->mode >= CKPTD_SEG_READ && m->mode <= CKPTD_SEG_EC_WHERE)
 		return m->bytes ? "a read or locate request names no size" : NULL;
 	return "unknown segment mode";
 }

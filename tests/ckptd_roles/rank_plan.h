@@ -32,6 +32,7 @@ typedef struct rk_plan {
 	int hold;              /* then wait to be killed */
 	const char *order;     /* CKPT_RESTORE_ORDER */
 	const char *fault;     /* CKPT_FAULT of the rank */
+	const char *shared_dir; /* CKPT_SHARED_DIR of the rank (NULL: none) */
 	int gap_ms;            /* between saves (a training step) */
 	int report;            /* log each save's tiers reached and failed once PEER_MEM settled */
 	int peer_timeout_ms;   /* CKPT_PEER_TIMEOUT_MS; 0: 5000 */
@@ -183,6 +184,8 @@ static inline void rk_spawn(const rk_where *w, rk_proc *pr, const rk_plan *p)
 			setenv("CKPT_RESTORE_ORDER", p->order, 1);
 		if (p->fault)
 			setenv("CKPT_FAULT", p->fault, 1);
+		if (p->shared_dir)
+			setenv("CKPT_SHARED_DIR", p->shared_dir, 1);
 		rk_rank_main(p, rep);
 		exit(T_EXIT_PASS);
 	}

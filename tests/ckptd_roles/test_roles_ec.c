@@ -1,9 +1,11 @@
-/* The rs:K+M encode with real agents in the network-namespace cluster
- * (cluster_test.h): a coordinator with --peer-scheme rs:2+1, agents n1..n3
- * with peer pools, two libckpt ranks per node (tiers local_mem and
+/* The rs:K+M encode and rebuild with real agents in the network-namespace
+ * cluster (cluster_test.h): a coordinator with --peer-scheme rs:2+1, agents
+ * n1..n3 with peer pools, two libckpt ranks per node (tiers local_mem and
  * local_disk: the ranks make no partner copy; the group protects them).
- * Every agent reads its data slices with a delay (agent.ec_read=delay) so
- * that an encode lasts long enough to lose a node in the middle of it.
+ *
+ * test_roles_ec encode: every agent reads its data slices with a delay
+ * (agent.ec_read=delay) so that an encode lasts long enough to lose a node
+ * in the middle of it.
  *
  *  1. versions 1 and 2 commit at PEER_MEM only through the group: every
  *     rank's PEER_MEM copy is on the pseudo-node rs-group.<id> (ckpt show's
@@ -12,7 +14,23 @@
  *     there (not before: version 1 committed at PEER_MEM first);
  *  2. version 3: n1 is lost while the others read from it; their EC_DONE
  *     names n1, version 3 never commits at PEER_MEM, and version 2's parity
- *     stays on n2 and n3 (its PEER_MEM commit survives one lost member). */
+ *     stays on n2 and n3 (its PEER_MEM commit survives one lost member).
+ *
+ * test_roles_ec rebuild: the agents also flush to a --shared-dir.
+ *  1. versions 1 and 2 saved, protected by the group, and flushed;
+ *  2. n1 lost; a spare n4 registers (it takes n1's place in the group),
+ *     ranks 0 and 1 relaunched there: n4's agent rebuilds their shards of
+ *     version 2 from n2's and n3's pieces (data from their DRAM, parity
+ *     from their peer pools with its holders' checksums), every chunk
+ *     checked, into its DRAM; the ranks restore them bit-exact from there;
+ *     the rebuilt shards commit LOCAL_MEM again and the group, now with
+ *     n4, re-protects version 2 (n4 makes its rows; n2's and n3's stand);
+ *  3. n2 lost: the same on a spare n5, from n4's rebuilt data and re-made
+ *     parity and n3's pieces (a second loss after a rebuild);
+ *  4. n3 and n4 lost at once (2 > M): version 2 loses its PEER_MEM
+ *     protection at the coordinator; rank 4 relaunched on n5: the rebuild
+ *     is refused, naming the group, the version, the rank's node and n4
+ *     unreachable, and the rank restores version 2 bit-exact from SHARED. */
 #include "cluster_test.h"
 
 #define JOB "ecj"
@@ -47,11 +65,16 @@ static int wait_peer(uint64_t v, int ms)
 	return 0;
 }
 
+static size_t bytes_of(int rank)
+{
+	return (1u << 20) + 4099u * (size_t)rank;
+}
+
 static void save(uint64_t from, uint64_t to, int first)
 {
 	for (int r = 0; r < WORLD; r++) {
 		plan[r] = (ct_plan){ .tag = first ? "save" : "save3", .job = JOB, .rank = r, .world = WORLD,
-			                 .node = 1 + r / PER, .tiers = "local_mem,local_disk", .bytes = (1u << 20) + 4099u * r,
+			                 .node = 1 + r / PER, .tiers = "local_mem,local_disk", .bytes = bytes_of(r),
 			                 .from = from, .to = to };
 		if (!E.agent[plan[r].node].pid)
 			continue;
@@ -62,8 +85,102 @@ static void save(uint64_t from, uint64_t to, int first)
 			ct_finish(&E, &proc[r]);
 }
 
-int main(void)
+/* Rank r relaunched on node k: restores version v once k's agent logged
+ * `after` (its prefetch done or refused), checking every byte. */
+static void relaunch(int r, int k, uint64_t v, const char *after, const char *shared)
 {
+	plan[r] = (ct_plan){ .tag = "relaunch", .job = JOB, .rank = r, .world = WORLD, .node = k,
+		                 .tiers = "local_mem,local_disk", .bytes = bytes_of(r), .restore = v,
+		                 .restore_after_log = E.agent[k].log, .restore_after_line = after, .shared_dir = shared };
+	ct_spawn(&E, &proc[r], &plan[r]);
+	ct_finish(&E, &proc[r]);
+}
+
+/* Waits for needle in d's log past byte `from`. */
+static void wait_from(const daemon_t *d, long from, const char *needle, int ms)
+{
+	uint64_t end = rt_ms() + (uint64_t)ms;
+	while (!td_file_has(d->log, from, needle)) {
+		if (rt_ms() > end)
+			T_FAIL("%s's log has no \"%s\" after %d ms", d->name, needle, ms);
+		usleep(50000);
+	}
+}
+
+/* Node `lost` gone, a spare `spare` in its place: ranks r0, r0 + 1 of the
+ * lost node rebuilt there from the group and restored bit-exact; then the
+ * group re-protects version 2 with the spare. */
+static void replace(int lost, int spare, int r0, const char *const *aargs)
+{
+	char line[200];
+	long from = td_file_size(E.coord.log);
+	ct_lose_node(&E, lost);
+	snprintf(line, sizeof(line), "agent n%d lost after the grace period", lost);
+	wait_from(&E.coord, from, line, 10000);
+	ct_start_agent(&E, spare, aargs, NULL);
+	snprintf(line, sizeof(line), "rs group 0: n%d takes lost member %d's place (n%d)", spare, lost - 1, lost);
+	wait_from(&E.coord, from, line, 10000);
+	for (int r = r0; r < r0 + PER; r++) {
+		snprintf(line, sizeof(line), "prefetched version 2 rank %d from its rs group", r);
+		relaunch(r, spare, 2, line, NULL);
+		CT_CHECK(&E, td_log_has(&E.agent[spare], line), "n%d did not rebuild rank %d from the group", spare, r);
+		CT_CHECK(&E, ct_log_has(&E, &plan[r], "v=2: restored from LOCAL_MEM"),
+		         "rank %d did not restore the rebuilt copy from n%d's DRAM", r, spare);
+	}
+	/* The rebuilt shards commit LOCAL_MEM again: the group, with the spare,
+	 * makes version 2's parity anew (the survivors' rows stand). */
+	wait_from(&E.coord, from, "version 2: 6 ranks protected by rs group 0", 15000);
+	CT_CHECK(&E, list_v(2).tiers & CKPT_TIER_PEER_MEM, "version 2 lost PEER_MEM with one member lost");
+	printf("n%d lost: ranks %d, %d rebuilt on n%d from the two survivors, restored bit-exact; the group "
+	       "re-protected version 2 with n%d\n", lost, r0, r0 + 1, spare, spare);
+}
+
+static int rebuild(void)
+{
+	ct_init(&E, "roles-ec-rebuild", NODES + 2);
+	char shared[700];
+	snprintf(shared, sizeof(shared), "%s/shared", E.rt.dir);
+	T_ASSERT(mkdir(shared, 0700) == 0);
+	const char *cargs[] = { "--peer-scheme", "rs:2+1", "--agent-grace", "2s", NULL };
+	ct_start_coord(&E, cargs);
+	const char *aargs[] = { "--pool-size", "64M", "--peer-pool-size", "32M", "--shared-dir", shared, NULL };
+	for (int k = 1; k <= NODES; k++)
+		ct_start_agent(&E, k, aargs, NULL);
+	ct_wait_agents(&E, NODES);
+	td_wait_log(&E.coord, "rs group 0 formed", 10000);
+	save(1, 2, 1);
+	CT_CHECK(&E, wait_peer(2, 20000), "version 2 never committed at PEER_MEM");
+	uint64_t end = rt_ms() + 30000;
+	while (rt_ms() < end && !(list_v(2).tiers & CKPT_TIER_SHARED))
+		usleep(100000);
+	CT_CHECK(&E, list_v(2).tiers & CKPT_TIER_SHARED, "version 2 never committed at SHARED");
+
+	/* 2. n1 lost: rebuilt on n4; 3. then n2: rebuilt on n5, from n4's
+	 * rebuilt data and re-made parity (a second loss after a rebuild) */
+	replace(1, 4, 0, aargs);
+	replace(2, 5, PER, aargs);
+
+	/* 4. n3 and n4 lost together: two of the group's three */
+	long from = td_file_size(E.coord.log);
+	ct_lose_node(&E, 3);
+	ct_lose_node(&E, 4);
+	wait_from(&E.coord, from, "rs group 0 lost 2 of its 3 members (n4, n3), more than 1", 10000);
+	CT_CHECK(&E, !(list_v(2).tiers & CKPT_TIER_PEER_MEM), "version 2 still committed at PEER_MEM with 2 of 3 lost");
+	char line[160];
+	snprintf(line, sizeof(line), "version 2 rank %d not rebuilt from its rs group", 2 * PER);
+	relaunch(2 * PER, 5, 2, line, shared); /* SHARED: the rank's next tier */
+	CT_CHECK(&E, td_log_has(&E.agent[5], "rs group 0 (rs:2+1), version 2, rank 4 on n3: rs:2+1 stripe"),
+	         "the refused rebuild does not name the group, version, rank and its node");
+	CT_CHECK(&E, td_log_has(&E.agent[5], "(n4) unreachable"), "the refused rebuild does not name n4, lost");
+	CT_CHECK(&E, ct_log_has(&E, &plan[2 * PER], "v=2: restored from SHARED"), "rank 4 did not restore from SHARED");
+	printf("n3, n4 lost: rank 4's rebuild refused naming group 0 and the members lost; restored from SHARED\n");
+	return ct_end(&E);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "rebuild"))
+		return rebuild();
 	ct_init(&E, "roles-ec", NODES);
 	const char *cargs[] = { "--peer-scheme", "rs:2+1", "--agent-grace", "2s", NULL };
 	ct_start_coord(&E, cargs);
