@@ -37,6 +37,7 @@
 #define EC_PIN_BIT (1ull << 61)
 #define EC_TIMEOUT_MS 10000
 #define EC_INSTANCES_MAX 4096
+#define EC_SHARD_MAX (1ull << 48) /* no sum of a plan's sizes can wrap */
 
 enum { EC_RUNNING = 1, EC_FINISHED, EC_REPORTED };
 
@@ -88,6 +89,11 @@ static int lay_init(eclay *L, const ckptd_ec_plan *p, char *why, size_t cap)
 	for (uint32_t i = 0; i < p->count; i++) {
 		if (p->entries[i].instance >= EC_INSTANCES_MAX) {
 			snprintf(why, cap, "an instance past the plan's bound");
+			return -EINVAL;
+		}
+		if (p->entries[i].bytes > EC_SHARD_MAX) {
+			snprintf(why, cap, "rank %u: a shard of %llu bytes", p->entries[i].rank,
+			         (unsigned long long)p->entries[i].bytes);
 			return -EINVAL;
 		}
 		if (p->entries[i].instance + 1 > L->ninst)
