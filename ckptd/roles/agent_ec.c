@@ -911,7 +911,8 @@ void ckptd__ec_stop(ckptd_agent *a)
 		task_free(a, t);
 	}
 	free(x->pins);
-	ckptd_server_unwatch(a->srv, x->pipe[0]);
+	/* No unwatch: the server is freed before the roles (as for the other
+	 * pipes of the agent's threads); its watches went with it. */
 	close(x->pipe[0]);
 	close(x->pipe[1]);
 	pthread_mutex_destroy(&x->mu);
