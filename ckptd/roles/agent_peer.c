@@ -806,8 +806,11 @@ void ckptd__peer_partners(ckptd_agent *a, const ckptd_partners *p)
 	char list[512] = "";
 	for (uint32_t i = 0; i < p->count && strlen(list) + CKPTD_NAME_MAX + 2 < sizeof(list); i++)
 		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", p->entries[i].node);
-	CKPTD_INFO(a->log, NULL, NULL, "partners (%u cop%s wanted): %s", p->replicas, p->replicas == 1 ? "y" : "ies",
-	           p->count ? list : "none");
+	if (p->scheme[0])
+		CKPTD_INFO(a->log, NULL, NULL, "partners: none, this node's ranks are protected by its %s group", p->scheme);
+	else
+		CKPTD_INFO(a->log, NULL, NULL, "partners (%u cop%s wanted): %s", p->replicas, p->replicas == 1 ? "y" : "ies",
+		           p->count ? list : "none");
 }
 
 int ckptd__peer_send_partners(ckptd_agent *a, ckptd_session *s)

@@ -43,6 +43,8 @@ void ckptd__coord_place_partners(ckptd_coordinator *c)
 		m.u.partners.replicas = want;
 		/* A group member's ranks are protected by its group's parity. */
 		m.u.partners.count = ps[i]->in_rs_group ? 0 : (uint32_t)cnt[i];
+		if (ps[i]->in_rs_group)
+			snprintf(m.u.partners.scheme, sizeof(m.u.partners.scheme), "%s", c->cfg->peer_scheme);
 		m.u.partners.entries = ent;
 		for (size_t j = 0; j < cnt[i]; j++) {
 			const peer *q = ps[out[i * rep + j]];

@@ -321,6 +321,13 @@ static int replicate(struct ckpt_peer *p, ckpt_save_op *op, char *why, size_t ca
 		return r;
 	}
 	uint32_t want = parts.u.partners.replicas ? parts.u.partners.replicas : 1, got = 0;
+	if (!strncmp(parts.u.partners.scheme, "rs:", 3)) {
+		/* The node's rs group makes the parity from the LOCAL_MEM copy:
+		 * nothing to send; the commit at PEER_MEM says when it is done. */
+		LOG_I(&ctx->log, op->version, "PEER_MEM: this node's %s group protects the image", parts.u.partners.scheme);
+		ckptd_msg_free(&parts);
+		return 1;
+	}
 	if (!parts.u.partners.count) {
 		set_why(why, cap, "no partner node has a peer pool (ckptd --peer-pool-size) and is up");
 		ckptd_msg_free(&parts);

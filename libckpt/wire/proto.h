@@ -616,6 +616,10 @@ typedef struct ckptd_partners {
 	uint32_t replicas;             /* optional: copies wanted (the replication factor) */
 	uint32_t count;
 	ckptd_partner *entries;
+	/* optional (1.5, SEG_PARTNERS): "rs:K+M" when this node's ranks are
+	 * protected by its rs group instead (then no entries): a rank's part
+	 * of PEER_MEM is done with its LOCAL_MEM copy */
+	char scheme[CKPTD_NAME_MAX + 1];
 } ckptd_partners;
 
 /* PEER_LEASE (1.2), rank -> partner agent: room for this rank's shard image

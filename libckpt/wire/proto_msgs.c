@@ -607,6 +607,7 @@ static const ckptd__field f_partners[] = {
 	F_U32(ckptd_partners, rank, CKPTD_TAG_RANK, OPT),
 	F_U32(ckptd_partners, replicas, CKPTD_TAG_REPLICAS, OPT),
 	F_LIST(ckptd_partners, entries, count, CKPTD_TAG_ENTRIES, s_partner),
+	F_STR(ckptd_partners, scheme, CKPTD_TAG_SCHEME, OPT, CK_TEXT),
 };
 static const ckptd__field f_peer_lease[] = {
 	F_STR(ckptd_peer_lease, job, CKPTD_TAG_JOB, REQ, CK_JOB),

@@ -444,6 +444,7 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 			p->rank = 5;
 			p->replicas = 2;
 			p->count = 3;
+			snprintf(p->scheme, sizeof(p->scheme), "rs:8+2");
 		}
 		p->entries = st->p;
 		for (int i = 0; i < 3; i++) {

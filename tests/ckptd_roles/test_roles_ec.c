@@ -1,7 +1,8 @@
 /* The rs:K+M encode and rebuild with real agents in the network-namespace
  * cluster (cluster_test.h): a coordinator with --peer-scheme rs:2+1, agents
- * n1..n3 with peer pools, two libckpt ranks per node (tiers local_mem and
- * local_disk: the ranks make no partner copy; the group protects them).
+ * n1..n3 with peer pools, two libckpt ranks per node (tiers local_mem,
+ * peer_mem, local_disk: the agents say their group protects the ranks, who
+ * make no partner copy and wait for the group's commit at PEER_MEM).
  *
  * test_roles_ec encode: every agent reads its data slices with a delay
  * (agent.ec_read=delay) so that an encode lasts long enough to lose a node
@@ -73,16 +74,22 @@ static size_t bytes_of(int rank)
 static void save(uint64_t from, uint64_t to, int first)
 {
 	for (int r = 0; r < WORLD; r++) {
+		/* peer_mem asked for: the rank's part is its LOCAL_MEM copy, and
+		 * the first versions are waited for until the group commits them. */
 		plan[r] = (ct_plan){ .tag = first ? "save" : "save3", .job = JOB, .rank = r, .world = WORLD,
-			                 .node = 1 + r / PER, .tiers = "local_mem,local_disk", .bytes = bytes_of(r),
-			                 .from = from, .to = to };
+			                 .node = 1 + r / PER, .tiers = "local_mem,peer_mem,local_disk", .bytes = bytes_of(r),
+			                 .from = from, .to = to, .wait_peer = first };
 		if (!E.agent[plan[r].node].pid)
 			continue;
 		ct_spawn(&E, &proc[r], &plan[r]);
 	}
 	for (int r = 0; r < WORLD; r++)
-		if (E.agent[plan[r].node].pid)
+		if (E.agent[plan[r].node].pid) {
 			ct_finish(&E, &proc[r]);
+			CT_CHECK(&E, ct_log_has(&E, &plan[r], "PEER_MEM: this node's rs:2+1 group protects the image") &&
+			                 !ct_log_has(&E, &plan[r], "PEER_MEM skipped"),
+			         "rank %d did not leave PEER_MEM to its group", r);
+		}
 }
 
 /* Rank r relaunched on node k: restores version v once k's agent logged
