@@ -17,6 +17,10 @@
  *     names n1, version 3 never commits at PEER_MEM, and version 2's parity
  *     stays on n2 and n3 (its PEER_MEM commit survives one lost member).
  *
+ * test_roles_ec double: rs:4+2 over n1..n6, one rank each; n1 and n2 lost
+ * at once (M): both ranks rebuilt on a spare n7 from the four survivors
+ * and restored bit-exact.
+ *
  * test_roles_ec rebuild: the agents also flush to a --shared-dir.
  *  1. versions 1 and 2 saved, protected by the group, and flushed;
  *  2. n1 lost; a spare n4 registers (it takes n1's place in the group),
@@ -42,6 +46,8 @@
 static ct_env E;
 static ct_plan plan[WORLD];
 static ct_proc proc[WORLD];
+static int per = PER;                    /* ranks per node */
+static const char *scheme = "rs:2+1";
 
 static ckptd_version_info list_v(uint64_t v)
 {
@@ -77,7 +83,7 @@ static void save(uint64_t from, uint64_t to, int first)
 		/* peer_mem asked for: the rank's part is its LOCAL_MEM copy, and
 		 * the first versions are waited for until the group commits them. */
 		plan[r] = (ct_plan){ .tag = first ? "save" : "save3", .job = JOB, .rank = r, .world = WORLD,
-			                 .node = 1 + r / PER, .tiers = "local_mem,peer_mem,local_disk", .bytes = bytes_of(r),
+			                 .node = 1 + r / per, .tiers = "local_mem,peer_mem,local_disk", .bytes = bytes_of(r),
 			                 .from = from, .to = to, .wait_peer = first };
 		if (!E.agent[plan[r].node].pid)
 			continue;
@@ -86,7 +92,9 @@ static void save(uint64_t from, uint64_t to, int first)
 	for (int r = 0; r < WORLD; r++)
 		if (E.agent[plan[r].node].pid) {
 			ct_finish(&E, &proc[r]);
-			CT_CHECK(&E, ct_log_has(&E, &plan[r], "PEER_MEM: this node's rs:2+1 group protects the image") &&
+			char said[96];
+			snprintf(said, sizeof(said), "PEER_MEM: this node's %s group protects the image", scheme);
+			CT_CHECK(&E, ct_log_has(&E, &plan[r], said) &&
 			                 !ct_log_has(&E, &plan[r], "PEER_MEM skipped"),
 			         "rank %d did not leave PEER_MEM to its group", r);
 		}
@@ -184,8 +192,45 @@ static int rebuild(void)
 	return ct_end(&E);
 }
 
+/* rs:4+2 over n1..n6, one rank each: n1 and n2 lost at once (M), both
+ * their ranks rebuilt on the spare n7 from the four survivors. */
+static int double_loss(void)
+{
+	per = 1;
+	scheme = "rs:4+2";
+	ct_init(&E, "roles-ec-42", 7);
+	const char *cargs[] = { "--peer-scheme", "rs:4+2", "--agent-grace", "2s", NULL };
+	ct_start_coord(&E, cargs);
+	const char *aargs[] = { "--pool-size", "64M", "--peer-pool-size", "32M", NULL };
+	for (int k = 1; k <= 6; k++)
+		ct_start_agent(&E, k, aargs, NULL);
+	ct_wait_agents(&E, 6);
+	td_wait_log(&E.coord, "rs group 0 formed", 10000);
+	save(1, 2, 1);
+	CT_CHECK(&E, wait_peer(2, 20000), "version 2 never committed at PEER_MEM");
+	long from = td_file_size(E.coord.log);
+	ct_lose_node(&E, 1);
+	ct_lose_node(&E, 2);
+	wait_from(&E.coord, from, "agent n1 lost after the grace period", 10000);
+	wait_from(&E.coord, from, "agent n2 lost after the grace period", 10000);
+	CT_CHECK(&E, list_v(2).tiers & CKPT_TIER_PEER_MEM, "version 2 lost PEER_MEM with M = 2 members lost");
+	ct_start_agent(&E, 7, aargs, NULL);
+	char line[160];
+	for (int r = 0; r < 2; r++) {
+		snprintf(line, sizeof(line), "prefetched version 2 rank %d from its rs group", r);
+		relaunch(r, 7, 2, line, NULL);
+		CT_CHECK(&E, td_log_has(&E.agent[7], line), "n7 did not rebuild rank %d from the group", r);
+		CT_CHECK(&E, ct_log_has(&E, &plan[r], "v=2: restored from LOCAL_MEM"),
+		         "rank %d did not restore the rebuilt copy from n7's DRAM", r);
+	}
+	printf("rs:4+2: n1 and n2 lost at once, ranks 0 and 1 rebuilt on n7 from the 4 survivors, restored bit-exact\n");
+	return ct_end(&E);
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "double"))
+		return double_loss();
 	if (argc > 1 && !strcmp(argv[1], "rebuild"))
 		return rebuild();
 	ct_init(&E, "roles-ec", NODES);
