@@ -166,6 +166,7 @@ void ckpt_s3_close(ckpt_s3 *s3)
 {
 	if (!s3)
 		return;
+	ckpt_s3_trim(s3);
 	for (int i = 0; i < s3->npool; i++)
 		curl_multi_cleanup(s3->pool[i]);
 	memset(&s3->creds, 0, sizeof(s3->creds));
@@ -180,6 +181,7 @@ void ckpt_s3_stats_get(ckpt_s3 *s3, ckpt_s3_stats *st)
 		return;
 	pthread_mutex_lock(&s3->lock);
 	*st = s3->st;
+	st->part_bytes_held = s3->part_bytes_now;
 	pthread_mutex_unlock(&s3->lock);
 }
 

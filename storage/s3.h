@@ -83,6 +83,7 @@ void ckpt_s3_close(ckpt_s3 *s3);
 typedef struct ckpt_s3_stats {
 	uint64_t requests, retries, lists, bytes_up, bytes_down;
 	uint64_t part_bytes_peak; /* most bytes of upload part buffers held at once */
+	uint64_t part_bytes_held; /* ... held now (spares kept for the next upload) */
 } ckpt_s3_stats;
 void ckpt_s3_stats_get(ckpt_s3 *s3, ckpt_s3_stats *st);
 
@@ -106,6 +107,12 @@ int ckpt_s3_put(ckpt_s3 *s3, const char *bucket, const char *key, const void *da
 typedef int (*ckpt_s3_fill_fn)(void *arg, uint64_t off, void *buf, size_t len);
 int ckpt_s3_upload(ckpt_s3 *s3, const char *bucket, const char *key, uint64_t len, ckpt_s3_fill_fn fill,
                    void *arg, char *err, size_t errcap);
+
+/* An upload's part buffers stay with the client for the next one (parts in
+ * flight of them at most: a new buffer's pages are faulted and zeroed
+ * again, about a tenth of a flush's CPU); this frees them (so does
+ * ckpt_s3_close). For a caller about to be idle. Thread-safe. */
+void ckpt_s3_trim(ckpt_s3 *s3);
 
 /* HEAD: the object's size (size may be NULL). -ENOENT if none, -ENXIO
  * when the bucket is missing (a refused HEAD has no body to say why: a

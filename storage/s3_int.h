@@ -190,7 +190,9 @@ struct ckpt_s3 {
 	CURLM *pool[32];
 	int npool;
 	ckpt_s3_stats st;
-	uint64_t part_bytes_now;
+	uint64_t part_bytes_now; /* part buffers held, the spare ones too */
+	void *spare[256];        /* part buffers of cfg.part_bytes kept for the next upload */
+	uint32_t nspare;
 	uint64_t rng;
 };
 

@@ -13,12 +13,21 @@
 #define MAX_PARTS 10000
 #define HUGE (2u << 20)
 
-/* A part buffer: page-aligned (a fill may read into it with O_DIRECT), in
- * huge pages when it is large (a fresh buffer's first touch is a fault per
+/* A part buffer: a spare one of the last upload (ckpt_s3_trim), else a new
+ * one, page-aligned (a fill may read into it with O_DIRECT), in huge pages
+ * when it is large (a fresh buffer's first touch faults and zeroes every
  * page: 64 MiB is 16384 faults in 4 KiB pages, 32 in 2 MiB ones). */
 static void *part_alloc(ckpt_s3 *s3, size_t n)
 {
 	void *p = NULL;
+	if (n == s3->cfg.part_bytes) {
+		pthread_mutex_lock(&s3->lock);
+		if (s3->nspare)
+			p = s3->spare[--s3->nspare];
+		pthread_mutex_unlock(&s3->lock);
+		if (p)
+			return p; /* still counted in part_bytes_now */
+	}
 	if (posix_memalign(&p, n >= HUGE ? HUGE : 4096, n ? n : 1))
 		return NULL;
 	if (n >= HUGE)
@@ -31,14 +40,36 @@ static void *part_alloc(ckpt_s3 *s3, size_t n)
 	return p;
 }
 
+/* Kept as a spare (parts_in_flight of them at most), else freed. */
 static void part_free(ckpt_s3 *s3, void *p, size_t n)
 {
 	if (!p)
 		return;
-	free(p);
 	pthread_mutex_lock(&s3->lock);
+	if (n == s3->cfg.part_bytes && s3->nspare < s3->cfg.parts_in_flight) {
+		s3->spare[s3->nspare++] = p;
+		pthread_mutex_unlock(&s3->lock);
+		return;
+	}
 	s3->part_bytes_now -= n;
 	pthread_mutex_unlock(&s3->lock);
+	free(p);
+}
+
+void ckpt_s3_trim(ckpt_s3 *s3)
+{
+	void *p[256];
+	uint32_t n;
+	if (!s3)
+		return;
+	pthread_mutex_lock(&s3->lock);
+	n = s3->nspare;
+	memcpy(p, s3->spare, n * sizeof(p[0]));
+	s3->nspare = 0;
+	s3->part_bytes_now -= (uint64_t)n * s3->cfg.part_bytes;
+	pthread_mutex_unlock(&s3->lock);
+	for (uint32_t i = 0; i < n; i++)
+		free(p[i]);
 }
 
 /* The whole object in one PUT (len <= part_bytes). */

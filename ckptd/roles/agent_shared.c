@@ -312,6 +312,8 @@ static void *flush_main(void *arg)
 	pthread_mutex_lock(&sh->mu);
 	while (!sh->stop) {
 		if (!sh->nq) {
+			if (sh->tree) /* nothing to upload: the part buffers go */
+				ckpt_s3_trim(sh->tree->s3);
 			pthread_cond_wait(&sh->cv, &sh->mu);
 			continue;
 		}

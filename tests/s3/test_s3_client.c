@@ -190,6 +190,17 @@ static void multipart(void)
 	printf("ok: a %llu-byte upload of 6 parts, 3 in flight, in %lld ms, part buffers at most %llu bytes\n",
 	       (unsigned long long)len, (long long)(t_now_ms() - t0), (unsigned long long)st.part_bytes_peak);
 	check_object("mp/five", 11, len);
+	/* Its part buffers stay for the next upload, which takes no more, until trimmed. */
+	T_ASSERT(st.part_bytes_held == 3 * part);
+	src s2 = { .seed = 12 };
+	T_OK(ckpt_s3_upload(s3, bucket, "mp/again", len, fill, &s2, err, sizeof(err)));
+	ckpt_s3_stats_get(s3, &st);
+	T_ASSERT(st.part_bytes_held == 3 * part && st.part_bytes_peak == 3 * part);
+	check_object("mp/again", 12, len);
+	ckpt_s3_trim(s3);
+	ckpt_s3_stats_get(s3, &st);
+	T_ASSERT(st.part_bytes_held == 0);
+	printf("ok: the part buffers kept for the next upload, freed by ckpt_s3_trim\n");
 	T_ASSERT(s3gw_count_uploads(&g, bucket, "mp/") == 0);
 	uint64_t size = 0;
 	T_OK(ckpt_s3_head(s3, bucket, "mp/five", &size, err, sizeof(err)));
