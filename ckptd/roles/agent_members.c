@@ -127,8 +127,8 @@ static void report(ckptd_agent *a, const char *job, const ckptd_member *failed, 
 		                   .time_ns = ckpt__wall_ns(), .silent_ns = failed->silent_ns, .count = 1, .entries = &one };
 		snprintf(ev.job, sizeof(ev.job), "%s", job);
 		snprintf(ev.node, sizeof(ev.node), "%s", a->node);
-		CKPTD_WARN(a->log, a->node, job, "coordinator unreachable: %s of rank %u not decided there; hook run here",
-		           ckptd_fail_name(ev.kind), failed->rank);
+		CKPTD_WARN(a->log, a->node, job, "%s of rank %u: no coordinator of 1.5 to decide it (unreachable or older); "
+		           "--on-failure run here, epoch 0", ckptd_fail_name(ev.kind), failed->rank);
 		ckptd_hook_run(a->hook, &ev);
 	}
 	free(e);

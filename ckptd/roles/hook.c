@@ -99,7 +99,8 @@ void ckptd_hook_reap(ckptd_hook *h)
 	}
 }
 
-/* Copies environ without any CKPT_ variable the hook sets, then adds them. */
+/* Copies environ without any CKPT_ variable the hook sets, nor the cluster
+ * secret (CKPT_TOKEN, when the daemon took it from there), then adds them. */
 static char **hook_env(char vars[][CKPTD_TEXT_MAX + 48], int nvars)
 {
 	size_t n = 0;
@@ -110,7 +111,7 @@ static char **hook_env(char vars[][CKPTD_TEXT_MAX + 48], int nvars)
 		return NULL;
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		int ours = 0;
+		int ours = !strncmp(environ[i], "CKPT_TOKEN=", 11);
 		for (int v = 0; v < nvars && !ours; v++) {
 			size_t l = strcspn(vars[v], "=") + 1;
 			ours = !strncmp(environ[i], vars[v], l);

@@ -297,6 +297,7 @@ static int check_outputs(void)
 		snprintf(w[4], sizeof(w[4]), "CKPT_FAILURE=%s\n", kinds[i]);
 		const char *want[] = { w[0], w[1], w[2], w[3], w[4], NULL };
 		ok &= hook_has(path, want);
+
 		if (i == 1) {
 			snprintf(path, sizeof(path), "%s/ahook.n1.1", renv.dir);
 			ok &= hook_has(path, want);
