@@ -21,7 +21,7 @@ static const uint16_t t_types[] = {
 	CKPTD_MSG_PEER_LEASE, CKPTD_MSG_PEER_GRANT, CKPTD_MSG_PEER_COMMIT, CKPTD_MSG_PREEMPT, CKPTD_MSG_EMERGENCY,
 	CKPTD_MSG_EVIDENCE_REQUEST, CKPTD_MSG_NODE_EVIDENCE, CKPTD_MSG_STRAGGLERS, CKPTD_MSG_STRAGGLERS_REPLY,
 	CKPTD_MSG_RANKS, CKPTD_MSG_RANK_LEAVE, CKPTD_MSG_EVENTS, CKPTD_MSG_EVENT,
-	CKPTD_MSG_EC_PLAN, CKPTD_MSG_EC_DONE,
+	CKPTD_MSG_EC_PLAN, CKPTD_MSG_EC_DONE, CKPTD_MSG_HEARTBEAT, /* appended: seed names keep their index */
 };
 #define T_NTYPES (sizeof(t_types) / sizeof(t_types[0]))
 
@@ -553,6 +553,9 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 			m->u.emergency.final = 1;
 			snprintf(m->u.emergency.node, sizeof(m->u.emergency.node), "gpu-node-0042");
 		}
+		break;
+	case CKPTD_MSG_HEARTBEAT:
+		m->u.heartbeat.seq = full ? UINT32_MAX : 0;
 		break;
 	case CKPTD_MSG_PEER_COMMIT:
 		m->u.peer_commit.segment_id = full ? 99 : 0;
