@@ -612,6 +612,8 @@ static int on_segment(ckptd_agent *a, ckptd_session *s, rank_sess *rs, const ckp
 	}
 	if (!pool && m->mode == CKPTD_SEG_WRITE)
 		return refuse_grant(a, s, m->job, CKPTD_ERR_NO_SPACE, "no DRAM pool for this job on this node; write this shard to disk");
+	if (!pool && m->mode == CKPTD_SEG_READ && ckptd__prefetch_hold(a, rs, m))
+		return 0; /* its pool is being made for the shard being fetched here */
 	if (!pool)
 		return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no DRAM copy of that shard on this node");
 	if (m->mode == CKPTD_SEG_WRITE) {
@@ -670,8 +672,11 @@ int ckptd__agent_grant_read(ckptd_agent *a, ckptd_session *s, rank_sess *rs, con
 	ckptd_seg_info si;
 	int r = !pool ? -ENOENT : m->version == UINT64_MAX ? newest_held(pool, m->job, m->rank, &si)
 	                        : ckptd_pool_find(pool, m->job, m->version, m->rank, &si);
-	if (r < 0 || si.state != CKPTD_SEG_HELD)
+	if (r < 0 || si.state != CKPTD_SEG_HELD) {
+		if (ckptd__prefetch_hold(a, rs, m))
+			return 0; /* being fetched here: answered when that ends */
 		return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "no DRAM copy of that shard on this node");
+	}
 	if (ckptd_pool_seg_pin(pool, si.id) < 0)
 		return ckptd_session_send_error(s, CKPTD_ERR_NOT_FOUND, "that shard is not readable now");
 	r = push_id(&rs->pinned, &rs->npinned, &rs->cappinned, si.id);
@@ -911,6 +916,7 @@ static void wait_tick(ckptd_server *srv, void *arg)
 	ckptd_agent *a = arg;
 	uint64_t now = ckpt__now_ns();
 	ckptd__members_tick(a, now);
+	ckptd__prefetch_tick(a, now);
 	for (rank_sess *rs = a->ranks; rs; rs = rs->next)
 		if (rs->waiting && now >= rs->wait_until_ns) {
 			rs->waiting = 0;

@@ -213,6 +213,12 @@ void ckptd__agent_emergency(ckptd_agent *a, const ckptd_emergency *e);
 int ckptd__prefetch_start(ckptd_agent *a);
 void ckptd__prefetch_stop(ckptd_agent *a);
 void ckptd__prefetch_register(ckptd_agent *a, const char *job, uint32_t rank);
+/* A READ of a shard this agent is fetching for the rank (from a partner or
+ * its rs group): held until that ends (at most a few seconds), then
+ * answered. Returns 1 if held, 0 if there is nothing to wait for. */
+int ckptd__prefetch_hold(ckptd_agent *a, rank_sess *rs, const ckptd_segment_request *m);
+/* Held READs past their hold, answered. */
+void ckptd__prefetch_tick(ckptd_agent *a, uint64_t now);
 /* A job's pool became ready: tasks waiting for a segment get one. */
 void ckptd__prefetch_pool_ready(ckptd_agent *a);
 

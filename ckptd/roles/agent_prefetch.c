@@ -51,9 +51,21 @@ typedef struct pf_task {
 	char why[1200];
 } pf_task;
 
+/* A rank's READ of a shard this agent is fetching (or rebuilding): held
+ * until the task ends, at most PF_HOLD_MS (the rank's call waits
+ * CKPTD_CLIENT_DEFAULT_TIMEOUT_MS), then answered as if asked then. */
+typedef struct pf_wait {
+	uint64_t serial;
+	ckptd_segment_request req;
+	uint64_t until_ns;
+} pf_wait;
+#define PF_HOLD_MS 8000
+
 struct agent_prefetch {
 	int pipe[2];
 	pf_task *tasks;
+	pf_wait *waits;
+	size_t nwaits, capwaits;
 };
 
 static void wake(ckptd_agent *a)
@@ -318,6 +330,55 @@ static void *pf_main(void *arg)
 
 /* ---------------------------------------------------------------- loop */
 
+/* The held READs of (job, rank), or those past their hold (all: NULL job),
+ * answered now. */
+static void answer_waits(ckptd_agent *a, const char *job, uint32_t rank, uint64_t now)
+{
+	struct agent_prefetch *p = a->prefetch;
+	for (size_t i = 0; i < p->nwaits;) {
+		pf_wait w = p->waits[i];
+		int due = job ? (w.req.rank == rank && !strcmp(w.req.job, job)) : now >= w.until_ns;
+		if (!due) {
+			i++;
+			continue;
+		}
+		p->waits[i] = p->waits[--p->nwaits];
+		rank_sess *rs = ckptd__agent_rank_by_serial(a, w.serial);
+		if (rs)
+			ckptd__agent_grant_read(a, rs->s, rs, &w.req);
+	}
+}
+
+int ckptd__prefetch_hold(ckptd_agent *a, rank_sess *rs, const ckptd_segment_request *m)
+{
+	struct agent_prefetch *p = a->prefetch;
+	if (!p)
+		return 0;
+	pf_task *t;
+	for (t = p->tasks; t; t = t->next)
+		if (t->rank == m->rank && !strcmp(t->job, m->job))
+			break;
+	if (!t)
+		return 0;
+	if (p->nwaits == p->capwaits) {
+		size_t nc = p->capwaits ? p->capwaits * 2 : 8;
+		void *q = realloc(p->waits, nc * sizeof(*p->waits));
+		if (!q)
+			return 0;
+		p->waits = q;
+		p->capwaits = nc;
+	}
+	p->waits[p->nwaits++] = (pf_wait){ rs->serial, *m, ckpt__now_ns() + PF_HOLD_MS * 1000000ull };
+	CKPTD_DEBUG(a->log, NULL, m->job, "rank %u's read held while its shard is fetched here", m->rank);
+	return 1;
+}
+
+void ckptd__prefetch_tick(ckptd_agent *a, uint64_t now)
+{
+	if (a->prefetch && a->prefetch->nwaits)
+		answer_waits(a, NULL, 0, now);
+}
+
 static void task_end(ckptd_agent *a, pf_task *t)
 {
 	pthread_join(t->thr, NULL);
@@ -387,7 +448,11 @@ static void on_pipe(ckptd_server *srv, int fd, uint32_t events, void *arg)
 		pthread_mutex_unlock(&t->mu);
 		if (stage == PF_DONE) {
 			*pp = t->next;
+			char job[CKPTD_JOB_MAX + 1];
+			uint32_t rank = t->rank;
+			snprintf(job, sizeof(job), "%s", t->job);
 			task_end(a, t);
+			answer_waits(a, job, rank, 0); /* the task is out of the list: no hold again */
 			continue;
 		}
 		pp = &t->next;
@@ -457,6 +522,9 @@ void ckptd__prefetch_stop(ckptd_agent *a)
 	struct agent_prefetch *p = a->prefetch;
 	if (!p)
 		return;
+	free(p->waits);
+	p->waits = NULL;
+	p->nwaits = 0;
 	/* Threads waiting for a segment get none; the others end within their
 	 * timeouts. */
 	while (p->tasks) {

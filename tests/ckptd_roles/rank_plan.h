@@ -202,10 +202,11 @@ static inline int rk_finish(const char *dir, int *failures, rk_proc *pr)
 	while ((c = rp_get(pr->rep, 90000)) == 'S')
 		;
 	if (c != 'D') {
-		fprintf(stderr, "FAIL: %s: rank %d of %s did not finish\n", pr->p->tag, pr->p->rank, pr->p->job);
-		(*failures)++;
 		kill(pr->pid, SIGKILL);
 		waitpid(pr->pid, &st, 0);
+		fprintf(stderr, "FAIL: %s: rank %d of %s did not finish (status %d)\n", pr->p->tag, pr->p->rank, pr->p->job,
+		        td_status_code(st));
+		(*failures)++;
 		td_print_tail(log, 25);
 		return 0;
 	}
