@@ -365,6 +365,15 @@ static void *ec_main(void *arg)
 
 /* ---------------------------------------------------------------- loop */
 
+/* ckpt_rs_parity_bytes: what the finished encodes hold. */
+static void parity_gauge(ckptd_agent *a)
+{
+	uint64_t b = 0;
+	for (ectask *t = a->ec ? a->ec->tasks : NULL; t; t = t->next)
+		b += t->state == EC_REPORTED && !t->rc ? t->bytes : 0;
+	ckptd_metrics_set(a->mx, CKPTD_M_RS_PARITY_BYTES, NULL, NULL, (double)b);
+}
+
 static void task_free(ckptd_agent *a, ectask *t)
 {
 	if (t->started)
@@ -397,6 +406,7 @@ static void report(ckptd_agent *a, ectask *t)
 		CKPTD_WARN(a->log, NULL, t->job, "EC_DONE of version %llu not sent: %s", (unsigned long long)t->version,
 		           strerror(-r));
 	t->state = EC_REPORTED;
+	parity_gauge(a);
 }
 
 /* Finished encodes reported; those that failed forgotten. */
@@ -533,6 +543,7 @@ void ckptd__ec_committed(ckptd_agent *a, const char *job, uint64_t version, uint
 		}
 		pp = &t->next;
 	}
+	parity_gauge(a);
 }
 
 /* ---------------------------------------------------------------- rebuild */
@@ -701,6 +712,7 @@ int ckptd__ec_rebuild(ckptd_agent *a, const ckptd_ec_plan *p, uint32_t rank, uin
 		goto out;
 	char w[1500] = "";
 	r = ckpt__ecg_rebuild_shard(&L.g[x.inst], e, lost, rb_fetch, &x, names, dst, w, sizeof(w));
+	ckptd_metrics_add(a->mx, CKPTD_M_RS_REBUILDS, p->job, r < 0 ? "failed" : "ok", 1);
 	if (r < 0)
 		snprintf(why, cap, "rs group %u (rs:%u+%u), version %llu, rank %u on %s: %s", p->group, p->k, p->m,
 		         (unsigned long long)p->version, rank, names[lost], w);

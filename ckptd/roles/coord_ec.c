@@ -131,6 +131,7 @@ static void plan_group(ckptd_coordinator *c, const char *job, const ckptd_coord_
 		goto out;
 	for (unsigned j = 0; j < n; j++)
 		if (ckptd__coord_peer_state(mem[j]) != CKPTD_AGENT_UP) {
+			ckptd_metrics_add(c->mx, CKPTD_M_RS_FAILED, job, NULL, 1);
 			CKPTD_WARN(c->log, mem[j]->node, job, "version %llu: rs group %u not encoded: member %s is %s",
 			           (unsigned long long)ver->version, gid, mem[j]->node,
 			           mem[j]->up ? "silent" : "down");
@@ -275,6 +276,7 @@ void ckptd__coord_ec_done(ckptd_coordinator *c, peer *p, const ckptd_ec_done *d)
 	if (j == e->n)
 		return; /* not a member of that encode */
 	if (d->code) {
+		ckptd_metrics_add(c->mx, CKPTD_M_RS_FAILED, d->job, NULL, 1);
 		CKPTD_WARN(c->log, p->node, d->job, "version %llu: rs group %u not protected: member %s: %s",
 		           (unsigned long long)d->version, d->group, p->node, d->text[0] ? d->text : strerror((int)d->code));
 		ecv_drop(c, i);
@@ -306,6 +308,8 @@ void ckptd__coord_ec_done(ckptd_coordinator *c, peer *p, const ckptd_ec_done *d)
 		CKPTD_WARN(c->log, e->node, e->job, "version %llu: rs protection not recorded: %s",
 		           (unsigned long long)e->version, ckpt_strerror(r));
 	else
+		ckptd_metrics_add(c->mx, CKPTD_M_RS_PROTECTED, e->job, NULL, 1);
+	if (r == 0)
 		CKPTD_INFO(c->log, NULL, e->job, "version %llu: %zu rank%s protected by rs group %u (rs:%u+%u, any %u of %u "
 		           "members may be lost)", (unsigned long long)e->version, e->nsh, e->nsh == 1 ? "" : "s", e->gid,
 		           e->k, e->m, e->m, e->n);
@@ -381,6 +385,7 @@ void ckptd__coord_ec_lost(ckptd_coordinator *c)
 		if (lost <= e->m)
 			continue;
 		e->broken = 1;
+		ckptd_metrics_add(c->mx, CKPTD_M_RS_UNPROTECTED, e->job, NULL, 1);
 		ckptd__coord_flush_batch(c);
 		int r = ckptd_coord_copies_gone(c->db, e->job, e->version, CKPT_TIER_PEER_MEM, e->node, NULL, NULL);
 		CKPTD_WARN(c->log, e->node, e->job,

@@ -96,6 +96,11 @@ enum ckptd_metric {
 	CKPTD_M_EPOCH,               /* gauge {job}: its membership epoch (one per failure decision) */
 	CKPTD_M_FAILURES,            /* counter {job, kind}: failure decisions */
 	CKPTD_M_DETECT,              /* histogram {kind}: from the last sign of life to the decision */
+	CKPTD_M_RS_PROTECTED,        /* counter {job}: versions an rs group's parity protects */
+	CKPTD_M_RS_FAILED,           /* counter {job}: group encodes that did not complete */
+	CKPTD_M_RS_UNPROTECTED,      /* counter {job}: protections dropped (more than M lost) */
+	CKPTD_M_RS_PARITY_BYTES,     /* gauge: agent: rs parity held in the peer pool */
+	CKPTD_M_RS_REBUILDS,         /* counter {job, result}: agent: shards rebuilt from a group */
 	CKPTD_M__COUNT
 };
 

@@ -156,6 +156,24 @@ static inline void ct_peer_node(ct_env *e, const char *job, uint64_t v, uint32_t
 	ckptd_secret_free(js);
 }
 
+/* The value of the metric line "series value" scraped from node k's daemon
+ * (its --metrics-listen on its address, port 9100), -1 if absent. */
+static inline double ct_scrape(const ct_env *e, int k, const char *series)
+{
+	char cmd[300], line[1024];
+	snprintf(cmd, sizeof(cmd), "ip netns exec %s curl -s --max-time 5 http://%s:9100/metrics", e->net.ns[k],
+	         e->net.addr[k]);
+	FILE *f = popen(cmd, "r");
+	double v = -1;
+	size_t n = strlen(series);
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, series, n) && line[n] == ' ')
+			v = strtod(line + n + 1, NULL);
+	if (f)
+		pclose(f);
+	return v;
+}
+
 /* Node k lost: every process in its namespace killed, its roots deleted. */
 static inline void ct_lose_node(ct_env *e, int k)
 {

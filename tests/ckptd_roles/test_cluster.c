@@ -132,18 +132,7 @@ static void scenario_loss(void)
  * agent, -1 if absent. */
 static double scrape(int k, const char *series)
 {
-	char cmd[300], line[1024];
-	snprintf(cmd, sizeof(cmd), "ip netns exec %s curl -s --max-time 5 http://%s:9100/metrics", E.net.ns[k],
-	         E.net.addr[k]);
-	FILE *f = popen(cmd, "r");
-	double v = -1;
-	size_t n = strlen(series);
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, series, n) && line[n] == ' ')
-			v = strtod(line + n + 1, NULL);
-	if (f)
-		pclose(f);
-	return v;
+	return ct_scrape(&E, k, series);
 }
 
 /* The coordinator and 3 agents with partner pools of 3 MiB, their metrics

@@ -73,6 +73,28 @@ static int wait_peer(uint64_t v, int ms)
 	return 0;
 }
 
+/* Node k's agent with args, and its metrics on its address, port 9100. */
+static void start_agent(int k, const char *const *args)
+{
+	const char *a[TD_MAX_ARGS];
+	static char ml[TN_MAX][32];
+	int n = 0;
+	for (; args[n]; n++)
+		a[n] = args[n];
+	snprintf(ml[k], sizeof(ml[k]), "%s:9100", E.net.addr[k]);
+	a[n++] = "--metrics-listen";
+	a[n++] = ml[k];
+	a[n] = NULL;
+	ct_start_agent(&E, k, a, NULL);
+}
+
+/* The value of the metric line "series value" of node k's daemon (0: the
+ * coordinator's), -1 if absent. */
+static double scrape(int k, const char *series)
+{
+	return ct_scrape(&E, k, series);
+}
+
 static size_t bytes_of(int rank)
 {
 	return (1u << 20) + 4099u * (size_t)rank;
@@ -134,7 +156,7 @@ static void replace(int lost, int spare, int r0, const char *const *aargs)
 	ct_lose_node(&E, lost);
 	snprintf(line, sizeof(line), "agent n%d lost after the grace period", lost);
 	wait_from(&E.coord, from, line, 10000);
-	ct_start_agent(&E, spare, aargs, NULL);
+	start_agent(spare, aargs);
 	snprintf(line, sizeof(line), "rs group 0: n%d takes lost member %d's place (n%d)", spare, lost - 1, lost);
 	wait_from(&E.coord, from, line, 10000);
 	for (int r = r0; r < r0 + PER; r++) {
@@ -148,6 +170,9 @@ static void replace(int lost, int spare, int r0, const char *const *aargs)
 	 * makes version 2's parity anew (the survivors' rows stand). */
 	wait_from(&E.coord, from, "version 2: 6 ranks protected by rs group 0", 15000);
 	CT_CHECK(&E, list_v(2).tiers & CKPT_TIER_PEER_MEM, "version 2 lost PEER_MEM with one member lost");
+	double rb = scrape(spare, "ckpt_rs_rebuilds_total{ckpt_job=\"ecj\",result=\"ok\"}");
+	double pb = scrape(spare, "ckpt_rs_parity_bytes");
+	CT_CHECK(&E, rb == PER && pb > 0, "n%d's metrics: %g rebuilds, %g parity bytes", spare, rb, pb);
 	printf("n%d lost: ranks %d, %d rebuilt on n%d from the two survivors, restored bit-exact; the group "
 	       "re-protected version 2 with n%d\n", lost, r0, r0 + 1, spare, spare);
 }
@@ -158,11 +183,13 @@ static int rebuild(void)
 	char shared[700];
 	snprintf(shared, sizeof(shared), "%s/shared", E.rt.dir);
 	T_ASSERT(mkdir(shared, 0700) == 0);
-	const char *cargs[] = { "--peer-scheme", "rs:2+1", "--agent-grace", "2s", NULL };
+	char cml[32];
+	snprintf(cml, sizeof(cml), "%s:9100", E.net.addr[0]);
+	const char *cargs[] = { "--peer-scheme", "rs:2+1", "--agent-grace", "2s", "--metrics-listen", cml, NULL };
 	ct_start_coord(&E, cargs);
 	const char *aargs[] = { "--pool-size", "64M", "--peer-pool-size", "32M", "--shared-dir", shared, NULL };
 	for (int k = 1; k <= NODES; k++)
-		ct_start_agent(&E, k, aargs, NULL);
+		start_agent(k, aargs);
 	ct_wait_agents(&E, NODES);
 	td_wait_log(&E.coord, "rs group 0 formed", 10000);
 	save(1, 2, 1);
@@ -171,6 +198,8 @@ static int rebuild(void)
 	while (rt_ms() < end && !(list_v(2).tiers & CKPT_TIER_SHARED))
 		usleep(100000);
 	CT_CHECK(&E, list_v(2).tiers & CKPT_TIER_SHARED, "version 2 never committed at SHARED");
+	CT_CHECK(&E, scrape(0, "ckpt_rs_versions_protected_total{ckpt_job=\"ecj\"}") == 2,
+	         "ckpt_rs_versions_protected_total is not 2 after versions 1 and 2");
 
 	/* 2. n1 lost: rebuilt on n4; 3. then n2: rebuilt on n5, from n4's
 	 * rebuilt data and re-made parity (a second loss after a rebuild) */
@@ -183,6 +212,7 @@ static int rebuild(void)
 	ct_lose_node(&E, 4);
 	wait_from(&E.coord, from, "rs group 0 lost 2 of its 3 members (n4, n3), more than 1", 10000);
 	CT_CHECK(&E, !(list_v(2).tiers & CKPT_TIER_PEER_MEM), "version 2 still committed at PEER_MEM with 2 of 3 lost");
+	CT_CHECK(&E, scrape(0, "ckpt_rs_unprotected_total{ckpt_job=\"ecj\"}") == 1, "ckpt_rs_unprotected_total is not 1");
 	char line[160];
 	snprintf(line, sizeof(line), "version 2 rank %d not rebuilt from its rs group", 2 * PER);
 	relaunch(2 * PER, 5, 2, NULL, shared); /* SHARED: the rank's next tier */
@@ -191,6 +221,8 @@ static int rebuild(void)
 	         "the refused rebuild does not name the group, version, rank and its node");
 	CT_CHECK(&E, td_log_has(&E.agent[5], "(n4) unreachable"), "the refused rebuild does not name n4, lost");
 	CT_CHECK(&E, ct_log_has(&E, &plan[2 * PER], "v=2: restored from SHARED"), "rank 4 did not restore from SHARED");
+	CT_CHECK(&E, scrape(5, "ckpt_rs_rebuilds_total{ckpt_job=\"ecj\",result=\"failed\"}") == 1,
+	         "n5 does not count the refused rebuild");
 	printf("n3, n4 lost: rank 4's rebuild refused naming group 0 and the members lost; restored from SHARED\n");
 	return ct_end(&E);
 }
