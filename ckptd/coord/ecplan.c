@@ -40,7 +40,8 @@ int ckptd_coord_ec_plan(unsigned k, unsigned m, const ckptd_ec_shard *sh, size_t
 	ckptd_ec_shard *s = malloc((nsh ? nsh : 1) * sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	memcpy(s, sh, nsh * sizeof(*s));
+	if (nsh)
+		memcpy(s, sh, nsh * sizeof(*s)); /* sh may be NULL when empty */
 	qsort(s, nsh, sizeof(*s), by_member_rank);
 	size_t count[CKPT_EC_MAX_PIECES] = { 0 }, first[CKPT_EC_MAX_PIECES] = { 0 }, most = 0;
 	int r = 0;
