@@ -317,7 +317,12 @@ restore() { # tag rank node tier prepare
 		"${cl_env[@]}" "$bin/ckpt-rank-bench" restore --size "$bytes" --iters 1 \
 			>"$work/$tag-$t.json" 2>"$work/$tag-$t.log" ||
 			{ grep -v "^ckpt INFO" "$work/$tag-$t.log" | tail -n 20 >&2; die "$tag-$t failed (log: $work/$tag-$t.log)"; }
-		grep -q "restored from $4" "$work/$tag-$t.log" || die "$tag-$t: not restored from $4 (log: $work/$tag-$t.log)"
+		# A restarted or new node's agent fetches the copy (from the
+		# partner, or its own disk) into its DRAM and the rank's read waits
+		# for it (0e7c601): that tier's bytes then arrive through LOCAL_MEM.
+		grep -q "restored from $4" "$work/$tag-$t.log" ||
+			{ [ "$4" != LOCAL_MEM ] && grep -q "restored from LOCAL_MEM" "$work/$tag-$t.log"; } ||
+			die "$tag-$t: not restored from $4 (log: $work/$tag-$t.log)"
 		grep -q "\"version\": $ver," "$work/$tag-$t.json" || die "$tag-$t: did not restore version $ver"
 		sed "s/^{/{\"tier\": \"$4\", \"launch_ns\": $launch, /" "$work/$tag-$t.json" >>"$raw"
 	done
