@@ -130,17 +130,23 @@ static void rank_log(char *buf, size_t cap, const char *tag, int rank)
 	rp_log_path(buf, cap, env.dir, tag, rank);
 }
 
+/* Every rank's library settings: small chunks and pool, the bucket as SHARED. */
+static void rank_settings(void)
+{
+	setenv("CKPT_CHUNK_BYTES", "256K", 1);
+	setenv("CKPT_STAGING_BYTES", "8M", 1);
+	setenv("CKPT_WORKERS", "1", 1);
+	setenv("CKPT_DEBUG", "TRACE", 1);
+	setenv("CKPT_SHARED_DIR", url, 1);
+}
+
 static void rank_env(const plan *p, int rank)
 {
 	rp_rank r = { env.dir, p->tag, JOB, rank, WORLD, p->incarnation, ckroot[node_of(rank)],
 	              p->embedded ? NULL : agent[node_of(rank)].unixa, p->embedded ? "local_disk" : TIERS, env.tokpath,
 	              120 };
 	rp_child_setup(driver, &r);
-	setenv("CKPT_CHUNK_BYTES", "256K", 1);
-	setenv("CKPT_STAGING_BYTES", "8M", 1);
-	setenv("CKPT_WORKERS", "1", 1);
-	setenv("CKPT_DEBUG", "TRACE", 1);
-	setenv("CKPT_SHARED_DIR", url, 1);
+	rank_settings();
 	if (p->shared_first)
 		setenv("CKPT_RESTORE_ORDER", "shared", 1);
 }
@@ -188,11 +194,7 @@ static void elastic_main(int rank, int world, uint64_t expect)
 	snprintf(tag, sizeof(tag), "l-restore-%d", world);
 	rp_rank r = { env.dir, tag, JOB, rank, world, 60 + world, ckroot[0], NULL, "local_disk", env.tokpath, 120 };
 	rp_child_setup(driver, &r);
-	setenv("CKPT_CHUNK_BYTES", "256K", 1);
-	setenv("CKPT_STAGING_BYTES", "8M", 1);
-	setenv("CKPT_WORKERS", "1", 1);
-	setenv("CKPT_DEBUG", "TRACE", 1);
-	setenv("CKPT_SHARED_DIR", url, 1);
+	rank_settings();
 	uint64_t lo, hi, step = 0, got = 0;
 	t_slice(rank, world, &lo, &hi);
 	float *t = malloc((hi - lo) * sizeof(float));

@@ -840,7 +840,7 @@ int cli_stage_make(const char *out, char *stage, size_t scap, char *why, size_t 
 		snprintf(why, cap, "cannot create %.400s: %s", out, ckpt_strerror(err));
 		return err;
 	}
-	snprintf(stage, scap, "%s/.ckpt-restore-XXXXXX", out);
+	snprintf(stage, scap, "%s/.ckpt-restore-XXXXXX", out); /* mkdtemp's template */
 	if (!mkdtemp(stage)) {
 		err = -errno;
 		snprintf(why, cap, "cannot create a directory in %.400s: %s", out, strerror(errno));
