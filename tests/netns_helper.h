@@ -29,7 +29,7 @@
 
 #include <stdarg.h>
 
-#define TN_MAX 8
+#define TN_MAX 16
 
 typedef struct tn_cluster {
 	int n;

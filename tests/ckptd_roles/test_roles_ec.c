@@ -43,12 +43,16 @@
 #define NODES 3
 #define PER 2
 #define WORLD (NODES * PER)
+#define RANKS_MAX 16
 
 static ct_env E;
-static ct_plan plan[WORLD];
-static ct_proc proc[WORLD];
+static ct_plan plan[RANKS_MAX];
+static ct_proc proc[RANKS_MAX];
 static int per = PER;                    /* ranks per node */
+static int world = WORLD;
 static const char *scheme = "rs:2+1";
+static size_t base_bytes = 1u << 20;     /* rank r's region: base_bytes + 4099 r (+ more, odd_sizes) */
+static int odd_sizes;
 
 static ckptd_version_info list_v(uint64_t v)
 {
@@ -97,22 +101,24 @@ static double scrape(int k, const char *series)
 
 static size_t bytes_of(int rank)
 {
-	return (1u << 20) + 4099u * (size_t)rank;
+	/* odd_sizes: every third rank's shard longer by 65,537 bytes, so that
+	 * the members' images (and their slices) differ unevenly */
+	return base_bytes + 4099u * (size_t)rank + (odd_sizes && rank % 3 == 1 ? 65537u : 0);
 }
 
 static void save(uint64_t from, uint64_t to, int first)
 {
-	for (int r = 0; r < WORLD; r++) {
+	for (int r = 0; r < world; r++) {
 		/* peer_mem asked for: the rank's part is its LOCAL_MEM copy, and
 		 * the first versions are waited for until the group commits them. */
-		plan[r] = (ct_plan){ .tag = first ? "save" : "save3", .job = JOB, .rank = r, .world = WORLD,
+		plan[r] = (ct_plan){ .tag = first ? "save" : "save3", .job = JOB, .rank = r, .world = world,
 			                 .node = 1 + r / per, .tiers = "local_mem,peer_mem,local_disk", .bytes = bytes_of(r),
 			                 .from = from, .to = to, .wait_peer = first };
 		if (!E.agent[plan[r].node].pid)
 			continue;
 		ct_spawn(&E, &proc[r], &plan[r]);
 	}
-	for (int r = 0; r < WORLD; r++)
+	for (int r = 0; r < world; r++)
 		if (E.agent[plan[r].node].pid) {
 			ct_finish(&E, &proc[r]);
 			char said[96];
@@ -124,14 +130,20 @@ static void save(uint64_t from, uint64_t to, int first)
 }
 
 /* Rank r relaunched on node k: restores version v (once k's agent logged
- * `after`, if not NULL), checking every byte. */
-static void relaunch(int r, int k, uint64_t v, const char *after, const char *shared)
+ * `after`, if not NULL), checking every byte. relaunch_start: without
+ * waiting for it (ct_finish). */
+static void relaunch_start(int r, int k, uint64_t v, const char *after, const char *shared)
 {
-	plan[r] = (ct_plan){ .tag = "relaunch", .job = JOB, .rank = r, .world = WORLD, .node = k,
+	plan[r] = (ct_plan){ .tag = "relaunch", .job = JOB, .rank = r, .world = world, .node = k,
 		                 .tiers = "local_mem,local_disk", .bytes = bytes_of(r), .restore = v,
 		                 .restore_after_log = after ? E.agent[k].log : NULL, .restore_after_line = after,
 		                 .shared_dir = shared };
 	ct_spawn(&E, &proc[r], &plan[r]);
+}
+
+static void relaunch(int r, int k, uint64_t v, const char *after, const char *shared)
+{
+	relaunch_start(r, k, v, after, shared);
 	ct_finish(&E, &proc[r]);
 }
 
@@ -262,8 +274,208 @@ static int double_loss(void)
 	return ct_end(&E);
 }
 
+/* ---------------------------------------------------------------- matrix */
+
+/* The daemon's test matrix for rs:K+M (K + M nodes, one rank each, shards
+ * of uneven lengths that are multiples of nothing; the agents flush to a
+ * --shared-dir): versions 1 and 2 protected by the group, then loss
+ * patterns in turn, each with real nodes lost (every process of the
+ * namespace killed, its roots deleted):
+ *   a rebuild pattern: the nodes lost at once, a spare for each taking a
+ *     lost member's place, the lost ranks relaunched on the spares restore
+ *     version 2 at once from the shard their agent rebuilt from the
+ *     survivors (every chunk checked; bit-exact), and the group re-protects
+ *     version 2 with the spares;
+ *   then M + 1 lost at once: the coordinator drops the group's protection,
+ *     a lost rank relaunched on a survivor is refused its rebuild by name
+ *     (group, version, rank, node, the members unreachable) and restores
+ *     version 2 bit-exact from SHARED.
+ * home[r]: the node holding rank r's DRAM copy of version 2. */
+static int home[RANKS_MAX];
+
+/* The node spare took the place of, among lost[0..nl) (0: none yet). */
+static int replaced_by(int spare, const int *lost, int nl, long from, unsigned w)
+{
+	char line[160];
+	for (int i = 0; i < nl; i++)
+		for (unsigned j = 0; j < w; j++) {
+			snprintf(line, sizeof(line), "rs group 0: n%d takes lost member %u's place (n%d)", spare, j, lost[i]);
+			if (td_file_has(E.coord.log, from, line))
+				return lost[i];
+		}
+	return 0;
+}
+
+/* lost[0..nl) lost at once; spare[0..nl) take their places; their ranks
+ * rebuilt there and restored bit-exact; version 2 re-protected. */
+static void lose_rebuild(const int *lost, const int *spare, int nl, const char *const *aargs)
+{
+	char line[200];
+	uint64_t t0 = rt_ms();
+	long from = td_file_size(E.coord.log);
+	for (int i = 0; i < nl; i++)
+		ct_lose_node(&E, lost[i]);
+	for (int i = 0; i < nl; i++) {
+		snprintf(line, sizeof(line), "agent n%d lost after the grace period", lost[i]);
+		wait_from(&E.coord, from, line, 10000);
+	}
+	/* One spare at a time: the first free node in name order takes the
+	 * first lost member's place, so which one it replaced is read back. */
+	int rel[RANKS_MAX], nrel = 0;
+	for (int i = 0; i < nl; i++) {
+		start_agent(spare[i], aargs);
+		uint64_t end = rt_ms() + 10000;
+		int was = 0;
+		while (!(was = replaced_by(spare[i], lost, nl, from, (unsigned)world)) && rt_ms() < end)
+			usleep(50000);
+		if (!was)
+			T_FAIL("n%d took no lost member's place in rs group 0 in 10 s", spare[i]);
+		for (int r = 0; r < world; r++)
+			if (home[r] == was) {
+				relaunch_start(r, spare[i], 2, NULL, NULL); /* restores at once: the read is held for the rebuild */
+				home[r] = spare[i];
+				rel[nrel++] = r;
+			}
+	}
+	for (int i = 0; i < nrel; i++) {
+		int r = rel[i];
+		ct_finish(&E, &proc[r]);
+		snprintf(line, sizeof(line), "prefetched version 2 rank %d from its rs group", r);
+		CT_CHECK(&E, td_log_has(&E.agent[home[r]], line), "n%d did not rebuild rank %d from the group", home[r], r);
+		CT_CHECK(&E, ct_log_has(&E, &plan[r], "v=2: restored from LOCAL_MEM"),
+		         "rank %d did not restore the rebuilt copy from n%d's DRAM", r, home[r]);
+	}
+	snprintf(line, sizeof(line), "version 2: %d ranks protected by rs group 0", world);
+	wait_from(&E.coord, from, line, 20000);
+	CT_CHECK(&E, list_v(2).tiers & CKPT_TIER_PEER_MEM, "version 2 lost PEER_MEM with %d member(s) lost", nl);
+	printf("%s: n%d", scheme, lost[0]);
+	for (int i = 1; i < nl; i++)
+		printf(", n%d", lost[i]);
+	printf(" lost at once: %d rank(s) rebuilt on spares from the survivors, restored bit-exact, version 2 "
+	       "re-protected (%.1f s)\n", nrel, (double)(rt_ms() - t0) / 1000);
+}
+
+/* lost[0..nl) (nl > M) lost at once: protection dropped; the first lost
+ * node's rank relaunched on `on` is refused its rebuild by name and
+ * restores from SHARED. */
+static void lose_too_many(const int *lost, int nl, int on, unsigned k, unsigned m, const char *shared)
+{
+	char line[300], names[200];
+	uint64_t t0 = rt_ms();
+	long from = td_file_size(E.coord.log);
+	size_t o = 0;
+	for (int i = 0; i < nl; i++)
+		ct_lose_node(&E, lost[i]);
+	names[0] = '\0';
+	snprintf(line, sizeof(line), "rs group 0 lost %d of its %u members (", nl, k + m);
+	wait_from(&E.coord, from, line, 15000);
+	CT_CHECK(&E, !(list_v(2).tiers & CKPT_TIER_PEER_MEM), "version 2 still committed at PEER_MEM with %d of %u lost",
+	         nl, k + m);
+	int r = -1;
+	for (int q = 0; q < world && r < 0; q++)
+		if (home[q] == lost[0])
+			r = q;
+	T_ASSERT(r >= 0);
+	long afrom = td_file_size(E.agent[on].log);
+	relaunch(r, on, 2, NULL, shared);
+	snprintf(line, sizeof(line), "version 2 rank %d not rebuilt from its rs group", r);
+	CT_CHECK(&E, td_file_has(E.agent[on].log, afrom, line), "n%d does not say why rank %d was not rebuilt", on, r);
+	snprintf(line, sizeof(line), "rs group 0 (rs:%u+%u), version 2, rank %d on n%d: rs:%u+%u stripe", k, m, r, lost[0],
+	         k, m);
+	CT_CHECK(&E, td_file_has(E.agent[on].log, afrom, line),
+	         "the refused rebuild does not name the group, version, rank and its node n%d", lost[0]);
+	/* Every stripe of the rank's slices holds a piece of each lost node
+	 * but its own: those the rebuild tried are named unreachable. */
+	int named = 0;
+	for (int i = 1; i < nl; i++) {
+		snprintf(line, sizeof(line), "(n%d) unreachable", lost[i]);
+		named += td_file_has(E.agent[on].log, afrom, line);
+		o += (size_t)snprintf(names + o, sizeof(names) - o, "%sn%d", i > 1 ? ", " : "", lost[i]);
+	}
+	CT_CHECK(&E, named > 0, "the refused rebuild names none of the lost members (%s) unreachable", names);
+	CT_CHECK(&E, ct_log_has(&E, &plan[r], "v=2: restored from SHARED"), "rank %d did not restore from SHARED", r);
+	printf("%s: %d lost at once (n%d, %s): rank %d's rebuild refused naming the group and the lost members; restored "
+	       "bit-exact from SHARED (%.1f s)\n", scheme, nl, lost[0], names, r, (double)(rt_ms() - t0) / 1000);
+}
+
+typedef struct mpattern {
+	int n;
+	int lost[8], spare[8]; /* spare: none for the last, too-many pattern */
+} mpattern;
+
+static int matrix(unsigned k, unsigned m, const mpattern *pat, int npat)
+{
+	static char sch[16];
+	snprintf(sch, sizeof(sch), "rs:%u+%u", k, m);
+	scheme = sch;
+	per = 1;
+	world = (int)(k + m);
+	base_bytes = 300007;
+	odd_sizes = 1;
+	int nodes = world;
+	for (int p = 0; p < npat; p++)
+		for (int i = 0; i < pat[p].n; i++)
+			nodes = pat[p].spare[i] > nodes ? pat[p].spare[i] : nodes;
+	char tag[32];
+	snprintf(tag, sizeof(tag), "roles-ec-%u%u", k, m);
+	uint64_t t0 = rt_ms();
+	ct_init(&E, tag, nodes);
+	char shared[700];
+	snprintf(shared, sizeof(shared), "%s/shared", E.rt.dir);
+	T_ASSERT(mkdir(shared, 0700) == 0);
+	const char *cargs[] = { "--peer-scheme", sch, "--agent-grace", "1s", NULL };
+	ct_start_coord(&E, cargs);
+	const char *aargs[] = { "--pool-size", "16M", "--peer-pool-size", "8M", "--shared-dir", shared, NULL };
+	for (int i = 1; i <= world; i++) {
+		ct_start_agent(&E, i, aargs, NULL);
+		home[i - 1] = i;
+	}
+	ct_wait_agents(&E, (uint32_t)world);
+	td_wait_log(&E.coord, "rs group 0 formed", 10000);
+	save(1, 2, 1);
+	CT_CHECK(&E, wait_peer(2, 20000), "version 2 never committed at PEER_MEM");
+	uint64_t end = rt_ms() + 30000;
+	while (rt_ms() < end && !(list_v(2).tiers & CKPT_TIER_SHARED))
+		usleep(100000);
+	CT_CHECK(&E, list_v(2).tiers & CKPT_TIER_SHARED, "version 2 never committed at SHARED");
+	printf("%s: %d nodes, versions 1 and 2 protected by the group and flushed (%.1f s)\n", sch, world,
+	       (double)(rt_ms() - t0) / 1000);
+	for (int p = 0; p < npat && !E.failures; p++) {
+		if (pat[p].spare[0])
+			lose_rebuild(pat[p].lost, pat[p].spare, pat[p].n, aargs);
+		else
+			lose_too_many(pat[p].lost, pat[p].n, pat[p].spare[1], k, m, shared);
+	}
+	printf("%s: %.1f s in all\n", sch, (double)(rt_ms() - t0) / 1000);
+	return ct_end(&E);
+}
+
+/* The patterns: exactly M at once first (members spread over the group),
+ * then fewer, a rebuilt spare among them (a loss after a rebuild), then
+ * M + 1 (spare[1]: the survivor the refused rank is relaunched on). */
+static int matrix_of(const char *which)
+{
+	if (!strcmp(which, "41")) {
+		const mpattern p[] = { { 1, { 1 }, { 6 } }, { 1, { 6 }, { 7 } }, { 2, { 2, 5 }, { 0, 3 } } };
+		return matrix(4, 1, p, 3);
+	}
+	if (!strcmp(which, "63")) {
+		const mpattern p[] = { { 3, { 1, 4, 8 }, { 10, 11, 12 } }, { 2, { 10, 2 }, { 13, 14 } },
+			                   { 4, { 3, 5, 6, 11 }, { 0, 7 } } };
+		return matrix(6, 3, p, 3);
+	}
+	if (!strcmp(which, "82")) {
+		const mpattern p[] = { { 2, { 3, 10 }, { 11, 12 } }, { 1, { 11 }, { 13 } }, { 3, { 1, 12, 5 }, { 0, 7 } } };
+		return matrix(8, 2, p, 3);
+	}
+	fprintf(stderr, "matrix: 41, 63 or 82\n");
+	return T_EXIT_FAIL;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 2 && !strcmp(argv[1], "matrix"))
+		return matrix_of(argv[2]);
 	if (argc > 1 && !strcmp(argv[1], "double"))
 		return double_loss();
 	if (argc > 1 && !strcmp(argv[1], "rebuild"))
