@@ -133,6 +133,42 @@ uint64_t ckpt_kern_checksum_copy(void *dst, const void *src, size_t len)
 	return tree_sum(dst, src, len, NULL);
 }
 
+void ckpt_kern_checksum_leaves(void *dst, const void *src, size_t len, uint64_t *hashes)
+{
+	const uint8_t *p = src;
+	uint8_t *d = dst;
+	for (size_t off = 0, i = 0; off < len; off += CKPT_CSUM_LEAF, i++) {
+		size_t n = len - off < CKPT_CSUM_LEAF ? len - off : CKPT_CSUM_LEAF;
+		const uint8_t *leaf = p + off;
+		if (d) {
+			memcpy(d + off, leaf, n);
+			leaf = d + off;
+		}
+		hashes[i] = XXH3_64bits(leaf, n);
+	}
+}
+
+uint64_t ckpt_kern_checksum_fold(const uint64_t *hashes, size_t len)
+{
+	XXH3_state_t st;
+	XXH3_INITSTATE(&st);
+	XXH3_64bits_reset_withSeed(&st, (XXH64_hash_t)len);
+	uint8_t buf[64 * 8];
+	size_t nbuf = 0, nleaves = (len + CKPT_CSUM_LEAF - 1) / CKPT_CSUM_LEAF;
+	for (size_t i = 0; i < nleaves; i++) {
+		for (int b = 0; b < 8; b++)
+			buf[nbuf + (size_t)b] = (uint8_t)(hashes[i] >> (8 * b));
+		nbuf += 8;
+		if (nbuf == sizeof(buf)) {
+			XXH3_64bits_update(&st, buf, nbuf);
+			nbuf = 0;
+		}
+	}
+	if (nbuf)
+		XXH3_64bits_update(&st, buf, nbuf);
+	return XXH3_64bits_digest(&st);
+}
+
 uint64_t ckpt_kern_hash(const void *data, size_t len)
 {
 	return XXH3_64bits(data, len);

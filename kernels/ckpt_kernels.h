@@ -22,6 +22,16 @@ uint64_t ckpt_kern_checksum(const void *data, size_t len);
  * price of a memcpy instead of a memcpy plus a pass over the data. */
 uint64_t ckpt_kern_checksum_copy(void *dst, const void *src, size_t len);
 
+/* The same checksum cut for several threads: the leaf hashes of len bytes
+ * at src, which begin at a leaf's edge of their chunk, into hashes[0..]
+ * (one per leaf, the last leaf possibly short); with dst, each leaf is
+ * copied there first and hashed from the copy, as ckpt_kern_checksum_copy.
+ * ckpt_kern_checksum_fold then gives the checksum of a chunk of len bytes
+ * from all of its leaf hashes, in order: the two equal ckpt_kern_checksum
+ * however the chunk's leaves were shared out. */
+void ckpt_kern_checksum_leaves(void *dst, const void *src, size_t len, uint64_t *hashes);
+uint64_t ckpt_kern_checksum_fold(const uint64_t *hashes, size_t len);
+
 /* The tree checksum of a chunk of len bytes given in pieces, in order, of
  * any sizes (a chunk that spans two upload parts, each read on its own):
  * begin, update with every byte once, end, which returns what

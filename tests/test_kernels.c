@@ -128,6 +128,38 @@ int main(void)
 		memset(c, 0xee, n + 16);
 		T_ASSERT(ckpt_kern_checksum_copy(c + 5, a, n) == s);
 		T_ASSERT(!memcmp(c + 5, a, n) && c[4] == 0xee && c[n + 5] == 0xee);
+		/* Leaf hashes taken in parts of whole leaves (as several threads
+		 * share a chunk out), folded: the same checksum, with and without
+		 * the copy; a flipped bit in one part is not it. */
+		{
+			size_t nl = n / CKPT_CSUM_LEAF + 1;
+			uint64_t *h = calloc(nl, sizeof(*h));
+			T_ASSERT(h);
+			size_t parts[] = { CKPT_CSUM_LEAF, 3 * CKPT_CSUM_LEAF, 16 * CKPT_CSUM_LEAF };
+			for (size_t p = 0; p < 3; p++) {
+				for (size_t o = 0; o < n; o += parts[p])
+					ckpt_kern_checksum_leaves(NULL, a + o, n - o < parts[p] ? n - o : parts[p],
+					                          h + o / CKPT_CSUM_LEAF);
+				T_ASSERT(ckpt_kern_checksum_fold(h, n) == s);
+				memset(c, 0xee, n + 16);
+				for (size_t o = n; o > 0;) { /* last part first: the order does not matter */
+					size_t po = (o - 1) / parts[p] * parts[p];
+					ckpt_kern_checksum_leaves(c + 5 + po, a + po, o - po, h + po / CKPT_CSUM_LEAF);
+					o = po;
+				}
+				T_ASSERT(ckpt_kern_checksum_fold(h, n) == s);
+				T_ASSERT(!memcmp(c + 5, a, n) && c[4] == 0xee && c[n + 5] == 0xee);
+			}
+			if (n) {
+				a[n - 1] ^= 1;
+				ckpt_kern_checksum_leaves(NULL, a + (n - 1) / CKPT_CSUM_LEAF * CKPT_CSUM_LEAF,
+				                          n - (n - 1) / CKPT_CSUM_LEAF * CKPT_CSUM_LEAF,
+				                          h + (n - 1) / CKPT_CSUM_LEAF);
+				T_ASSERT(ckpt_kern_checksum_fold(h, n) != s);
+				a[n - 1] ^= 1;
+			}
+			free(h);
+		}
 		/* In pieces: whole, cut inside and at leaf edges, byte by byte at
 		 * the start, pseudo-random cuts; a byte short is not it. */
 		size_t cuts[] = { 0, 1, CKPT_CSUM_LEAF - 1, CKPT_CSUM_LEAF, CKPT_CSUM_LEAF + 1, n / 3, n };

@@ -1,5 +1,5 @@
 /* The snapshot's copy gang (libckpt/base/pcopy.c): every length and
- * alignment copied exactly, nothing written outside the destination, the
+ * alignment copied exactly, its parallel loop doing each byte once, nothing written outside the destination, the
  * gang's threads really take parts, several callers at once take turns, and
  * the snapshot_threads setting is bounded. */
 #include "helpers.h"
@@ -53,6 +53,41 @@ static void *caller_main(void *arg)
 	return NULL;
 }
 
+/* ckpt__pcopy_each: every byte of [0, len) in exactly one call, parts at
+ * multiples of part and no longer than it (or the whole in one call). */
+struct each_rec {
+	size_t len, part;
+	_Atomic unsigned calls;
+	uint8_t *seen;
+	int bad;
+};
+
+static void each_fn(void *arg, size_t off, size_t n)
+{
+	struct each_rec *r = arg;
+	r->calls++;
+	int whole = off == 0 && n == r->len; /* no gang, or under two parts */
+	if (off + n > r->len || n == 0 || (!whole && (off % r->part || n > r->part)))
+		r->bad = 1;
+	for (size_t i = off; i < off + n && i < r->len; i++)
+		r->seen[i]++;
+}
+
+static void check_each(ckpt_pcopy *pc, size_t len, size_t part)
+{
+	struct each_rec r = { .len = len, .part = part ? part : 1u << 20, .seen = calloc(len + 1, 1) };
+	T_ASSERT(r.seen);
+	ckpt__pcopy_each(pc, len, part, each_fn, &r);
+	if (r.bad)
+		T_FAIL("pcopy_each(len %zu, part %zu): a call outside its part", len, part);
+	for (size_t i = 0; i < len; i++)
+		if (r.seen[i] != 1)
+			T_FAIL("pcopy_each(len %zu, part %zu): byte %zu done %u times", len, part, i, r.seen[i]);
+	if (len == 0 && r.calls)
+		T_FAIL("pcopy_each of nothing called its function");
+	free(r.seen);
+}
+
 int main(void)
 {
 	const size_t max = (24u << 20) + 4096;
@@ -77,6 +112,12 @@ int main(void)
 			size_t len = next_rand() % (max - 64), doff = next_rand() % 64, soff = next_rand() % 64;
 			check_copy(pc, dst, src, doff, soff, len);
 		}
+		const size_t elens[] = { 0, 1, 65535, 65536, 131071, 131072, 131073, 1000003 };
+		const size_t parts[] = { 0, 1, 65536, 65537 };
+		for (size_t k = 0; k < sizeof(elens) / sizeof(elens[0]); k++)
+			for (size_t p = 0; p < sizeof(parts) / sizeof(parts[0]); p++)
+				if (parts[p] != 1 || elens[k] <= 65536) /* part 1 of a megabyte: a million calls */
+					check_each(pc, elens[k], parts[p]);
 		ckpt__pcopy_stop(pc);
 	}
 

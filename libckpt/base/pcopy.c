@@ -31,9 +31,9 @@ struct ckpt_pcopy {
 	unsigned nth;
 	int stop;
 	_Atomic uint64_t gen; /* bumped for each job the gang is told of */
-	uint8_t *dst;
-	const uint8_t *src;
-	size_t len;
+	ckpt_pcopy_fn fn;     /* the job: fn over [0, len) in parts of part */
+	void *arg;
+	size_t len, part;
 	size_t next, parts, left; /* parts: handed out, in all, not yet copied */
 	unsigned long long helped;
 };
@@ -43,12 +43,12 @@ struct ckpt_pcopy {
 static void copy_parts(ckpt_pcopy *pc, int helper)
 {
 	while (pc->next < pc->parts) {
-		size_t k = pc->next++, off = k * PART_BYTES;
-		size_t n = pc->len - off < PART_BYTES ? pc->len - off : PART_BYTES;
-		uint8_t *d = pc->dst + off;
-		const uint8_t *s = pc->src + off;
+		size_t k = pc->next++, off = k * pc->part;
+		size_t n = pc->len - off < pc->part ? pc->len - off : pc->part;
+		ckpt_pcopy_fn fn = pc->fn;
+		void *arg = pc->arg;
 		pthread_mutex_unlock(&pc->mu);
-		memcpy(d, s, n);
+		fn(arg, off, n);
 		pthread_mutex_lock(&pc->mu);
 		pc->helped += (unsigned)helper;
 		if (--pc->left == 0)
@@ -104,19 +104,23 @@ int ckpt__pcopy_start(ckpt_pcopy **out, unsigned threads)
 	return 0;
 }
 
-void ckpt__pcopy(ckpt_pcopy *pc, void *dst, const void *src, size_t len)
+void ckpt__pcopy_each(ckpt_pcopy *pc, size_t len, size_t part, ckpt_pcopy_fn fn, void *arg)
 {
-	if (!pc || !pc->nth || len < 2 * PART_BYTES) {
-		memcpy(dst, src, len);
+	if (!part)
+		part = PART_BYTES;
+	if (!pc || !pc->nth || len < 2 * part) {
+		if (len)
+			fn(arg, 0, len);
 		return;
 	}
 	pthread_mutex_lock(&pc->call_mu);
 	pthread_mutex_lock(&pc->mu);
-	pc->dst = dst;
-	pc->src = src;
+	pc->fn = fn;
+	pc->arg = arg;
 	pc->len = len;
+	pc->part = part;
 	pc->next = 0;
-	pc->parts = pc->left = (len + PART_BYTES - 1) / PART_BYTES;
+	pc->parts = pc->left = (len + part - 1) / part;
 	pc->gen++;
 	pthread_cond_broadcast(&pc->go);
 	copy_parts(pc, 0);
@@ -124,6 +128,23 @@ void ckpt__pcopy(ckpt_pcopy *pc, void *dst, const void *src, size_t len)
 		pthread_cond_wait(&pc->done, &pc->mu);
 	pthread_mutex_unlock(&pc->mu);
 	pthread_mutex_unlock(&pc->call_mu);
+}
+
+typedef struct {
+	uint8_t *dst;
+	const uint8_t *src;
+} copy_job;
+
+static void copy_part(void *arg, size_t off, size_t n)
+{
+	const copy_job *j = arg;
+	memcpy(j->dst + off, j->src + off, n);
+}
+
+void ckpt__pcopy(ckpt_pcopy *pc, void *dst, const void *src, size_t len)
+{
+	copy_job j = { dst, src };
+	ckpt__pcopy_each(pc, len, PART_BYTES, copy_part, &j);
 }
 
 unsigned long long ckpt__pcopy_helped(ckpt_pcopy *pc)

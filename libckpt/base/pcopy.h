@@ -21,6 +21,14 @@ int ckpt__pcopy_start(ckpt_pcopy **out, unsigned threads);
  * them are copied. Calls from several threads take turns. */
 void ckpt__pcopy(ckpt_pcopy *pc, void *dst, const void *src, size_t len);
 
+/* The gang's parallel loop, of which the copy is one use: fn(arg, off, n)
+ * over [0, len) cut into parts of part bytes (0: 1 MiB) at multiples of
+ * part, the caller and the gang's threads taking parts in turn; returns
+ * when every part is done. Under two parts, or without a gang, the caller
+ * runs fn(arg, 0, len) itself. fn must not call into the same gang. */
+typedef void (*ckpt_pcopy_fn)(void *arg, size_t off, size_t n);
+void ckpt__pcopy_each(ckpt_pcopy *pc, size_t len, size_t part, ckpt_pcopy_fn fn, void *arg);
+
 /* Parts (1 MiB) the gang's threads, not the callers, have copied so far:
  * whether the gang takes part at all (tests, trace lines). */
 unsigned long long ckpt__pcopy_helped(ckpt_pcopy *pc);

@@ -30,6 +30,10 @@ typedef struct ckpt_read_opts {
 	const ckpt_logger *lg;
 	char *why;               /* reason on failure */
 	size_t whycap;
+	/* Optional: a gang (base/pcopy.h) that checks a chunk's leaves, and
+	 * copies them to their place, on several threads: one thread's fused
+	 * copy and checksum is slower than the disk. NULL: the caller's thread. */
+	struct ckpt_pcopy *gang;
 } ckpt_read_opts;
 
 /* s was opened by ckpt__shard_open(path). Returns 0, -CKPT_ECORRUPT (why

@@ -173,6 +173,7 @@ static int restore_file(ckpt_ctx *ctx, uint64_t version, const char *path, const
 		.backend = ctx->backend_name, .depth = depth, .bufs = bufs, .nbufs = nb,
 		.buf_bytes = ctx->pool.slot_bytes, .direct = ctx->direct_ok, .want = want,
 		.lg = &ctx->log, .why = why, .whycap = sizeof(why), .place = ckpt__restore_place, .place_arg = &a,
+		.gang = ctx->pcopy,
 	};
 	err = ckpt__shard_read(path, &s, &o, ckpt__restore_sink, &a);
 	pthread_mutex_lock(&ctx->lock);
