@@ -10,6 +10,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 
 import pytorch_lightning as pl
 import torch
@@ -36,11 +37,19 @@ class Model(pl.LightningModule):
 
 
 class KillAt(pl.Callback):
-    def __init__(self, step, rank):
-        self.step, self.rank = step, rank
+    """Kills this rank at the end of a step, once a checkpoint is there to
+    resume from: the first epoch's save is asynchronous, and on a loaded
+    machine it may still be in flight a few steps later (a kill then
+    rightly resumes from scratch, which would test nothing)."""
+
+    def __init__(self, step, rank, ckpts):
+        self.step, self.rank, self.last = step, rank, os.path.join(ckpts, "last.ckpt")
 
     def on_train_batch_end(self, trainer, *args):
         if trainer.global_step == self.step and trainer.global_rank == self.rank:
+            deadline = time.monotonic() + 120
+            while not os.path.exists(self.last) and time.monotonic() < deadline:
+                time.sleep(0.05)
             print(f"rank {trainer.global_rank}: killed at step {self.step}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -75,7 +84,7 @@ def fit(root, out, epochs, kill_at, kill_rank):
     io = ckpt.lightning.CheckpointIO(root=os.path.join(root, "data"), job="lt", chunk_bytes="64K")
     mc = pl.callbacks.ModelCheckpoint(dirpath=os.path.join(root, "ckpts"), filename="{epoch}-{step}",
                                       monitor="epoch", mode="max", save_top_k=2, save_last=True)
-    callbacks = [mc, Started()] + ([KillAt(kill_at, kill_rank)] if kill_at is not None else [])
+    callbacks = [mc, Started()] + ([KillAt(kill_at, kill_rank, os.path.join(root, "ckpts"))] if kill_at is not None else [])
     trainer = pl.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=epochs, plugins=[io],
                          callbacks=callbacks, logger=False, enable_progress_bar=False, enable_model_summary=False,
                          deterministic=True)
