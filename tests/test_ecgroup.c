@@ -300,6 +300,12 @@ static void corrupt_pieces(const char *root)
 	x.par[s][0][x.g.slice - 3] ^= 0x01;
 	T_ASSERT(ckpt__ecg_rebuild(&x.g, x.e, 1, fetch, &x, NULL, dst, why, sizeof(why)) == 0);
 	T_ASSERT(memcmp(dst, x.img[1], x.g.len[1]) == 0);
+	/* The rebuild says what it passed over. */
+	char pw[64];
+	snprintf(pw, sizeof(pw), "passed over member %u (parity 0 of stripe %u): checksum mismatch",
+	         ckpt__ecg_holder(&x.g, s, x.g.k), s);
+	if (!strstr(why, pw))
+		T_FAIL("the rebuild does not say it passed over the corrupt parity piece (%s): \"%s\"", pw, why);
 	/* And a data piece too: now 3 of 6 are unusable in that stripe. */
 	unsigned dp = 1;
 	x.corrupt_data[s][dp] = 1;

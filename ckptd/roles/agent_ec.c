@@ -8,8 +8,9 @@
  *   thread ── per row: the K data slices of its stripe, each read from its
  *             owner (SEGMENT_REQUEST(EC_READ) to the owner's agent pins its
  *             LOCAL_MEM copy and registers it for remote reads; fi_read)
- *             and folded into the row as it lands (ckpt_ec_update); the
- *             row's block checksums once it is complete
+ *             and folded into the row as it lands (ckpt_ec_update), its
+ *             block checksums kept (what a rebuild checks the data piece
+ *             against); the row's block checksums once it is complete
  *   loop   ── EC_DONE to the coordinator (done, or which owner failed); the
  *             parity stays until the job commits a newer version at
  *             PEER_MEM (the previous version's parity is kept until then)
@@ -50,8 +51,10 @@ typedef struct eclay {
 	uint32_t *rank;    /* [instance * n + member]: its shard, UINT32_MAX for none */
 	uint64_t *row_off; /* [instance]: its M rows' offset in the slot */
 	uint64_t *sum_at;  /* [instance]: the index of its first row block's checksum */
+	uint64_t *dsum_at; /* [instance]: the index (past the rows' nsums) of its data pieces' checksums */
 	uint64_t total;    /* the rows' bytes (a multiple of 64); the checksums follow */
-	uint64_t nsums;
+	uint64_t nsums;    /* the rows' block checksums: M x blocks per instance */
+	uint64_t ndsums;   /* then, per instance and row, the K data pieces' it was made of: M x K x blocks */
 } eclay;
 
 /* What identifies a plan's instances: K, M and every (instance, member,
@@ -79,6 +82,7 @@ static void lay_free(eclay *L)
 	free(L->rank);
 	free(L->row_off);
 	free(L->sum_at);
+	free(L->dsum_at);
 	memset(L, 0, sizeof(*L));
 }
 
@@ -104,8 +108,9 @@ static int lay_init(eclay *L, const ckptd_ec_plan *p, char *why, size_t cap)
 	L->rank = malloc(ni * n * sizeof(*L->rank));
 	L->row_off = calloc(ni, sizeof(*L->row_off));
 	L->sum_at = calloc(ni, sizeof(*L->sum_at));
+	L->dsum_at = calloc(ni, sizeof(*L->dsum_at));
 	uint64_t *lens = calloc(ni * n, sizeof(*lens));
-	int r = !L->g || !L->rank || !L->row_off || !L->sum_at || !lens ? -ENOMEM : 0;
+	int r = !L->g || !L->rank || !L->row_off || !L->sum_at || !L->dsum_at || !lens ? -ENOMEM : 0;
 	if (r)
 		snprintf(why, cap, "no memory");
 	for (size_t i = 0; !r && i < L->ninst * n; i++)
@@ -128,6 +133,7 @@ static int lay_init(eclay *L, const ckptd_ec_plan *p, char *why, size_t cap)
 		}
 		L->row_off[j] = L->total;
 		L->sum_at[j] = L->nsums;
+		L->dsum_at[j] = L->ndsums;
 		uint64_t rows = (uint64_t)p->m * L->g[j].slice;
 		if (L->total + rows < L->total) {
 			r = -EOVERFLOW;
@@ -135,6 +141,7 @@ static int lay_init(eclay *L, const ckptd_ec_plan *p, char *why, size_t cap)
 		}
 		L->total += rows;
 		L->nsums += (uint64_t)p->m * ckpt__ecg_blocks(&L->g[j]);
+		L->ndsums += (uint64_t)p->m * p->k * ckpt__ecg_blocks(&L->g[j]);
 	}
 	free(lens);
 	if (r < 0)
@@ -153,7 +160,8 @@ typedef struct ectask {
 	eclay L;
 	uint64_t slot, bytes; /* the peer-pool room; bytes: the rows' */
 	uint8_t *par;
-	uint64_t *sums;       /* block checksums of every row, in row order: in the slot, after the rows */
+	uint64_t *sums;       /* in the slot, after the rows: block checksums of every row, in row order, then
+	                       * those of the data pieces each row was made of (eclay) */
 	uint32_t pins;        /* rebuilds reading it (EC_PARITY) */
 	uint64_t sig;         /* of the plan's instances (plan_sig) */
 	pthread_t thr;
@@ -296,11 +304,17 @@ static int encode(ectask *t, owner *ow)
 		for (unsigned row = 0; row < t->m && !r; row++) {
 			unsigned s = (t->me + t->n - row) % t->n; /* the stripe whose row `row` this member holds */
 			uint8_t *par = t->par + t->L.row_off[j] + (uint64_t)row * g->slice;
+			uint64_t nb = ckpt__ecg_blocks(g);
+			uint64_t *dsum = t->sums + t->L.nsums + t->L.dsum_at[j] + (uint64_t)row * t->k * nb;
 			for (unsigned d = 0; d < t->k && !r; d++) {
 				unsigned i = ckpt__ecg_holder(g, s, d);
 				uint64_t have = ckpt__ecg_have(g, i, d);
-				if (!have)
-					continue; /* zeros: nothing to fold */
+				if (!have) {
+					/* zeros: nothing to fold, their checksums only */
+					for (uint64_t b = 0; b < nb; b++)
+						dsum[(uint64_t)d * nb + b] = ckpt__ecg_block_sum(g, scratch, 0, b);
+					continue;
+				}
 				uint32_t rank = t->L.rank[j * t->n + i];
 				const ckptd_peer_grant *gr = grant_of(t, ow, i, rank, g->len[i]);
 				if (!gr) {
@@ -328,6 +342,10 @@ static int encode(ectask *t, owner *ow)
 				}
 				if ((r = ckpt_ec_update(e, row, d, have, scratch, par)) < 0)
 					fail(t, r, "row %u of stripe %u: the fold refused its buffers", row, s);
+				/* What the row was made of: a rebuild checks the data piece
+				 * against it (any holder of the stripe's parity has them). */
+				for (uint64_t b = 0; !r && b < nb; b++)
+					dsum[(uint64_t)d * nb + b] = ckpt__ecg_block_sum(g, scratch, have, b);
 			}
 			for (uint64_t b = 0; !r && b < ckpt__ecg_blocks(g); b++)
 				t->sums[s_at++] = ckpt__ecg_block_sum(g, par, g->slice, b);
@@ -494,7 +512,7 @@ void ckptd__ec_plan(ckptd_agent *a, const ckptd_ec_plan *p)
 		t->nodes[p->nodes[i].member] = p->nodes[i];
 	char why[300] = "";
 	int r = lay_init(&t->L, p, why, sizeof(why));
-	uint64_t total = t->L.total, nsums = t->L.nsums;
+	uint64_t total = t->L.total, nsums = t->L.nsums + t->L.ndsums;
 	size_t ninst = t->L.ninst;
 	const char *room = NULL;
 	/* The rows, then their block checksums (read by a rebuild with them). */
@@ -549,9 +567,13 @@ void ckptd__ec_committed(ckptd_agent *a, const char *job, uint64_t version, uint
 /* ---------------------------------------------------------------- rebuild */
 
 /* A rebuild from the group's survivors, on the caller's thread: data pieces
- * read from their owners' DRAM (EC_READ), parity rows and their checksums
- * from their holders' peer pools (EC_PARITY). A member that cannot be
- * reached, or whose piece fails its checksum, counts as lost. */
+ * read from their owners' DRAM (EC_READ), parity rows and the checksums
+ * from their holders' peer pools (EC_PARITY): a row's block checksums, and
+ * those of the data pieces it was made of, which check a data piece of the
+ * stripe (from the first of its parity holders that answers; with none,
+ * the rebuilt image's own chunk checksums are the only check). A member
+ * that cannot be reached, or whose piece fails its checksum, counts as
+ * lost. */
 typedef struct rbuild {
 	ckptd_agent *a;
 	const ckptd_ec_plan *p;
@@ -562,6 +584,10 @@ typedef struct rbuild {
 	owner *ow;
 	ckptd_peer_grant par[CKPT_EC_MAX_PIECES];
 	int has_par[CKPT_EC_MAX_PIECES], dead[CKPT_EC_MAX_PIECES];
+	/* [h]: holder h's checksums of the instance, read once: M x blocks of
+	 * its rows, then M x K x blocks of the data pieces they were made of */
+	uint64_t *sums[CKPT_EC_MAX_PIECES];
+	uint64_t unchecked;   /* data blocks no parity holder had a checksum for */
 	ckpt_fab *fab;
 	ckpt_fab_mr *mr;
 	uint8_t *bounce;      /* CKPT_ECG_BLOCK bytes, registered */
@@ -596,39 +622,17 @@ static int rb_xfer(rbuild *x, const ckptd_peer_grant *g, uint64_t off, uint64_t 
 	return 0;
 }
 
-static int rb_fetch(void *arg, unsigned s, unsigned p, uint64_t b, uint8_t *buf, uint64_t *sum, char *why, size_t cap)
+/* Holder h's parity of the version pinned, and its checksums of the
+ * instance read (x->sums[h]). A failure makes h count as lost. */
+static int holder_sums(rbuild *x, unsigned h, char *why, size_t cap)
 {
-	rbuild *x = arg;
-	const ckpt_ecg *g = &x->L->g[x->inst];
-	unsigned h = ckpt__ecg_holder(g, s, p), k = g->k;
-	uint64_t off = b * CKPT_ECG_BLOCK, bl = g->slice - off < CKPT_ECG_BLOCK ? g->slice - off : CKPT_ECG_BLOCK;
+	if (x->sums[h])
+		return 0;
 	if (x->dead[h]) {
 		snprintf(why, cap, "%s unreachable before", x->t.nodes[h].node);
 		return -EHOSTUNREACH;
 	}
 	int r;
-	x->t.why[0] = '\0';
-	if (p < k) {
-		/* Slice p of member h's shard; past its image, zeros. */
-		uint64_t have = ckpt__ecg_have(g, h, p), take = have > off ? (have - off < bl ? have - off : bl) : 0;
-		memset(buf, 0, bl);
-		if (take) {
-			uint32_t rank = x->L->rank[x->inst * x->n + h];
-			const ckptd_peer_grant *gr = grant_of(&x->t, x->ow, h, rank, g->len[h]);
-			if (!gr) {
-				x->dead[h] = 1;
-				snprintf(why, cap, "%s", x->t.why);
-				return x->t.rc;
-			}
-			if ((r = rb_xfer(x, gr, (uint64_t)p * g->slice + off, take, h, why, cap)) < 0)
-				return r;
-			memcpy(buf, x->bounce, take);
-		}
-		/* The rebuilt shard's own chunk checksums are its check. */
-		*sum = ckpt_kern_checksum(buf, bl);
-		return 0;
-	}
-	/* Parity row p - k of stripe s, and the checksum its holder took. */
 	if (!x->has_par[h]) {
 		owner *o = &x->ow[h];
 		if (owner_connect(&x->t, x->ow, h) < 0) {
@@ -659,15 +663,93 @@ static int rb_fetch(void *arg, unsigned s, unsigned p, uint64_t b, uint8_t *buf,
 			return -CKPT_EMISMATCH;
 		}
 	}
+	const ckpt_ecg *g = &x->L->g[x->inst];
+	uint64_t nb = ckpt__ecg_blocks(g), np = (uint64_t)g->m * nb, nd = np * g->k;
+	uint64_t *sums = malloc((np + nd) * sizeof(*sums));
+	if (!sums) {
+		snprintf(why, cap, "no memory");
+		return -ENOMEM;
+	}
+	/* Two runs of the slot's checksums: the rows', then the data pieces'. */
+	struct { uint64_t at, count; } run[2] = { { x->L->sum_at[x->inst], np },
+		                                      { x->L->nsums + x->L->dsum_at[x->inst], nd } };
+	uint64_t got = 0;
+	r = 0;
+	for (int i = 0; i < 2 && !r; i++)
+		for (uint64_t done = 0; done < run[i].count && !r;) {
+			uint64_t n = run[i].count - done, most = CKPT_ECG_BLOCK / sizeof(uint64_t);
+			n = n < most ? n : most;
+			if ((r = rb_xfer(x, &x->par[h], x->L->total + (run[i].at + done) * sizeof(uint64_t), n * sizeof(uint64_t), h,
+			                 why, cap)) == 0) {
+				memcpy(sums + got, x->bounce, n * sizeof(uint64_t));
+				got += n;
+				done += n;
+			}
+		}
+	if (r < 0) {
+		free(sums);
+		x->dead[h] = 1;
+		return r;
+	}
+	x->sums[h] = sums;
+	return 0;
+}
+
+static int rb_fetch(void *arg, unsigned s, unsigned p, uint64_t b, uint8_t *buf, uint64_t *sum, char *why, size_t cap)
+{
+	rbuild *x = arg;
+	const ckpt_ecg *g = &x->L->g[x->inst];
+	unsigned h = ckpt__ecg_holder(g, s, p), k = g->k;
+	uint64_t off = b * CKPT_ECG_BLOCK, bl = g->slice - off < CKPT_ECG_BLOCK ? g->slice - off : CKPT_ECG_BLOCK;
+	uint64_t nb = ckpt__ecg_blocks(g);
+	if (x->dead[h]) {
+		snprintf(why, cap, "%s unreachable before", x->t.nodes[h].node);
+		return -EHOSTUNREACH;
+	}
+	int r;
+	x->t.why[0] = '\0';
+	if (p < k) {
+		/* Slice p of member h's shard; past its image, zeros. */
+		uint64_t have = ckpt__ecg_have(g, h, p), take = have > off ? (have - off < bl ? have - off : bl) : 0;
+		memset(buf, 0, bl);
+		if (take) {
+			uint32_t rank = x->L->rank[x->inst * x->n + h];
+			const ckptd_peer_grant *gr = grant_of(&x->t, x->ow, h, rank, g->len[h]);
+			if (!gr) {
+				x->dead[h] = 1;
+				snprintf(why, cap, "%s", x->t.why);
+				return x->t.rc;
+			}
+			if ((r = rb_xfer(x, gr, (uint64_t)p * g->slice + off, take, h, why, cap)) < 0)
+				return r;
+			memcpy(buf, x->bounce, take);
+			if (ckpt__fault(&x->a->faults, "agent.ec_corrupt_data") < 0)
+				buf[take / 2] ^= 0x10; /* arrived damaged */
+		}
+		/* The checksum its stripe's parity holders took as they folded it in. */
+		for (unsigned t = 0; t < g->m; t++) {
+			unsigned ph = ckpt__ecg_holder(g, s, k + t);
+			char w[300];
+			if (holder_sums(x, ph, w, sizeof(w)) == 0) {
+				*sum = x->sums[ph][(uint64_t)g->m * nb + ((uint64_t)t * k + p) * nb + b];
+				return 0;
+			}
+		}
+		x->unchecked++;
+		*sum = ckpt_kern_checksum(buf, bl);
+		return 0;
+	}
+	/* Parity row p - k of stripe s, and the checksum its holder took. */
+	if ((r = holder_sums(x, h, why, cap)) < 0)
+		return r;
 	unsigned t = p - k;
 	uint64_t row = x->L->row_off[x->inst] + (uint64_t)t * g->slice;
-	uint64_t si = x->L->sum_at[x->inst] + (uint64_t)t * ckpt__ecg_blocks(g) + b;
-	if ((r = rb_xfer(x, &x->par[h], x->L->total + si * sizeof(uint64_t), sizeof(uint64_t), h, why, cap)) < 0)
-		return r;
-	memcpy(sum, x->bounce, sizeof(*sum));
+	*sum = x->sums[h][(uint64_t)t * nb + b];
 	if ((r = rb_xfer(x, &x->par[h], row + off, bl, h, why, cap)) < 0)
 		return r;
 	memcpy(buf, x->bounce, bl);
+	if (ckpt__fault(&x->a->faults, "agent.ec_corrupt_parity") < 0)
+		buf[bl / 2] ^= 0x10;
 	return 0;
 }
 
@@ -717,9 +799,12 @@ int ckptd__ec_rebuild(ckptd_agent *a, const ckptd_ec_plan *p, uint32_t rank, uin
 		snprintf(why, cap, "rs group %u (rs:%u+%u), version %llu, rank %u on %s: %s", p->group, p->k, p->m,
 		         (unsigned long long)p->version, rank, names[lost], w);
 	else
-		CKPTD_DEBUG(a->log, NULL, p->job, "version %llu rank %u rebuilt from rs group %u: %llu blocks, %llu bytes read",
-		            (unsigned long long)p->version, rank, p->group, (unsigned long long)x.blocks_read,
-		            (unsigned long long)x.bytes_read);
+		ckptd_logf(a->log, w[0] || x.unchecked ? CKPTD_LOG_INFO : CKPTD_LOG_DEBUG, NULL, p->job,
+		           "version %llu rank %u rebuilt from rs group %u: %llu blocks, %llu bytes read%s%s%s",
+		           (unsigned long long)p->version, rank, p->group, (unsigned long long)x.blocks_read,
+		           (unsigned long long)x.bytes_read, w[0] ? "; " : "", w,
+		           x.unchecked ? "; some data blocks checked by the image's chunk checksums alone (no parity holder "
+		                         "of their stripe answered)" : "");
 out:
 	if (x.ow) {
 		for (unsigned i = 0; i < x.n; i++)
@@ -732,6 +817,8 @@ out:
 		owners_close(&x.t, x.ow);
 	}
 	free(x.ow);
+	for (unsigned i = 0; i < CKPT_EC_MAX_PIECES; i++)
+		free(x.sums[i]);
 	ckpt_fab_mr_close(x.mr);
 	ckpt_fab_close(x.fab);
 	free(x.bounce);

@@ -100,7 +100,23 @@ typedef struct rb {
 	/* Members found unreachable: not asked again in later stripes (a
 	 * dead node would cost a timeout per stripe). */
 	char gone[CKPT_EC_MAX_PIECES][96];
+	/* Pieces passed over on the way (unreachable or corrupt, the rebuild
+	 * going on from others): what a successful rebuild says in why. */
+	char notes[600];
+	size_t nnotes;
 } rb;
+
+static void rb_note(rb *x, unsigned s, unsigned q)
+{
+	char nm[32];
+	const ckpt_ecg *g = x->g;
+	if (x->nnotes >= sizeof(x->notes))
+		return;
+	x->nnotes += (size_t)snprintf(x->notes + x->nnotes, sizeof(x->notes) - x->nnotes, "%s%s (%s %u of stripe %u): %s",
+	                              x->nnotes ? "; " : "passed over ",
+	                              name_of(x->names, ckpt__ecg_holder(g, s, q), nm, sizeof(nm)), q < g->k ? "data" : "parity",
+	                              q < g->k ? q : q - g->k, s, x->bad[q]);
+}
 
 /* A new stripe: every piece may be used but those of unreachable members. */
 static void rb_stripe(rb *x, unsigned s)
@@ -156,10 +172,12 @@ static int rb_block(rb *x, unsigned s, unsigned p, uint64_t b, char *why, size_t
 		if (fr < 0) {
 			snprintf(x->bad[q], sizeof(x->bad[q]), "unreachable: %.70s", fw[0] ? fw : strerror(-fr));
 			memcpy(x->gone[ckpt__ecg_holder(g, s, q)], x->bad[q], sizeof(x->gone[0]));
+			rb_note(x, s, q);
 			continue;
 		}
 		if (ckpt_kern_checksum(x->buf[q], bl) != sum) {
 			snprintf(x->bad[q], sizeof(x->bad[q]), "checksum mismatch in block %llu", (unsigned long long)b);
+			rb_note(x, s, q);
 			continue;
 		}
 		use[q] = x->buf[q];
@@ -242,6 +260,7 @@ int ckpt__ecg_rebuild(const ckpt_ecg *g, const ckpt_ec *e, unsigned lost, ckpt_e
 			memcpy(dst + (uint64_t)d * g->slice + off, x.out, take);
 		}
 	}
+	snprintf(why, cap, "%s", x.notes);
 out:
 	rb_close(&x);
 	return r;
@@ -253,6 +272,8 @@ int ckpt__ecg_rebuild_shard(const ckpt_ecg *g, const ckpt_ec *e, unsigned lost, 
 	int r = ckpt__ecg_rebuild(g, e, lost, fetch, arg, names, dst, why, cap);
 	if (r < 0)
 		return r;
+	char notes[600];
+	snprintf(notes, sizeof(notes), "%s", why);
 	ckpt_shard sh;
 	char w[300] = "";
 	char nm[32];
@@ -274,6 +295,8 @@ int ckpt__ecg_rebuild_shard(const ckpt_ecg *g, const ckpt_ec *e, unsigned lost, 
 	}
 	ckpt__chunk_scratch_free(&cs);
 	ckpt__shard_close(&sh);
+	if (r == 0)
+		snprintf(why, cap, "%s", notes);
 	return r;
 }
 
@@ -298,6 +321,7 @@ int ckpt__ecg_rebuild_parity(const ckpt_ecg *g, const ckpt_ec *e, unsigned lost,
 			goto out;
 		memcpy(dst + b * CKPT_ECG_BLOCK, x.out, block_len(g, b));
 	}
+	snprintf(why, cap, "%s", x.notes);
 out:
 	rb_close(&x);
 	return r;

@@ -15,10 +15,11 @@
  * members, so the group does: any K survivors rebuild the rest.
  *
  * Every piece is checked in blocks of CKPT_ECG_BLOCK bytes, each with its
- * xxh3-tree checksum (kernels/checksum.h) taken by whoever made the piece
- * (the data's owner over the zero-padded slice; the parity's holder once
- * the parity is complete); a block that fails its checksum makes its
- * whole piece count as lost. Internal. */
+ * xxh3-tree checksum (kernels/checksum.h): a parity row's holder takes its
+ * row's once complete, and each data piece's (over the zero-padded slice)
+ * as it folds it in, so any parity holder of a stripe vouches for its
+ * data pieces; a block that fails its checksum makes its whole piece count
+ * as lost in that stripe. Internal. */
 #ifndef CKPT_FORMAT_ECGROUP_H
 #define CKPT_FORMAT_ECGROUP_H
 
@@ -65,9 +66,11 @@ typedef int (*ckpt_ecg_fetch_fn)(void *arg, unsigned s, unsigned p, uint64_t b, 
  * passes its checksum (a piece failing either is not used again in that
  * stripe). names (n entries, or NULL) name the members in errors; the
  * caller checks the rebuilt image's own chunk checksums as any read's.
- * Returns 0; -ENODATA when a stripe has fewer than k good pieces, with
- * why naming the stripe and every member whose piece was missing or
- * corrupt; -ENOMEM. */
+ * Returns 0, with why naming the pieces passed over on the way (""
+ * when none was: "passed over M (data|parity T of stripe S): why; ...");
+ * -ENODATA when a stripe has fewer than k good pieces, with why naming
+ * the stripe and every member whose piece was missing or corrupt;
+ * -ENOMEM. */
 int ckpt__ecg_rebuild(const ckpt_ecg *g, const ckpt_ec *e, unsigned lost, ckpt_ecg_fetch_fn fetch, void *arg,
                       const char *const *names, uint8_t *dst, char *why, size_t cap);
 /* ckpt__ecg_rebuild, then the rebuilt image read as any copy is: its

@@ -77,8 +77,9 @@ static int wait_peer(uint64_t v, int ms)
 	return 0;
 }
 
-/* Node k's agent with args, and its metrics on its address, port 9100. */
-static void start_agent(int k, const char *const *args)
+/* Node k's agent with args, and its metrics on its address, port 9100;
+ * fault: its CKPT_FAULT (NULL: none). */
+static void start_agent_f(int k, const char *const *args, const char *fault)
 {
 	const char *a[TD_MAX_ARGS];
 	static char ml[TN_MAX][32];
@@ -89,7 +90,12 @@ static void start_agent(int k, const char *const *args)
 	a[n++] = "--metrics-listen";
 	a[n++] = ml[k];
 	a[n] = NULL;
-	ct_start_agent(&E, k, a, NULL);
+	ct_start_agent(&E, k, a, fault);
+}
+
+static void start_agent(int k, const char *const *args)
+{
+	start_agent_f(k, args, NULL);
 }
 
 /* The value of the metric line "series value" of node k's daemon (0: the
@@ -306,9 +312,12 @@ static int replaced_by(int spare, const int *lost, int nl, long from, unsigned w
 	return 0;
 }
 
-/* lost[0..nl) lost at once; spare[0..nl) take their places; their ranks
- * rebuilt there and restored bit-exact; version 2 re-protected. */
-static void lose_rebuild(const int *lost, const int *spare, int nl, const char *const *aargs)
+/* lost[0..nl) lost at once; spare[0..nl) take their places (fault[i]:
+ * spare i's CKPT_FAULT, or NULL); their ranks rebuilt there and restored
+ * bit-exact; version 2 re-protected. A spare armed to damage a piece it
+ * reads (agent.ec_corrupt_data, _parity) must say it passed it over. */
+static void lose_rebuild(const int *lost, const int *spare, const char *const *fault, int nl,
+                         const char *const *aargs)
 {
 	char line[200];
 	uint64_t t0 = rt_ms();
@@ -323,7 +332,7 @@ static void lose_rebuild(const int *lost, const int *spare, int nl, const char *
 	 * first lost member's place, so which one it replaced is read back. */
 	int rel[RANKS_MAX], nrel = 0;
 	for (int i = 0; i < nl; i++) {
-		start_agent(spare[i], aargs);
+		start_agent_f(spare[i], aargs, fault[i]);
 		uint64_t end = rt_ms() + 10000;
 		int was = 0;
 		while (!(was = replaced_by(spare[i], lost, nl, from, (unsigned)world)) && rt_ms() < end)
@@ -344,6 +353,28 @@ static void lose_rebuild(const int *lost, const int *spare, int nl, const char *
 		CT_CHECK(&E, td_log_has(&E.agent[home[r]], line), "n%d did not rebuild rank %d from the group", home[r], r);
 		CT_CHECK(&E, ct_log_has(&E, &plan[r], "v=2: restored from LOCAL_MEM"),
 		         "rank %d did not restore the rebuilt copy from n%d's DRAM", r, home[r]);
+	}
+	for (int i = 0; i < nl; i++) {
+		const char *kind = !fault[i] ? NULL : strstr(fault[i], "data") ? "data" : "parity";
+		if (!kind)
+			continue;
+		/* One line of its log says the rebuild, what it passed over and why. */
+		snprintf(line, sizeof(line), "(%s ", kind);
+		int said = 0;
+		size_t len;
+		char *log = t_slurp(E.agent[spare[i]].log, &len);
+		for (char *l = log, *nl_ = NULL; l && *l && !said; l = nl_ ? nl_ + 1 : l + strlen(l)) {
+			if ((nl_ = strchr(l, '\n')))
+				*nl_ = '\0';
+			const char *po = strstr(l, "passed over");
+			said = strstr(l, "rebuilt from rs group 0") && po && strstr(po, line) && strstr(po, "checksum mismatch");
+		}
+		free(log);
+		CT_CHECK(&E, said, "n%d, armed to damage a %s piece it reads, does not say it passed over the %s piece "
+		         "(checksum mismatch)", spare[i], kind, kind);
+		if (said)
+			printf("%s: n%d passed over the %s piece it read damaged (checksum mismatch), rebuilt from the others\n",
+			       scheme, spare[i], kind);
 	}
 	snprintf(line, sizeof(line), "version 2: %d ranks protected by rs group 0", world);
 	wait_from(&E.coord, from, line, 20000);
@@ -401,6 +432,7 @@ static void lose_too_many(const int *lost, int nl, int on, unsigned k, unsigned 
 typedef struct mpattern {
 	int n;
 	int lost[8], spare[8]; /* spare: none for the last, too-many pattern */
+	const char *fault[8];  /* the spares' CKPT_FAULT */
 } mpattern;
 
 static int matrix(unsigned k, unsigned m, const mpattern *pat, int npat)
@@ -442,7 +474,7 @@ static int matrix(unsigned k, unsigned m, const mpattern *pat, int npat)
 	       (double)(rt_ms() - t0) / 1000);
 	for (int p = 0; p < npat && !E.failures; p++) {
 		if (pat[p].spare[0])
-			lose_rebuild(pat[p].lost, pat[p].spare, pat[p].n, aargs);
+			lose_rebuild(pat[p].lost, pat[p].spare, pat[p].fault, pat[p].n, aargs);
 		else
 			lose_too_many(pat[p].lost, pat[p].n, pat[p].spare[1], k, m, shared);
 	}
@@ -456,16 +488,21 @@ static int matrix(unsigned k, unsigned m, const mpattern *pat, int npat)
 static int matrix_of(const char *which)
 {
 	if (!strcmp(which, "41")) {
-		const mpattern p[] = { { 1, { 1 }, { 6 } }, { 1, { 6 }, { 7 } }, { 2, { 2, 5 }, { 0, 3 } } };
+		const mpattern p[] = { { 1, { 1 }, { 6 }, { 0 } }, { 1, { 6 }, { 7 }, { 0 } }, { 2, { 2, 5 }, { 0, 3 }, { 0 } } };
 		return matrix(4, 1, p, 3);
 	}
 	if (!strcmp(which, "63")) {
-		const mpattern p[] = { { 3, { 1, 4, 8 }, { 10, 11, 12 } }, { 2, { 10, 2 }, { 13, 14 } },
-			                   { 4, { 3, 5, 6, 11 }, { 0, 7 } } };
+		/* Pattern 2's spares each damage the first piece of one kind they
+		 * read: 2 lost + 1 corrupt = M, still rebuilt. */
+		const mpattern p[] = { { 3, { 1, 4, 8 }, { 10, 11, 12 }, { 0 } },
+			                   { 2, { 10, 2 }, { 13, 14 }, { "agent.ec_corrupt_data=1@error", "agent.ec_corrupt_parity=1@error" } },
+			                   { 4, { 3, 5, 6, 11 }, { 0, 7 }, { 0 } } };
 		return matrix(6, 3, p, 3);
 	}
 	if (!strcmp(which, "82")) {
-		const mpattern p[] = { { 2, { 3, 10 }, { 11, 12 } }, { 1, { 11 }, { 13 } }, { 3, { 1, 12, 5 }, { 0, 7 } } };
+		const mpattern p[] = { { 2, { 3, 10 }, { 11, 12 }, { 0 } },
+			                   { 1, { 11 }, { 13 }, { "agent.ec_corrupt_data=1@error" } },
+			                   { 3, { 1, 12, 5 }, { 0, 7 }, { 0 } } };
 		return matrix(8, 2, p, 3);
 	}
 	fprintf(stderr, "matrix: 41, 63 or 82\n");
