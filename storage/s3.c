@@ -162,6 +162,12 @@ fail:
 	return rc;
 }
 
+void ckpt_s3_cancel(ckpt_s3 *s3, int on)
+{
+	if (s3)
+		atomic_store(&s3->cancel, on ? 1 : 0);
+}
+
 void ckpt_s3_close(ckpt_s3 *s3)
 {
 	if (!s3)

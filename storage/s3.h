@@ -76,6 +76,15 @@ int ckpt_s3_url_parse(const char *url, char *bucket, size_t bcap, char *prefix, 
 int ckpt_s3_open(ckpt_s3 **out, const ckpt_s3_cfg *cfg, char *err, size_t errcap);
 void ckpt_s3_close(ckpt_s3 *s3);
 
+/* For a caller that is stopping (an agent's SIGTERM): with on, every
+ * request of the client in flight or waiting for its next try, on any
+ * thread, ends within a poll (0.2 s) with -ECANCELED, and new ones fail at
+ * once with it, so no call waits out CKPT_S3_RETRY_TOTAL; an upload cut
+ * short is not aborted (its AbortMultipartUpload is cancelled too): the
+ * next start's clean-up and gc abort it, as after a kill. Off again
+ * with 0. Thread-safe. */
+void ckpt_s3_cancel(ckpt_s3 *s3, int on);
+
 /* Counters of what this client sent (for tests and metrics): requests
  * counts every try, retries the tries after a failure that the client
  * itself retried (curl also retries, unseen, a request on a reused

@@ -542,6 +542,11 @@ int s3__eng_add(s3_eng *e, s3_req *r)
 		return r->rc = -E2BIG;
 	}
 	e->act[e->nact++] = r; /* a failed start is returned by the next s3__eng_next */
+	if (atomic_load(&e->s3->cancel)) {
+		s3__errf(r->err, sizeof(r->err), "%s: cancelled (the client is stopping)", r->method);
+		r->rc = -ECANCELED;
+		return 0;
+	}
 	if (!e->multi) {
 		s3__errf(r->err, sizeof(r->err), "%s: no libcurl multi handle (out of memory)", r->method);
 		r->rc = -ENOMEM;
@@ -594,9 +599,27 @@ void s3__eng_pump(void *arg)
 	curl_multi_perform(e->multi, &running);
 }
 
+/* ckpt_s3_cancel: what is running or waiting to be tried again ends now,
+ * with -ECANCELED. */
+static void cancel_all(s3_eng *e)
+{
+	for (int i = 0; i < e->nact; i++) {
+		s3_req *r = e->act[i];
+		if (r->rc != 1 && !r->waiting)
+			continue;
+		drop_easy(e, r);
+		char w[400];
+		what(r, w, sizeof(w));
+		s3__errf(r->err, sizeof(r->err), "%s: cancelled after %d tries (the client is stopping)", w, r->attempts);
+		finish(r, -ECANCELED);
+	}
+}
+
 s3_req *s3__eng_next(s3_eng *e)
 {
 	for (;;) {
+		if (atomic_load(&e->s3->cancel))
+			cancel_all(e);
 		s3_req *r = take_done(e);
 		if (r)
 			return r;

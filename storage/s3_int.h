@@ -15,6 +15,7 @@
 
 #include <curl/curl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <time.h>
 
@@ -194,6 +195,7 @@ struct ckpt_s3 {
 	void *spare[256];        /* part buffers of cfg.part_bytes kept for the next upload */
 	uint32_t nspare;
 	uint64_t rng;
+	_Atomic int cancel;      /* ckpt_s3_cancel: every request ends at once */
 };
 
 typedef struct s3_eng {

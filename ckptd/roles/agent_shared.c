@@ -893,6 +893,11 @@ void ckptd__shared_close(ckptd_agent *a)
 		sh->stop = 1;
 		pthread_cond_broadcast(&sh->cv);
 		pthread_mutex_unlock(&sh->mu);
+		/* An upload in flight ends now, not after its parts' retries
+		 * (CKPT_S3_RETRY_TOTAL, minutes): what it left is aborted at the
+		 * next start, as after a kill. */
+		if (sh->tree)
+			ckpt_s3_cancel(sh->tree->s3, 1);
 		pthread_join(sh->thr, NULL);
 	}
 	/* Unfinished work is found again in the index at the next start. */

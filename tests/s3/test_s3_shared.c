@@ -15,6 +15,11 @@
  *  R. `ckpt rm --daemon` of version 1: its marker and objects are gone.
  *  G. The gateway stopped (kill -9) while version 3 is being uploaded and
  *     started again 2 s later: version 3 commits at shared all the same.
+ *  T. n1 stopped with SIGTERM while its parts are refused and would be
+ *     retried for a minute (CKPT_S3_RETRY_TOTAL 60s): it exits 0 at once
+ *     (the client's requests cancelled), nothing looks complete that is
+ *     not; restarted, it uploads the version, which commits at shared,
+ *     and no multipart upload is left.
  *  K. n1 killed -9 at random moments of its uploads, ROUNDS times (a new
  *     version saved whenever the last one is complete): after every kill,
  *     every version with a marker has every rank's object, each the rank's
@@ -509,6 +514,47 @@ static void phase_g(uint64_t v)
 		        "shared with every object whole\n", (unsigned long long)v);
 }
 
+static int bucket_sane(uint64_t from, uint64_t upto);
+
+/* n1 stopped with SIGTERM while its parts are refused (503 at every try)
+ * and would be retried for a minute: it exits 0 at once, without waiting
+ * out the retries; no version looks complete that is not; started again,
+ * it uploads version v, which commits at shared, and no multipart upload is
+ * left in progress. */
+static void phase_t(uint64_t v)
+{
+	rt_stop(&agent[0]);
+	setenv("CKPT_S3_RETRY_TOTAL", "60s", 1);
+	start_agent(0, NULL);
+	setenv("CKPT_S3_RETRY_TOTAL", "8s", 1);
+	rt_wait_agents(&env, coord.tcp, 2, 10000);
+	s3proxy_reset(&px);
+	s3proxy_rule(&px, "{\"kind\":\"PUT_PART\",\"action\":\"status\",\"status\":503,\"times\":0}");
+	plan p = { .tag = "t-save", .incarnation = 45, .save_from = v, .save_to = v, .only_rank = -1 };
+	int ok = launch(&p);
+	int refused = s3proxy_wait(&px, "PUT_PART", 2, 20) == 0;
+	uint64_t t = td_ms();
+	int rc = rt_stop(&agent[0]); /* -1: it was still there after 10 s, and killed */
+	double secs = (td_ms() - t) / 1e3;
+	int sane = bucket_sane(v, v) && !has_marker(v);
+	CHECK(ok == WORLD && refused && rc == 0 && sane,
+	      "phase T: %d of %d ranks saved version %llu, parts refused %d; n1 exited %d %.1f s after SIGTERM "
+	      "mid-upload; bucket sane and unmarked %d", ok, WORLD, (unsigned long long)v, refused, rc, secs, sane);
+	s3proxy_reset(&px);
+	start_agent(0, NULL);
+	rt_wait_agents(&env, coord.tcp, 2, 10000);
+	int done = wait_tiers(v, CKPT_TIER_SHARED, 60000);
+	long left = -1;
+	for (int i = 0; i < 100 && (left = s3gw_count_uploads(&g, bucket, "pre/")) != 0; i++)
+		usleep(100000);
+	CHECK(done && bucket_has(v, 10000) && left == 0,
+	      "phase T: after n1's restart version %llu committed at shared %d, %ld uploads left in progress",
+	      (unsigned long long)v, done, left);
+	if (ok == WORLD && rc == 0 && sane && done && left == 0)
+		fprintf(stderr, "ok: T: n1 stopped (SIGTERM) in %.1f s while its parts were being retried; restarted, it "
+		        "uploaded version %llu, committed at shared, no upload left\n", secs, (unsigned long long)v);
+}
+
 /* After a kill: nothing that looks complete is not (versions from..upto). */
 static int bucket_sane(uint64_t from, uint64_t upto)
 {
@@ -807,7 +853,8 @@ int main(void)
 	PHASE("S", phase_s());
 	PHASE("R", phase_r());
 	PHASE("G", phase_g(3));
-	PHASE("K", newest = phase_k(4));
+	PHASE("T", phase_t(4));
+	PHASE("K", newest = phase_k(5));
 	PHASE("C", phase_c(newest));
 	PHASE("L", phase_l(newest));
 	PHASE("F", phase_f(newest, newest - 1));
