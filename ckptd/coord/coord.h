@@ -196,6 +196,22 @@ int ckptd_coord_agent_lost(ckptd_coord *c, const char *node, ckptd_coord_change_
 int ckptd_coord_inventory(ckptd_coord *c, const char *node, const ckptd_held_shard *e, size_t n,
                           int final, ckptd_coord_change_fn fn, void *arg);
 
+/* ---------------------------------------------------------------- rs:K+M */
+
+/* The records the coordinator keeps for its rs:K+M groups across restarts
+ * (table "ec"): opaque values under keys of the caller's (ckptd/roles/
+ * coord_ec.c says what they hold), each written in a transaction of its
+ * own. The values are the caller's to check when read back. */
+#define CKPTD_COORD_EC_KEY_MAX 256
+/* Stores val (vlen > 0) under key, or deletes key (vlen 0; absent: 0).
+ * Returns 0, -EINVAL (no key, key over CKPTD_COORD_EC_KEY_MAX), or a store
+ * error. */
+int ckptd_coord_ec_put(ckptd_coord *c, const void *key, size_t klen, const void *val, size_t vlen);
+/* Every record in key order, until fn returns nonzero; what fn is given
+ * lives until it returns. Returns 0 or a store error. */
+typedef int (*ckptd_coord_ec_fn)(void *arg, const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen);
+int ckptd_coord_ec_each(ckptd_coord *c, ckptd_coord_ec_fn fn, void *arg);
+
 /* ---------------------------------------------------------------- retention */
 
 typedef struct ckptd_coord_policy {

@@ -16,6 +16,7 @@
 struct ckptd_coord {
 	MDB_env *env;
 	MDB_dbi meta, jobs, versions, shards, copies, bynode, agents;
+	MDB_dbi ec; /* the rs:K+M groups and finished encode plans (opaque records, coord_ec.c's) */
 	ckpt_logger lg;
 };
 

@@ -30,7 +30,7 @@ int ckptd_coord_open(const char *dir, uint64_t map_size, ckptd_coord **out)
 	ckpt__logger_init(&c->lg, "", -1);
 	int rc, err = 0;
 	MDB_txn *txn = NULL;
-	if ((rc = mdb_env_create(&c->env)) || (rc = mdb_env_set_maxdbs(c->env, 8)) ||
+	if ((rc = mdb_env_create(&c->env)) || (rc = mdb_env_set_maxdbs(c->env, 16)) ||
 	    (rc = mdb_env_set_mapsize(c->env, map_size ? map_size : DEFAULT_MAP_SIZE)) ||
 	    (rc = mdb_env_open(c->env, dir, MDB_NOTLS, 0600))) {
 		err = ckptd__lmdb_err(c, "open", rc);
@@ -46,7 +46,8 @@ int ckptd_coord_open(const char *dir, uint64_t map_size, ckptd_coord **out)
 	    (rc = mdb_dbi_open(txn, "shards", MDB_CREATE, &c->shards)) ||
 	    (rc = mdb_dbi_open(txn, "copies", MDB_CREATE, &c->copies)) ||
 	    (rc = mdb_dbi_open(txn, "bynode", MDB_CREATE, &c->bynode)) ||
-	    (rc = mdb_dbi_open(txn, "agents", MDB_CREATE, &c->agents))) {
+	    (rc = mdb_dbi_open(txn, "agents", MDB_CREATE, &c->agents)) ||
+	    (rc = mdb_dbi_open(txn, "ec", MDB_CREATE, &c->ec))) {
 		err = ckptd__lmdb_err(c, "open tables", rc);
 		goto fail;
 	}
@@ -512,4 +513,39 @@ int ckptd__reset_version(ckptd_tx *t, const char *job, uint64_t version, ckptd_v
 	memset(v->ranks_at, 0, sizeof(v->ranks_at));
 	v->bytes = 0;
 	return 0;
+}
+
+/* ------------------------------------------------------------- ec */
+
+int ckptd_coord_ec_put(ckptd_coord *c, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	if (!key || !klen || klen > CKPTD_COORD_EC_KEY_MAX || (vlen && !val))
+		return -EINVAL;
+	ckptd_tx t;
+	CKPT_TRY(ckptd__begin(c, 0, &t));
+	MDB_val k = { klen, (void *)key }, v = { vlen, (void *)val };
+	int rc = vlen ? mdb_put(t.txn, c->ec, &k, &v, 0) : mdb_del(t.txn, c->ec, &k, NULL);
+	int err = rc == 0 || (!vlen && rc == MDB_NOTFOUND) ? 0 : ckptd__lmdb_err(c, "ec record", rc);
+	return ckptd__end(&t, err, NULL, NULL);
+}
+
+int ckptd_coord_ec_each(ckptd_coord *c, ckptd_coord_ec_fn fn, void *arg)
+{
+	ckptd_tx t;
+	CKPT_TRY(ckptd__begin(c, 1, &t));
+	MDB_cursor *cur = NULL;
+	int rc = mdb_cursor_open(t.txn, c->ec, &cur), err = 0;
+	if (rc) {
+		err = ckptd__lmdb_err(c, "ec cursor", rc);
+	} else {
+		MDB_val k, v;
+		for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+			if (fn(arg, k.mv_data, k.mv_size, v.mv_data, v.mv_size))
+				break;
+		if (rc && rc != MDB_NOTFOUND)
+			err = ckptd__lmdb_err(c, "ec scan", rc);
+		mdb_cursor_close(cur);
+	}
+	mdb_txn_abort(t.txn);
+	return err;
 }

@@ -12,7 +12,17 @@
  * leaves the version unprotected there (logged, naming it).
  *
  * What is in flight lives in memory, at most ECV_MAX versions: a restarted
- * coordinator encodes the versions that commit after it. */
+ * coordinator encodes the versions that commit after it. A finished plan
+ * (what a rebuild needs) is kept in the coordinator's index too, as are
+ * the groups (coord_groups.c), so that a restarted coordinator still
+ * answers EC_WHERE for versions encoded before it and keeps their groups:
+ * table "ec", each record an EC_PLAN frame as the wire codec writes it
+ * (read back by the same, fuzzed, decoder):
+ *   'g' be32 id                        a group: K, M, its members (NODES);
+ *                                      job "rs", version 0, no entries
+ *   'p' len job be64 version be32 id   a finished encode's plan
+ * A plan's record goes when a newer one of its group supersedes it, when
+ * it is dropped for room, or when its group lost more than M members. */
 #include "coordinator_int.h"
 
 #include "coord/ecplan.h"
@@ -55,10 +65,46 @@ static void ecv_free(ecv *e)
 	}
 }
 
-static void ecv_drop(ckptd_coordinator *c, size_t i)
+static size_t plan_key(uint8_t *key, const char *job, uint64_t version, uint32_t gid)
+{
+	size_t n = strlen(job), o = 0;
+	key[o++] = 'p';
+	key[o++] = (uint8_t)n;
+	memcpy(key + o, job, n);
+	o += n;
+	for (int b = 7; b >= 0; b--)
+		key[o++] = (uint8_t)(version >> (8 * b));
+	for (int b = 3; b >= 0; b--)
+		key[o++] = (uint8_t)(gid >> (8 * b));
+	return o;
+}
+
+/* The plan e is, as EC_PLAN to member `member` (borrows e's lists). */
+static void ecv_plan(const ecv *e, uint32_t member, ckptd_ec_plan *pl)
+{
+	memset(pl, 0, sizeof(*pl));
+	snprintf(pl->job, sizeof(pl->job), "%s", e->job);
+	pl->version = e->version;
+	pl->group = e->gid;
+	pl->k = e->k;
+	pl->m = e->m;
+	pl->member = member;
+	pl->nnodes = e->n;
+	pl->nodes = (ckptd_ec_node *)e->nodes;
+	pl->count = (uint32_t)e->nsrc;
+	pl->entries = e->src;
+}
+
+/* forget: a finished plan's record in the index goes too. */
+static void ecv_drop(ckptd_coordinator *c, size_t i, int forget)
 {
 	struct ckptd_ecvs *x = c->ecvs;
-	ecv_free(x->v[i]);
+	ecv *e = x->v[i];
+	if (forget && e->complete) {
+		uint8_t key[1 + 1 + CKPTD_JOB_MAX + 12];
+		ckptd__coord_ec_keep(c, key, plan_key(key, e->job, e->version, e->gid), NULL);
+	}
+	ecv_free(e);
 	x->v[i] = x->v[--x->n];
 }
 
@@ -68,7 +114,7 @@ void ckptd__coord_ec_free(ckptd_coordinator *c)
 	if (!x)
 		return;
 	while (x->n)
-		ecv_drop(c, x->n - 1);
+		ecv_drop(c, x->n - 1, 0);
 	free(x);
 	c->ecvs = NULL;
 }
@@ -188,14 +234,14 @@ static void plan_group(ckptd_coordinator *c, const char *job, const ckptd_coord_
 		/* Room: a finished one first (its plan only serves rebuilds). */
 		for (size_t q = 0; q < x->n; q++)
 			if (x->v[q]->complete) {
-				ecv_drop(c, q);
+				ecv_drop(c, q, 1);
 				break;
 			}
 	}
 	if (x->n == ECV_MAX) {
 		CKPTD_WARN(c->log, NULL, x->v[0]->job, "version %llu: rs group %u's encode forgotten (%d in flight)",
 		           (unsigned long long)x->v[0]->version, x->v[0]->gid, ECV_MAX);
-		ecv_drop(c, 0);
+		ecv_drop(c, 0, 1);
 	}
 	x->v[x->n++] = e;
 	e = NULL;
@@ -279,7 +325,7 @@ void ckptd__coord_ec_done(ckptd_coordinator *c, peer *p, const ckptd_ec_done *d)
 		ckptd_metrics_add(c->mx, CKPTD_M_RS_FAILED, d->job, NULL, 1);
 		CKPTD_WARN(c->log, p->node, d->job, "version %llu: rs group %u not protected: member %s: %s",
 		           (unsigned long long)d->version, d->group, p->node, d->text[0] ? d->text : strerror((int)d->code));
-		ecv_drop(c, i);
+		ecv_drop(c, i, 1);
 		return;
 	}
 	e->done |= 1ull << j;
@@ -289,7 +335,7 @@ void ckptd__coord_ec_done(ckptd_coordinator *c, peer *p, const ckptd_ec_done *d)
 	ckptd__coord_flush_batch(c);
 	ckptd_coord_result *res = calloc(e->nsh, sizeof(*res));
 	if (!res) {
-		ecv_drop(c, i);
+		ecv_drop(c, i, 1);
 		return;
 	}
 	for (size_t k = 0; k < e->nsh; k++) {
@@ -319,15 +365,22 @@ void ckptd__coord_ec_done(ckptd_coordinator *c, peer *p, const ckptd_ec_done *d)
 	uint64_t version = e->version;
 	uint32_t gid = e->gid;
 	e->complete = r == 0;
-	if (!e->complete)
-		ecv_drop(c, i);
+	if (!e->complete) {
+		ecv_drop(c, i, 1);
+	} else {
+		/* Kept for a restarted coordinator's rebuilds. */
+		uint8_t key[1 + 1 + CKPTD_JOB_MAX + 12];
+		ckptd_ec_plan pl;
+		ecv_plan(e, 0, &pl);
+		ckptd__coord_ec_keep(c, key, plan_key(key, e->job, e->version, e->gid), &pl);
+	}
 	/* Older finished plans of the group: their parity goes with this commit;
 	 * this version's earlier one (before a member was replaced) is
 	 * superseded by this one. */
 	for (size_t q = 0; r == 0 && q < x->n;)
 		if (x->v[q] != e && x->v[q]->complete && x->v[q]->gid == gid && x->v[q]->version <= version &&
 		    !strcmp(x->v[q]->job, job))
-			ecv_drop(c, q);
+			ecv_drop(c, q, 1);
 		else
 			q++;
 	if (committed)
@@ -345,17 +398,7 @@ int ckptd__coord_ec_where(ckptd_coordinator *c, ckptd_session *s, const ckptd_se
 			if (e->src[j].rank != m->rank)
 				continue;
 			ckptd_msg msg = { .type = CKPTD_MSG_EC_PLAN };
-			ckptd_ec_plan *pl = &msg.u.ec_plan;
-			snprintf(pl->job, sizeof(pl->job), "%s", e->job);
-			pl->version = e->version;
-			pl->group = e->gid;
-			pl->k = e->k;
-			pl->m = e->m;
-			pl->member = e->src[j].member;
-			pl->nnodes = e->n;
-			pl->nodes = (ckptd_ec_node *)e->nodes;
-			pl->count = (uint32_t)e->nsrc;
-			pl->entries = e->src;
+			ecv_plan(e, e->src[j].member, &msg.u.ec_plan);
 			return ckptd_session_send(s, &msg, -1);
 		}
 	}
@@ -385,6 +428,8 @@ void ckptd__coord_ec_lost(ckptd_coordinator *c)
 		if (lost <= e->m)
 			continue;
 		e->broken = 1;
+		uint8_t key[1 + 1 + CKPTD_JOB_MAX + 12];
+		ckptd__coord_ec_keep(c, key, plan_key(key, e->job, e->version, e->gid), NULL); /* nothing to rebuild from */
 		ckptd_metrics_add(c->mx, CKPTD_M_RS_UNPROTECTED, e->job, NULL, 1);
 		ckptd__coord_flush_batch(c);
 		int r = ckptd_coord_copies_gone(c->db, e->job, e->version, CKPT_TIER_PEER_MEM, e->node, NULL, NULL);
@@ -393,4 +438,169 @@ void ckptd__coord_ec_lost(ckptd_coordinator *c)
 		           "protected at PEER_MEM (%d copies dropped)",
 		           (unsigned long long)e->version, e->gid, lost, e->n, names, e->m, e->nsh, r);
 	}
+}
+
+/* ---------------------------------------------------------------- kept */
+
+int ckptd__coord_ec_keep(ckptd_coordinator *c, const uint8_t *key, size_t klen, const ckptd_ec_plan *pl)
+{
+	uint8_t *b = NULL;
+	size_t len = 0;
+	int r = 0;
+	if (pl) {
+		ckptd_msg m = { .type = CKPTD_MSG_EC_PLAN };
+		m.u.ec_plan = *pl;
+		long n = ckptd_msg_encoded_size(&m);
+		if (n < 0)
+			r = (int)n;
+		else if (!(b = malloc((size_t)n)))
+			r = -ENOMEM;
+		else
+			r = ckptd_msg_encode(&m, b, (size_t)n, &len);
+	}
+	if (r == 0)
+		r = ckptd_coord_ec_put(c->db, key, klen, b, len);
+	free(b);
+	if (r < 0)
+		CKPTD_WARN(c->log, NULL, pl ? pl->job : NULL, "rs record %s in the index: %s (a restarted coordinator %s)",
+		           pl ? "not kept" : "not removed", ckpt_strerror(r),
+		           pl ? "will not know it" : "may offer a plan that is gone");
+	return r;
+}
+
+/* A member named in a kept record: one not heard of since the start is
+ * down, its --agent-grace running from now (as after a disconnection). */
+static peer *kept_peer(ckptd_coordinator *c, const ckptd_ec_node *nd)
+{
+	if (ckpt__name_check(nd->node, strlen(nd->node)))
+		return NULL;
+	peer *p = ckptd__coord_peer_get(c, nd->node);
+	if (p && !p->up && !p->lost_at_ns && !p->address[0]) {
+		snprintf(p->address, sizeof(p->address), "%s", nd->address);
+		p->lost_at_ns = ckpt__now_ns() + c->cfg->agent_grace_ms * 1000000ull;
+	}
+	return p;
+}
+
+static int plan_restore(ckptd_coordinator *c, const ckptd_ec_plan *pl, peer **ps, char *why, size_t cap)
+{
+	if (!c->ecvs && !(c->ecvs = calloc(1, sizeof(*c->ecvs))))
+		return -ENOMEM;
+	struct ckptd_ecvs *x = c->ecvs;
+	if (x->n == ECV_MAX) {
+		snprintf(why, cap, "more than %d plans kept", ECV_MAX);
+		return -E2BIG;
+	}
+	for (size_t i = 0; i < x->n; i++)
+		if (x->v[i]->version == pl->version && x->v[i]->gid == pl->group && !strcmp(x->v[i]->job, pl->job)) {
+			snprintf(why, cap, "kept twice");
+			return -EINVAL;
+		}
+	ecv *e = calloc(1, sizeof(*e));
+	if (!e || !(e->src = malloc((pl->count ? pl->count : 1) * sizeof(*e->src)))) {
+		free(e);
+		return -ENOMEM;
+	}
+	snprintf(e->job, sizeof(e->job), "%s", pl->job);
+	snprintf(e->node, sizeof(e->node), "rs-group.%u", pl->group);
+	e->version = pl->version;
+	e->gid = pl->group;
+	e->k = pl->k;
+	e->m = pl->m;
+	e->n = pl->nnodes;
+	for (uint32_t i = 0; i < pl->nnodes; i++) {
+		e->nodes[pl->nodes[i].member] = pl->nodes[i];
+		e->p[pl->nodes[i].member] = ps[pl->nodes[i].member];
+	}
+	if (pl->count)
+		memcpy(e->src, pl->entries, pl->count * sizeof(*e->src));
+	e->nsrc = pl->count;
+	e->nsh = pl->count; /* one entry per rank */
+	e->complete = 1;
+	x->v[x->n++] = e;
+	return 0;
+}
+
+/* Records to drop, once the scan's transaction has ended. */
+typedef struct drops {
+	ckptd_coordinator *c;
+	uint8_t (*key)[CKPTD_COORD_EC_KEY_MAX];
+	size_t *len, n, cap;
+} drops;
+
+static void drop_later(drops *d, const uint8_t *key, size_t klen)
+{
+	if (d->n == d->cap) {
+		size_t nc = d->cap ? d->cap * 2 : 8;
+		void *k = realloc(d->key, nc * sizeof(*d->key)), *l = k ? realloc(d->len, nc * sizeof(*d->len)) : NULL;
+		if (k)
+			d->key = k;
+		if (!l)
+			return;
+		d->len = l;
+		d->cap = nc;
+	}
+	memcpy(d->key[d->n], key, klen);
+	d->len[d->n++] = klen;
+}
+
+static int restore_cb(void *arg, const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen)
+{
+	drops *d = arg;
+	ckptd_coordinator *c = d->c;
+	ckptd_msg m;
+	const char *dw = NULL;
+	char why[200] = "";
+	int r = klen && (key[0] == 'g' || key[0] == 'p') ? ckptd_msg_decode(val, vlen, &m, &dw) : -EINVAL;
+	if (r == 0 && m.type != CKPTD_MSG_EC_PLAN) {
+		ckptd_msg_free(&m);
+		r = -EINVAL;
+	}
+	if (r < 0) {
+		CKPTD_WARN(c->log, NULL, NULL, "an rs record in the index cannot be read (%s): dropped",
+		           dw ? dw : "not an EC_PLAN of a known kind");
+		drop_later(d, key, klen);
+		return 0;
+	}
+	const ckptd_ec_plan *pl = &m.u.ec_plan;
+	peer *ps[CKPT_EC_MAX_PIECES] = { 0 };
+	for (uint32_t i = 0; i < pl->nnodes && r == 0; i++)
+		if (!(ps[pl->nodes[i].member] = kept_peer(c, &pl->nodes[i]))) {
+			snprintf(why, sizeof(why), "member %u has no valid node name", pl->nodes[i].member);
+			r = -EINVAL;
+		}
+	char names[600];
+	size_t o = 0;
+	names[0] = '\0';
+	for (unsigned j = 0; r == 0 && j < pl->nnodes && o < sizeof(names); j++)
+		o += (size_t)snprintf(names + o, sizeof(names) - o, "%s%s", j ? " " : "", ps[j]->node);
+	if (r == 0 && key[0] == 'g') {
+		if ((r = ckptd__coord_group_restore(c, pl, ps, why, sizeof(why))) == 0)
+			CKPTD_INFO(c->log, NULL, NULL, "rs group %u restored from the index (rs:%u+%u): %s", pl->group, pl->k, pl->m,
+			           names);
+	} else if (r == 0) {
+		if ((r = plan_restore(c, pl, ps, why, sizeof(why))) == 0)
+			CKPTD_INFO(c->log, NULL, pl->job, "version %llu: rs group %u's finished encode restored from the index "
+			           "(rs:%u+%u, %u shards over %s)", (unsigned long long)pl->version, pl->group, pl->k, pl->m,
+			           pl->count, names);
+	}
+	if (r < 0) {
+		CKPTD_WARN(c->log, NULL, key[0] == 'p' ? pl->job : NULL, "rs %s %u of the index not restored: %s; dropped",
+		           key[0] == 'g' ? "group" : "plan of group", pl->group, why[0] ? why : ckpt_strerror(r));
+		drop_later(d, key, klen);
+	}
+	ckptd_msg_free(&m);
+	return 0;
+}
+
+void ckptd__coord_ec_restore(ckptd_coordinator *c)
+{
+	drops d = { .c = c };
+	int r = ckptd_coord_ec_each(c->db, restore_cb, &d);
+	if (r < 0)
+		CKPTD_WARN(c->log, NULL, NULL, "rs records of the index not read: %s", ckpt_strerror(r));
+	for (size_t i = 0; i < d.n; i++)
+		ckptd_coord_ec_put(c->db, d.key[i], d.len[i], NULL, 0);
+	free(d.key);
+	free(d.len);
 }

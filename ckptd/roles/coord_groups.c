@@ -16,8 +16,10 @@
  *   (too few nodes or domains) and keeps partner copies.
  *
  * Eligible: up, not silent, with a peer pool, not noticed for preemption.
- * Groups live in the coordinator's memory: a restarted coordinator forms
- * them again as agents say hello. Runs in the event loop, after partner
+ * Groups are kept in the coordinator's index as they change (coord_ec.c,
+ * "kept"): a restarted coordinator has them back, members and indices as
+ * they were, before any agent says hello (a member that does not come
+ * back is lost after --agent-grace and replaced as any). Runs in the event loop, after partner
  * placement, on every change of membership: linear in the nodes (members
  * point at their peer records, which live as long as the coordinator),
  * plus the grouping of the free nodes (ckptd/coord/groups.c). */
@@ -43,6 +45,9 @@ struct ckptd_cgroups {
 	uint32_t next_id;
 	uint32_t ungrouped;
 	uint64_t warned_sig; /* the ungrouped set last warned about */
+	uint64_t kept_sig;   /* the groups as last written to the index */
+	uint32_t *kept;      /* their ids */
+	size_t nkept;
 };
 
 int ckptd__coord_groups_open(ckptd_coordinator *c, char *err, size_t errcap)
@@ -62,6 +67,9 @@ int ckptd__coord_groups_open(ckptd_coordinator *c, char *err, size_t errcap)
 	if (gs->k)
 		CKPTD_INFO(c->log, NULL, NULL, "peer scheme %s: groups of %u nodes, one per failure domain, any %u may be lost",
 		           gs->scheme, gs->k + gs->m, gs->m);
+	/* Groups and finished plans from before a restart (plans even under
+	 * another scheme now: their versions are still protected by them). */
+	ckptd__coord_ec_restore(c);
 	return 0;
 }
 
@@ -70,6 +78,7 @@ void ckptd__coord_groups_free(ckptd_coordinator *c)
 	if (!c->groups)
 		return;
 	free(c->groups->g);
+	free(c->groups->kept);
 	free(c->groups);
 	c->groups = NULL;
 }
@@ -268,6 +277,68 @@ out:
 	free(mem);
 }
 
+static uint64_t groups_sig(const struct ckptd_cgroups *gs)
+{
+	uint64_t h = 1469598103934665603ull;
+	unsigned w = gs->k + gs->m;
+	for (size_t i = 0; i < gs->ng; i++) {
+		for (int b = 0; b < 4; b++)
+			h = (h ^ (uint8_t)(gs->g[i].id >> (8 * b))) * 1099511628211ull;
+		for (unsigned j = 0; j < w; j++) {
+			for (const char *q = gs->g[i].p[j]->node; *q; q++)
+				h = (h ^ (uint8_t)*q) * 1099511628211ull;
+			h = (h ^ ' ') * 1099511628211ull;
+		}
+	}
+	return h;
+}
+
+static size_t group_key(uint8_t *key, uint32_t id)
+{
+	key[0] = 'g';
+	for (int b = 0; b < 4; b++)
+		key[1 + b] = (uint8_t)(id >> (8 * (3 - b)));
+	return 5;
+}
+
+/* The groups into the index when they changed: each as a record, those
+ * dissolved removed. */
+static void keep(ckptd_coordinator *c)
+{
+	struct ckptd_cgroups *gs = c->groups;
+	uint64_t sig = groups_sig(gs);
+	if (sig == gs->kept_sig)
+		return;
+	unsigned w = gs->k + gs->m;
+	uint8_t key[8];
+	int err = 0;
+	for (size_t i = 0; i < gs->nkept; i++) {
+		size_t j;
+		for (j = 0; j < gs->ng && gs->g[j].id != gs->kept[i]; j++)
+			;
+		if (j == gs->ng)
+			err |= ckptd__coord_ec_keep(c, key, group_key(key, gs->kept[i]), NULL) < 0;
+	}
+	uint32_t *ids = malloc((gs->ng ? gs->ng : 1) * sizeof(*ids));
+	ckptd_ec_node nodes[CKPT_EC_MAX_PIECES];
+	for (size_t i = 0; i < gs->ng; i++) {
+		const cgroup *g = &gs->g[i];
+		for (unsigned j = 0; j < w; j++) {
+			nodes[j] = (ckptd_ec_node){ .member = j };
+			snprintf(nodes[j].node, sizeof(nodes[j].node), "%s", g->p[j]->node);
+			snprintf(nodes[j].address, sizeof(nodes[j].address), "%s", g->p[j]->address);
+		}
+		ckptd_ec_plan pl = { .job = "rs", .group = g->id, .k = gs->k, .m = gs->m, .nnodes = w, .nodes = nodes };
+		err |= ckptd__coord_ec_keep(c, key, group_key(key, g->id), &pl) < 0;
+		if (ids)
+			ids[i] = g->id;
+	}
+	free(gs->kept);
+	gs->kept = ids;
+	gs->nkept = ids ? gs->ng : 0;
+	gs->kept_sig = err || !ids ? 0 : sig; /* a failure: written again at the next change */
+}
+
 void ckptd__coord_groups_update(ckptd_coordinator *c)
 {
 	if (!c->groups || !c->groups->k)
@@ -276,6 +347,49 @@ void ckptd__coord_groups_update(ckptd_coordinator *c)
 	repair(c);
 	form(c);
 	publish(c);
+	keep(c);
+}
+
+int ckptd__coord_group_restore(ckptd_coordinator *c, const ckptd_ec_plan *pl, peer **ps, char *why, size_t cap)
+{
+	struct ckptd_cgroups *gs = c->groups;
+	unsigned w = gs->k + gs->m;
+	if (pl->k != gs->k || pl->m != gs->m) {
+		snprintf(why, cap, "a group of rs:%u+%u, the scheme is %s now", pl->k, pl->m, gs->scheme);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < gs->ng; i++)
+		if (gs->g[i].id == pl->group) {
+			snprintf(why, cap, "group id %u twice", pl->group);
+			return -EINVAL;
+		}
+	for (unsigned j = 0; j < w; j++)
+		if (ps[j]->in_rs_group) {
+			snprintf(why, cap, "%s is in rs group %u already", ps[j]->node, ps[j]->rs_gid);
+			return -EINVAL;
+		}
+	uint32_t *ids = realloc(gs->kept, (gs->nkept + 1) * sizeof(*ids));
+	if (!ids || grow(gs, gs->ng + 1) < 0) {
+		if (ids)
+			gs->kept = ids;
+		snprintf(why, cap, "no memory");
+		return -ENOMEM;
+	}
+	gs->kept = ids;
+	gs->kept[gs->nkept++] = pl->group;
+	cgroup *g = &gs->g[gs->ng++];
+	memset(g, 0, sizeof(*g));
+	g->id = pl->group;
+	for (unsigned j = 0; j < w; j++) {
+		g->p[j] = ps[j];
+		ps[j]->in_rs_group = 1;
+		ps[j]->rs_gid = g->id;
+		ps[j]->rs_member = j;
+	}
+	if (g->id >= gs->next_id)
+		gs->next_id = g->id + 1;
+	gs->kept_sig = groups_sig(gs);
+	return 0;
 }
 
 int ckptd__coord_group_of(ckptd_coordinator *c, uint32_t gid, peer **out, unsigned *k, unsigned *m)

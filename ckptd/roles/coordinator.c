@@ -76,7 +76,7 @@ static void heard(ckptd_coordinator *c, peer *p)
 	p->heard_ns = now;
 }
 
-static peer *peer_get(ckptd_coordinator *c, const char *node)
+peer *ckptd__coord_peer_get(ckptd_coordinator *c, const char *node)
 {
 	peer *p = ckptd__coord_peer_find(c, node);
 	if (p)
@@ -750,7 +750,7 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		if (role != CKPTD_ROLE_AGENT)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "AGENT_HELLO needs an agent session");
 		ckptd__coord_flush_batch(c);
-		peer *p = peer_get(c, m->u.agent_hello.node);
+		peer *p = ckptd__coord_peer_get(c, m->u.agent_hello.node);
 		if (!p)
 			return -ENOMEM;
 		if (p->local)
@@ -901,7 +901,7 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 
 int ckptd_coordinator_local_attach(ckptd_coordinator *c, const char *node, ckptd_local_agent_fn fn, void *arg)
 {
-	peer *p = peer_get(c, node);
+	peer *p = ckptd__coord_peer_get(c, node);
 	if (!p)
 		return -ENOMEM;
 	p->local = fn;

@@ -76,6 +76,8 @@ struct ckptd_coordinator {
 
 /* coordinator.c */
 peer *ckptd__coord_peer_find(ckptd_coordinator *c, const char *node);
+/* The node's record, made (down, never heard) if there is none; NULL: no memory. */
+peer *ckptd__coord_peer_get(ckptd_coordinator *c, const char *node);
 void ckptd__coord_peer_send(ckptd_coordinator *c, peer *p, const ckptd_msg *m);
 /* CKPTD_AGENT_UP, _DOWN (also for NULL: never heard of) or _DEGRADED. */
 uint32_t ckptd__coord_peer_state(const peer *p);
@@ -100,6 +102,11 @@ int ckptd__coord_groups_status(ckptd_coordinator *c, ckptd_status_reply *out);
 /* The members of group gid: [out] out (k + m peers), *k, *m. Returns 0 or
  * -ENOENT (no such group). */
 int ckptd__coord_group_of(ckptd_coordinator *c, uint32_t gid, peer **out, unsigned *k, unsigned *m);
+/* A group read back from the index at start (pl: its record, ps: its
+ * members by index). Returns 0, or -EINVAL with why (another scheme's
+ * width, a member in another group already, an id twice): the record is
+ * then dropped. */
+int ckptd__coord_group_restore(ckptd_coordinator *c, const ckptd_ec_plan *pl, peer **ps, char *why, size_t cap);
 
 /* coord_ec.c: the rs encode of committed versions */
 /* A version committed at LOCAL_MEM: EC_PLAN to every member of every group
@@ -115,6 +122,13 @@ int ckptd__coord_ec_where(ckptd_coordinator *c, ckptd_session *s, const ckptd_se
  * of its members since their encode lose their PEER_MEM protection. */
 void ckptd__coord_ec_lost(ckptd_coordinator *c);
 void ckptd__coord_ec_free(ckptd_coordinator *c);
+/* The rs records kept in the index (table "ec"): pl as an EC_PLAN frame
+ * under key (ckptd__coord_ec_keep; pl NULL: the record deleted), and at
+ * start every group and finished plan read back (ckptd__coord_ec_restore;
+ * a member not heard of yet is down, its --agent-grace running). Errors
+ * are logged; keep returns 0 or the error. */
+int ckptd__coord_ec_keep(ckptd_coordinator *c, const uint8_t *key, size_t klen, const ckptd_ec_plan *pl);
+void ckptd__coord_ec_restore(ckptd_coordinator *c);
 
 /* coordinator.c: COMMIT_NOTICE of tiers that committed outside a batch. */
 void ckptd__coord_announce(ckptd_coordinator *c, const char *job, uint64_t version, uint32_t tiers);

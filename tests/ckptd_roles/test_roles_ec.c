@@ -245,6 +245,39 @@ static int rebuild(void)
 	return ct_end(&E);
 }
 
+/* rs:2+1 over n1..n3, two ranks each: versions 1 and 2 encoded, then the
+ * coordinator killed (-9) and started again on its index: it has group 0
+ * back (same members, same indices) and version 2's finished plan, before
+ * any agent says hello. n1 lost: the spare n4 takes its place, ranks 0
+ * and 1 relaunched there restore bit-exact from the shards n4 rebuilt with
+ * the plan the new coordinator gave (EC_WHERE), and the group re-protects
+ * version 2 with n4. */
+static int restart(void)
+{
+	ct_init(&E, "roles-ec-restart", NODES + 1);
+	const char *cargs[] = { "--peer-scheme", "rs:2+1", "--agent-grace", "2s", NULL };
+	ct_start_coord(&E, cargs);
+	const char *aargs[] = { "--pool-size", "64M", "--peer-pool-size", "32M", NULL };
+	for (int k = 1; k <= NODES; k++)
+		start_agent(k, aargs);
+	ct_wait_agents(&E, NODES);
+	td_wait_log(&E.coord, "rs group 0 formed", 10000);
+	save(1, 2, 1);
+	CT_CHECK(&E, wait_peer(2, 20000), "version 2 never committed at PEER_MEM");
+	long from = td_file_size(E.coord.log);
+	td_daemon_kill9(&E.coord);
+	td_daemon_start(&E.coord, NULL);
+	wait_from(&E.coord, from, "rs group 0 restored from the index (rs:2+1): n", 5000);
+	wait_from(&E.coord, from, "version 2: rs group 0's finished encode restored from the index (rs:2+1, 6 shards", 5000);
+	CT_CHECK(&E, !td_file_has(E.coord.log, from, "rs group 1 formed"), "the restarted coordinator formed a new group");
+	ct_wait_agents(&E, NODES);
+	CT_CHECK(&E, !td_file_has(E.coord.log, from, "formed"), "the restarted coordinator formed a group anew");
+	CT_CHECK(&E, wait_peer(2, 5000), "version 2 is not committed at PEER_MEM after the restart");
+	printf("coordinator killed and restarted: group 0 and version 2's plan read back from its index\n");
+	replace(1, 4, 0, aargs);
+	return ct_end(&E);
+}
+
 /* rs:4+2 over n1..n6, one rank each: n1 and n2 lost at once (M), both
  * their ranks rebuilt on the spare n7 from the four survivors. */
 static int double_loss(void)
@@ -517,6 +550,8 @@ int main(int argc, char **argv)
 		return double_loss();
 	if (argc > 1 && !strcmp(argv[1], "rebuild"))
 		return rebuild();
+	if (argc > 1 && !strcmp(argv[1], "restart"))
+		return restart();
 	ct_init(&E, "roles-ec", NODES);
 	const char *cargs[] = { "--peer-scheme", "rs:2+1", "--agent-grace", "2s", NULL };
 	ct_start_coord(&E, cargs);
