@@ -22,6 +22,13 @@ uint64_t ckpt_kern_checksum(const void *data, size_t len);
  * price of a memcpy instead of a memcpy plus a pass over the data. */
 uint64_t ckpt_kern_checksum_copy(void *dst, const void *src, size_t len);
 
+/* memcpy with streaming (non-temporal) stores where the CPU has them
+ * (x86-64): for a destination far larger than the caches that is not read
+ * again at once (a snapshot's staging slots, read next by the disk's DMA
+ * and the checksum threads), which plain stores would first read line by
+ * line. The same bytes as memcpy; short copies are plain memcpy. */
+void ckpt_kern_copy_stream(void *dst, const void *src, size_t len);
+
 /* The same checksum cut for several threads: the leaf hashes of len bytes
  * at src, which begin at a leaf's edge of their chunk, into hashes[0..]
  * (one per leaf, the last leaf possibly short); with dst, each leaf is

@@ -188,6 +188,19 @@ int main(void)
 		}
 	}
 	seal_tests(a, c, sizes, sizeof(sizes) / sizeof(sizes[0]));
+	/* The streaming copy: memcpy's bytes at every length and alignment,
+	 * nothing written around them. */
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		for (size_t da = 0; da < 3; da++) {
+			size_t n = sizes[i], doff = da * 7, soff = da * 3;
+			t_fill(a, n + 8, n + 5);
+			memset(c, 0xee, n + 32);
+			ckpt_kern_copy_stream(c + doff, a + soff, n);
+			T_ASSERT(!memcmp(c + doff, a + soff, n));
+			for (size_t k = 0; k < doff; k++)
+				T_ASSERT(c[k] == 0xee);
+			T_ASSERT(c[doff + n] == 0xee && c[doff + n + 15] == 0xee);
+		}
 	/* Same bytes, different length: different checksum (seed = length). */
 	memset(a, 0, 100);
 	T_ASSERT(ckpt_kern_checksum(a, 99) != ckpt_kern_checksum(a, 100));
