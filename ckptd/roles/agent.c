@@ -194,6 +194,8 @@ static int send_hello(ckptd_agent *a)
 	if (hb && (!iv || iv > hb / 4))
 		iv = hb / 4;
 	m.u.agent_hello.beat_ms = hb ? (uint32_t)(iv > UINT32_MAX ? UINT32_MAX : iv) : 0;
+	/* A spare that took a lost node's ranks is a regular node from then on. */
+	m.u.agent_hello.spare = a->cfg->spare && !a->spare_taken ? 1 : 0;
 	int r = ckptd__agent_link_send(a, &m, FWD_IGNORE, 0);
 	if (r == 0)
 		r = send_inventory(a);
@@ -235,6 +237,8 @@ static void on_link(ckptd_server *srv, int fd, uint32_t events, void *arg)
 			ckptd__members_event(a, &m.u.event);
 		} else if (m.type == CKPTD_MSG_EC_PLAN) {
 			ckptd__ec_plan(a, &m.u.ec_plan);
+		} else if (m.type == CKPTD_MSG_SPARE_ASSIGN) {
+			ckptd__prefetch_assign(a, &m.u.spare_assign);
 		} else if (!a->flen) {
 			CKPTD_WARN(a->log, a->cfg->coordinator, NULL, "unexpected %s from the coordinator",
 			           ckptd_msg_name(m.type) ? ckptd_msg_name(m.type) : "message");

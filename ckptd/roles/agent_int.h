@@ -93,6 +93,7 @@ struct ckptd_agent {
 	struct agent_members *members; /* closed connections awaiting their process's end */
 	uint64_t members_tick_ns;    /* the last liveness pass over the ranks */
 	struct agent_ec *ec;         /* the rs:K+M encode (agent_ec.c) */
+	int spare_taken;             /* --spare, and told to take a lost node's ranks: a regular node now */
 };
 
 /* agent_ec.c: the rs:K+M encode (parity held, slices served) */
@@ -213,6 +214,9 @@ void ckptd__agent_emergency(ckptd_agent *a, const ckptd_emergency *e);
 int ckptd__prefetch_start(ckptd_agent *a);
 void ckptd__prefetch_stop(ckptd_agent *a);
 void ckptd__prefetch_register(ckptd_agent *a, const char *job, uint32_t rank);
+/* SPARE_ASSIGN (this agent a spare): the lost node's ranks pulled into this
+ * node's DRAM at once, by the same tasks; SPARE_DONE when all ended. */
+void ckptd__prefetch_assign(ckptd_agent *a, const ckptd_spare_assign *m);
 /* A READ of a shard this agent is fetching for the rank (from a partner or
  * its rs group): held until that ends (at most a few seconds), then
  * answered. Returns 1 if held, 0 if there is nothing to wait for. */

@@ -1,16 +1,22 @@
-/* Prefetch on an agent: when a rank registers here and this node holds no
- * copy of its shard of the job's newest committed version (a rank restarted
- * on a replacement node), the agent copies that shard from a partner's DRAM
- * into this node's pool before the rank asks, so that its restore reads
- * node DRAM. The rank's own restore does not wait for it: asked before the
- * copy is done, it reads the partner itself (restore.c).
+/* Prefetch on an agent: a shard's newest committed version copied into
+ * this node's pool before a rank asks for it, so that its restore reads
+ * node DRAM. Two things start a task, the same one:
+ *  - a rank registers here and this node holds no copy of its shard (a
+ *    rank restarted on a replacement node): its read waits for the task;
+ *  - the coordinator's SPARE_ASSIGN (this agent a spare, --spare): the lost
+ *    node's ranks, before any of them is relaunched here; once every task
+ *    of the assignment ended, SPARE_DONE says how it went.
+ * The sources, in order: a partner's DRAM (PEER_MEM), the rank's rs group
+ * (rebuilt from the survivors, agent_ec.c), the SHARED directory.
  *
- *   loop   ── on REGISTER_RANK: a task, on a thread of its own
- *   thread ── the coordinator (as an agent): the newest committed version,
- *             then the nodes holding a PEER_MEM copy (SEG_WHERE); a partner:
- *             SEGMENT_REQUEST(PEER_READ), pinned there
+ *   loop   ── a task, on a thread of its own
+ *   thread ── the coordinator (as an agent): the newest committed version
+ *             (unless the assignment names it), then the nodes holding a
+ *             PEER_MEM copy (SEG_WHERE); a partner: SEGMENT_REQUEST(PEER_READ),
+ *             pinned there
  *   loop   ── a segment of the job's pool for (job, version, rank)
- *   thread ── fi_read into it, every chunk checked, SEGMENT_RELEASE
+ *   thread ── fi_read into it (or the rebuild, or a read of the SHARED
+ *             file), every chunk checked, SEGMENT_RELEASE
  *   loop   ── the segment done, the copy recorded and reported LOCAL_MEM
  * The thread and the loop hand over through the task's mutex and a pipe. */
 #include "agent_int.h"
@@ -18,19 +24,35 @@
 #include "fabric.h"
 #include "format/format.h"
 #include "format/reader.h"
+#include "format/s3tree.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #define PF_TIMEOUT_MS 10000
 
 enum { PF_QUERY = 0, PF_NEED_SEG, PF_READING, PF_DONE };
+enum { SRC_PARTNER = 1, SRC_RS, SRC_SHARED };
+
+/* A SPARE_ASSIGN: its tasks, and what SPARE_DONE will say. */
+typedef struct pf_assign {
+	struct pf_assign *next;
+	char job[CKPTD_JOB_MAX + 1];
+	char node[CKPTD_NAME_MAX + 1]; /* the lost node */
+	uint64_t epoch, version;
+	uint32_t left, ok;             /* tasks not ended; ranks now in DRAM */
+	uint32_t from[SRC_SHARED + 1]; /* ranks per source */
+	uint64_t bytes, start_ns;
+	char text[CKPTD_TEXT_MAX + 1]; /* the ranks not pulled, and why */
+} pf_assign;
 
 typedef struct pf_task {
 	struct pf_task *next;
@@ -47,7 +69,8 @@ typedef struct pf_task {
 	uint64_t seg_id; /* with mu: 0 until the loop gives one */
 	uint8_t *seg;
 	int refused;     /* with mu: the loop gave none (held already, or no room) */
-	int from_rs;     /* rebuilt from its rs group (else a partner's copy) */
+	int from;        /* SRC_*: where the copy came from */
+	pf_assign *as;   /* the spare's assignment it serves; NULL: a rank registered */
 	char why[1200];
 } pf_task;
 
@@ -64,6 +87,7 @@ typedef struct pf_wait {
 struct agent_prefetch {
 	int pipe[2];
 	pf_task *tasks;
+	pf_assign *assigns;
 	pf_wait *waits;
 	size_t nwaits, capwaits;
 };
@@ -95,9 +119,9 @@ static int ask_coordinator(pf_task *t, ckptd_msg *where)
 		fail(t, "coordinator unreachable: %s", why);
 		return r;
 	}
-	uint64_t start = 0, best = 0;
-	int found = 0;
-	for (;;) {
+	uint64_t start = 0, best = t->version;
+	int found = best != 0, named = found; /* the assignment named it */
+	while (!named) {
 		ckptd_msg m = { .type = CKPTD_MSG_LIST_VERSIONS }, rep;
 		snprintf(m.u.list_versions.job, sizeof(m.u.list_versions.job), "%s", t->job);
 		m.u.list_versions.start = start;
@@ -196,7 +220,10 @@ static int check_image(pf_task *t)
 		t->checksum = s.tail.footer_checksum;
 		t->lineage = s.header.lineage;
 	} else {
-		fail(t, "the partner's copy does not verify: %s", why[0] ? why : ckpt_strerror(r));
+		fail(t, t->from == SRC_SHARED ? "the SHARED copy does not verify: %s"
+		        : t->from == SRC_RS     ? "the rebuilt copy does not verify: %s"
+		                                : "the partner's copy does not verify: %s",
+		     why[0] ? why : ckpt_strerror(r));
 	}
 	ckpt__shard_close(&s);
 	return r;
@@ -288,7 +315,7 @@ static int from_group(pf_task *t)
 			bytes = plan.u.ec_plan.entries[i].bytes;
 	t->bytes = bytes;
 	t->checksum = 0;
-	t->from_rs = 1;
+	t->from = SRC_RS;
 	if (!bytes) {
 		fail(t, "%s", "the rs plan does not list this rank");
 		r = -ENOENT;
@@ -304,6 +331,56 @@ static int from_group(pf_task *t)
 	return r;
 }
 
+/* No partner copy, no rs group: the version's file in the SHARED
+ * directory (--shared-dir), read into our segment, then checked. An object
+ * store is left to the ranks' own restore. */
+static int from_shared(pf_task *t)
+{
+	ckptd_agent *a = t->a;
+	const char *dir = a->cfg->shared_dir;
+	char path[CKPTD_PATH_MAX + 256], prev[sizeof(t->why)];
+	snprintf(prev, sizeof(prev), "%s", t->why);
+	if (!dir || !dir[0] || ckpt__s3tree_is_url(dir)) {
+		if (dir && dir[0])
+			snprintf(t->why, sizeof(t->why), "%.1000s; SHARED is an object store, read by the rank itself", prev);
+		return -ENOENT;
+	}
+	int r = ckpt__shard_path(path, sizeof(path), dir, t->job, t->version, t->rank);
+	int fd = r < 0 ? -1 : open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+		r = fd < 0 && r == 0 ? -errno : -ENOENT;
+		snprintf(t->why, sizeof(t->why), "%.500s; no copy in SHARED (%.400s: %s)", prev, path, ckpt_strerror(r));
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	t->from = SRC_SHARED;
+	t->bytes = (uint64_t)st.st_size; /* bounded by the pool: a larger one gets no segment */
+	t->checksum = 0;
+	if ((r = wait_segment(t)) < 0) {
+		if (!t->refused)
+			fail(t, "%s", "no segment in this node's pool in time");
+	} else {
+		for (uint64_t off = 0; off < t->bytes && r == 0;) {
+			size_t want = t->bytes - off > (64u << 20) ? (64u << 20) : (size_t)(t->bytes - off);
+			ssize_t n = pread(fd, t->seg + off, want, (off_t)off);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				r = n < 0 ? -errno : -EIO;
+				snprintf(t->why, sizeof(t->why), "reading %.900s: %s", path,
+				         n < 0 ? ckpt_strerror(r) : "shorter than it was");
+			}
+			off += n > 0 ? (uint64_t)n : 0;
+		}
+		if (r == 0)
+			r = check_image(t);
+	}
+	close(fd);
+	return r;
+}
+
 static void *pf_main(void *arg)
 {
 	pf_task *t = arg;
@@ -314,11 +391,16 @@ static void *pf_main(void *arg)
 			fail(t, "%s", "no partner holds a copy");
 		/* The first partner that hands over an intact copy; once a segment
 		 * is ours, a later failure keeps it (the loop frees it). */
+		t->from = SRC_PARTNER;
 		for (uint32_t i = 0; i < where.u.partners.count && !ok && !t->refused; i++)
 			ok = from_partner(t, &where.u.partners.entries[i]) == 0;
 		ckptd_msg_free(&where);
 		if (!ok && !t->refused && !t->seg_id)
 			ok = from_group(t) == 0;
+		/* A segment given and then failed keeps its size: a SHARED read
+		 * would need another. */
+		if (!ok && !t->refused && !t->seg_id)
+			ok = from_shared(t) == 0;
 	}
 	pthread_mutex_lock(&t->mu);
 	t->ok = ok;
@@ -379,10 +461,56 @@ void ckptd__prefetch_tick(ckptd_agent *a, uint64_t now)
 		answer_waits(a, NULL, 0, now);
 }
 
+static const char *src_name(int from)
+{
+	return from == SRC_RS ? "its rs group (rebuilt from the survivors, every chunk checked)"
+	     : from == SRC_SHARED ? "SHARED (every chunk checked)" : "partner DRAM";
+}
+
+/* The assignment's last task ended: SPARE_DONE to the coordinator. */
+static void assign_end(ckptd_agent *a, pf_assign *as)
+{
+	struct agent_prefetch *p = a->prefetch;
+	for (pf_assign **pp = &p->assigns; *pp; pp = &(*pp)->next)
+		if (*pp == as) {
+			*pp = as->next;
+			break;
+		}
+	double s = (double)(ckpt__now_ns() - as->start_ns) / 1e9;
+	uint32_t n = as->ok;
+	ckptd_msg m = { .type = CKPTD_MSG_SPARE_DONE };
+	ckptd_spare_done *d = &m.u.spare_done;
+	snprintf(d->job, sizeof(d->job), "%s", as->job);
+	d->epoch = as->epoch;
+	d->version = as->version;
+	d->count = n;
+	d->bytes = as->bytes;
+	uint32_t failed = 0;
+	for (const char *c = as->text; *c; c++)
+		failed += *c == ';';
+	d->code = failed ? ENODATA : 0;
+	if (failed)
+		snprintf(d->text, sizeof(d->text), "%.1000s", as->text);
+	else
+		snprintf(d->text, sizeof(d->text), "%u from partner DRAM, %u from rs groups, %u from SHARED, in %.3f s",
+		         as->from[SRC_PARTNER], as->from[SRC_RS], as->from[SRC_SHARED], s);
+	if (failed)
+		CKPTD_ERROR(a->log, NULL, as->job, "spare for %s (epoch %" PRIu64 "): %u of %u ranks pulled into this "
+		            "node's DRAM in %.3f s; NOT pulled: %s", as->node, as->epoch, n, n + failed, s, as->text);
+	else
+		CKPTD_INFO(a->log, NULL, as->job, "spare for %s (epoch %" PRIu64 "): %u ranks (%" PRIu64 " bytes) of "
+		           "version %" PRIu64 " pulled into this node's DRAM in %.3f s (%s)", as->node, as->epoch, n,
+		           as->bytes, as->version, s, d->text);
+	if (ckptd__agent_link_send(a, &m, FWD_IGNORE, 0) < 0)
+		CKPTD_WARN(a->log, NULL, as->job, "SPARE_DONE not sent: the coordinator link is down");
+	free(as);
+}
+
 static void task_end(ckptd_agent *a, pf_task *t)
 {
 	pthread_join(t->thr, NULL);
 	ckptd_pool *pool = ckptd_jpools_get(a->pools, t->job, NULL);
+	pf_assign *as = t->as;
 	if (t->ok && pool) {
 		ckptd_pool_seg_done(pool, t->seg_id);
 		ckptd_shard_done d = { .version = t->version, .rank = t->rank, .tier = CKPT_TIER_LOCAL_MEM,
@@ -390,23 +518,36 @@ static void task_end(ckptd_agent *a, pf_task *t)
 		snprintf(d.job, sizeof(d.job), "%s", t->job);
 		ckptd__agent_done_push(a, NULL, &d);
 		CKPTD_INFO(a->log, NULL, t->job, "prefetched version %llu rank %u from %s into this node's pool "
-		           "(%llu bytes)", (unsigned long long)t->version, t->rank,
-		           t->from_rs ? "its rs group (rebuilt from the survivors, every chunk checked)" : "partner DRAM",
+		           "(%llu bytes)", (unsigned long long)t->version, t->rank, src_name(t->from),
 		           (unsigned long long)t->bytes);
+		if (as) {
+			as->ok++;
+			as->from[t->from]++;
+			as->bytes += t->bytes;
+			if (!as->version)
+				as->version = t->version;
+		}
 	} else {
 		if (t->seg_id && pool)
 			ckptd_pool_seg_free(pool, t->seg_id);
-		if (t->from_rs)
+		if (t->from == SRC_RS)
 			CKPTD_WARN(a->log, NULL, t->job, "version %llu rank %u not rebuilt from its rs group: %s",
 			           (unsigned long long)t->version, t->rank, t->why[0] ? t->why : "failed");
 		else
 			CKPTD_INFO(a->log, NULL, t->job, "no prefetch of rank %u: %s", t->rank, t->why[0] ? t->why : "failed");
+		if (as) {
+			size_t n = strlen(as->text);
+			snprintf(as->text + n, sizeof(as->text) - n, "%srank %u: %.300s;", n ? " " : "", t->rank,
+			         t->why[0] ? t->why : "failed");
+		}
 	}
 	if (t->has_ref)
 		ckptd_jpools_unref(a->pools, t->job);
 	pthread_mutex_destroy(&t->mu);
 	pthread_cond_destroy(&t->cv);
 	free(t);
+	if (as && --as->left == 0)
+		assign_end(a, as);
 }
 
 /* A task asks for its segment (with t->mu); while the job's pool is being
@@ -465,41 +606,107 @@ void ckptd__prefetch_pool_ready(ckptd_agent *a)
 		on_pipe(a->srv, a->prefetch->pipe[0], 0, a);
 }
 
-void ckptd__prefetch_register(ckptd_agent *a, const char *job, uint32_t rank)
+/* A task for (job, rank), at version (0: the newest committed), serving
+ * as (may be NULL). Returns 0, or -EEXIST (one runs already), -ENOMEM,
+ * -EAGAIN (no thread). */
+static int task_start(ckptd_agent *a, const char *job, uint32_t rank, uint64_t version, pf_assign *as)
 {
-	if (!a->prefetch || a->local)
-		return;
 	for (pf_task *t = a->prefetch->tasks; t; t = t->next)
 		if (t->rank == rank && !strcmp(t->job, job))
-			return;
-	/* A rank that holds DRAM copies here restarted in place: nothing to fetch. */
-	ckptd_pool *pool = ckptd_jpools_get(a->pools, job, NULL);
-	if (pool) {
-		ckptd_seg_info segs[256];
-		size_t n = 0;
-		ckptd_pool_list(pool, segs, 256, &n);
-		for (size_t i = 0; i < n && i < 256; i++)
-			if (segs[i].rank == rank && !strcmp(segs[i].job, job))
-				return;
-	}
+			return -EEXIST;
 	pf_task *t = calloc(1, sizeof(*t));
 	if (!t)
-		return;
+		return -ENOMEM;
 	t->a = a;
 	snprintf(t->job, sizeof(t->job), "%s", job);
 	t->rank = rank;
+	t->version = version;
+	t->as = as;
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
-	/* The pool stays while the copy goes in, even if the rank leaves. */
+	/* The pool stays while the copy goes in, even if the rank leaves; on a
+	 * spare, this reference is what makes the job's pool. */
 	t->has_ref = ckptd_jpools_ref(a->pools, job) == 0;
 	if (pthread_create(&t->thr, NULL, pf_main, t) != 0) {
 		if (t->has_ref)
 			ckptd_jpools_unref(a->pools, job);
+		pthread_mutex_destroy(&t->mu);
+		pthread_cond_destroy(&t->cv);
 		free(t);
-		return;
+		return -EAGAIN;
 	}
 	t->next = a->prefetch->tasks;
 	a->prefetch->tasks = t;
+	return 0;
+}
+
+/* Whether this node's pool holds a DRAM copy of (job, rank). */
+static int holds_rank(ckptd_agent *a, const char *job, uint32_t rank)
+{
+	ckptd_pool *pool = ckptd_jpools_get(a->pools, job, NULL);
+	if (!pool)
+		return 0;
+	ckptd_seg_info segs[256];
+	size_t n = 0;
+	ckptd_pool_list(pool, segs, 256, &n);
+	for (size_t i = 0; i < n && i < 256; i++)
+		if (segs[i].rank == rank && !strcmp(segs[i].job, job))
+			return 1;
+	return 0;
+}
+
+void ckptd__prefetch_register(ckptd_agent *a, const char *job, uint32_t rank)
+{
+	if (!a->prefetch || a->local)
+		return;
+	/* A rank that holds DRAM copies here restarted in place: nothing to fetch. */
+	if (holds_rank(a, job, rank))
+		return;
+	(void)task_start(a, job, rank, 0, NULL);
+}
+
+void ckptd__prefetch_assign(ckptd_agent *a, const ckptd_spare_assign *m)
+{
+	if (!a->prefetch || a->local) {
+		CKPTD_ERROR(a->log, NULL, m->job, "told to take %s's ranks, but this agent cannot prefetch (%s)", m->node,
+		            a->local ? "--role both" : "no --coordinator");
+		return;
+	}
+	a->spare_taken = 1;
+	pf_assign *as = calloc(1, sizeof(*as));
+	if (!as)
+		return;
+	snprintf(as->job, sizeof(as->job), "%s", m->job);
+	snprintf(as->node, sizeof(as->node), "%s", m->node);
+	as->epoch = m->epoch;
+	as->version = m->version;
+	as->start_ns = ckpt__now_ns();
+	as->next = a->prefetch->assigns;
+	a->prefetch->assigns = as;
+	as->left = 1; /* held while the tasks start: one that ends at once must not end the assignment */
+	CKPTD_INFO(a->log, NULL, m->job, "spare: taking %s's %u rank(s) (epoch %" PRIu64 "): pulling version %" PRIu64
+	           " into this node's DRAM", m->node, m->count, m->epoch, m->version);
+	for (uint32_t i = 0; i < m->count; i++) {
+		uint32_t rank = m->entries[i].rank;
+		int r = holds_rank(a, m->job, rank) ? -EALREADY : task_start(a, m->job, rank, m->version, as);
+		pf_task *t = NULL;
+		if (r == -EEXIST) /* a rank registered here first: its task serves the assignment too */
+			for (t = a->prefetch->tasks; t && (t->rank != rank || strcmp(t->job, m->job)); t = t->next)
+				;
+		if (r == 0 || (t && !t->as)) {
+			if (t)
+				t->as = as;
+			as->left++;
+		} else if (r == -EALREADY) {
+			as->ok++;
+		} else {
+			size_t n = strlen(as->text);
+			snprintf(as->text + n, sizeof(as->text) - n, "%srank %u: %s;", n ? " " : "", rank,
+			         r == -EEXIST ? "another assignment's fetch runs already" : ckpt_strerror(r));
+		}
+	}
+	if (--as->left == 0)
+		assign_end(a, as);
 }
 
 int ckptd__prefetch_start(ckptd_agent *a)
@@ -540,6 +747,11 @@ void ckptd__prefetch_stop(ckptd_agent *a)
 		pthread_mutex_destroy(&t->mu);
 		pthread_cond_destroy(&t->cv);
 		free(t);
+	}
+	while (p->assigns) {
+		pf_assign *as = p->assigns;
+		p->assigns = as->next;
+		free(as);
 	}
 	close(p->pipe[0]);
 	close(p->pipe[1]);

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum cfg_type { T_PATH, T_NAME, T_TCP_ADDR, T_SOCKET, T_ROLE, T_SIZE, T_SIZE0, T_COUNT, T_DURATION, T_LOGLEVEL, T_UINT, T_URL, T_SCHEME };
+enum cfg_type { T_PATH, T_NAME, T_TCP_ADDR, T_SOCKET, T_ROLE, T_SIZE, T_SIZE0, T_COUNT, T_DURATION, T_LOGLEVEL, T_UINT, T_URL, T_SCHEME, T_BOOL };
 
 typedef struct cfg_entry {
 	const char *name; /* flag without "--", and config-file key */
@@ -77,6 +77,7 @@ static const cfg_entry table[] = {
 	{ "health-proc", T_PATH, F(health_proc), "/proc", "CKPT_HEALTH_PROC", "agent: where it reads the node's CPU, pressure and disk figures and its ranks' cgroups, for straggler evidence" },
 	{ "health-cgroup", T_PATH, F(health_cgroup), "/sys/fs/cgroup", "CKPT_HEALTH_CGROUP", "agent: the cgroup v2 tree its ranks' CPU throttling is read from" },
 	{ "health-kmsg", T_PATH, F(health_kmsg), "/dev/kmsg", "CKPT_HEALTH_KMSG", "agent: the kernel log it reads OOM kills and hardware errors from (needs root or CAP_SYSLOG)" },
+	{ "spare", T_BOOL, F(spare), "false", "CKPT_SPARE", "agent: a spare node: it holds no ranks and is no partner until the coordinator, deciding a node lost, tells it to take that node's ranks; it then pulls their newest committed versions into its DRAM (from partner DRAM, an rs group, or --shared-dir) before they are relaunched here, and becomes a regular node (docs/operations.md, \"Spares\"). `--spare` alone means true" },
 	{ "peer-pool-size", T_SIZE0, F(peer_pool_size), "0", "CKPT_PEER_POOL_SIZE", "agent: DRAM for partner nodes' copies (PEER_MEM), registered with libfabric at the --listen host; needs --listen (0: this node keeps none). The provider is CKPT_FABRIC_PROVIDER's, else libfabric's choice" },
 	{ "peer-scheme", T_SCHEME, F(peer_scheme), "partner", "CKPT_PEER_SCHEME", "coordinator: how PEER_MEM protects a shard: partner (full copies, --peer-replicas) or rs:K+M (Reed-Solomon groups of K+M nodes, at most one per failure domain of any kind, that survive any M lost; nodes left out of a group keep partner copies)" },
 	{ "peer-replicas", T_UINT, F(peer_replicas), "1", "CKPT_PEER_REPLICAS", "coordinator: copies of each shard kept in other nodes' DRAM, on nodes of other failure domains first (0: none)" },
@@ -188,6 +189,15 @@ static int set_field(ckptd_config *cfg, const cfg_entry *e, const char *v, const
 		if (!isdigit((unsigned char)v[strlen(v) - 1]) || ckpt__parse_size(v, &u) < 0 || u > 1000000000)
 			return -EINVAL;
 		*(uint32_t *)base = (uint32_t)u;
+		return 0;
+	case T_BOOL:
+		*expect = "true or false (also 1, 0, yes, no, on, off)";
+		if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "on"))
+			*(uint32_t *)base = 1;
+		else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "off"))
+			*(uint32_t *)base = 0;
+		else
+			return -EINVAL;
 		return 0;
 	case T_LOGLEVEL:
 		*expect = "error, warn, info, debug or trace";
@@ -348,6 +358,8 @@ int ckptd_config_parse(ckptd_config *cfg, int argc, char **argv, char *err, size
 		const char *v;
 		if (eq)
 			v = eq + 1;
+		else if (e->type == T_BOOL) /* --spare alone: a switch */
+			v = "true";
 		else if (i + 1 < argc)
 			v = argv[++i];
 		else {
@@ -421,6 +433,9 @@ void ckptd_config_print(const ckptd_config *cfg, FILE *out)
 		case T_COUNT:
 		case T_UINT:
 			snprintf(v, sizeof(v), "%u", *(const uint32_t *)base);
+			break;
+		case T_BOOL:
+			snprintf(v, sizeof(v), "%s", *(const uint32_t *)base ? "true" : "false");
 			break;
 		case T_LOGLEVEL:
 			snprintf(v, sizeof(v), "%s", ckpt__log_level_name(*(const int *)base));

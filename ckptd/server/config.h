@@ -62,6 +62,7 @@ typedef struct ckptd_config {
 	uint32_t straggler_windows;   /* judgements in a row that make a straggler persistent (0: never) */
 	char *health_proc, *health_cgroup, *health_kmsg; /* agent: where the node's health is read; NULL: the defaults */
 	uint64_t mtbf_ms;             /* coordinator: the jobs' MTBF for interval advice; 0: observed */
+	uint32_t spare;          /* agent: a spare (--spare): no ranks until told to take a lost node's */
 	uint64_t peer_pool_size; /* agent: DRAM for partners' copies (PEER_MEM), bytes; 0: none */
 	uint32_t peer_replicas;  /* coordinator: partner copies of each shard */
 	char *peer_scheme;       /* coordinator: "partner" or "rs:K+M" (checked by ckpt_ec_scheme_parse) */

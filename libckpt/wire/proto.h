@@ -33,7 +33,7 @@ extern "C" {
 /* ---------------------------------------------------------------- limits */
 
 #define CKPTD_PROTO_MAJOR 1
-#define CKPTD_PROTO_MINOR 5
+#define CKPTD_PROTO_MINOR 6
 /* A version as one number, for fields and the auth transcript. */
 #define CKPTD_VERSION_PACK(major, minor) (((uint32_t)(major) << 16) | (uint32_t)(minor))
 #define CKPTD_VERSION_MAJOR_OF(v) ((uint32_t)(v) >> 16)
@@ -121,6 +121,11 @@ typedef enum ckptd_msg_type {
 	/* 1.5: the peer tier's rs:K+M encode */
 	CKPTD_MSG_EC_PLAN = 96,
 	CKPTD_MSG_EC_DONE = 97,
+	/* 1.6: spares and the recovery timeline (100-103) */
+	CKPTD_MSG_SPARE_ASSIGN = 100,
+	CKPTD_MSG_SPARE_DONE = 101,
+	CKPTD_MSG_RECOVERIES = 102,
+	CKPTD_MSG_RECOVERIES_REPLY = 103,
 } ckptd_msg_type;
 
 /* Field wire types. */
@@ -175,6 +180,10 @@ enum {
 	/* 1.5: membership and failure decisions (tags 128 and up) */
 	CKPTD_TAG_EPOCH = 128, CKPTD_TAG_KIND, CKPTD_TAG_FOLLOW, CKPTD_TAG_BEAT_MS, CKPTD_TAG_SILENT_NS,
 	CKPTD_TAG_EPOCHS, CKPTD_TAG_RANKS,
+	/* 1.6: spares and the recovery timeline (tags 192 and up) */
+	CKPTD_TAG_SPARE = 192, CKPTD_TAG_SPARE_NODE, CKPTD_TAG_RECOVERIES, CKPTD_TAG_FAILED_NS, CKPTD_TAG_DETECTED_NS,
+	CKPTD_TAG_CHOSEN_NS, CKPTD_TAG_READY_NS, CKPTD_TAG_REGISTERED_NS, CKPTD_TAG_RESTORED_NS, CKPTD_TAG_FIRST_STEP_NS,
+	CKPTD_TAG_PROTECTED_NS,
 };
 
 /* GC.keep_dram / keep_disk: no limit. */
@@ -581,6 +590,8 @@ typedef struct ckptd_status_reply {
 	ckptd_group_member *members;
 	uint32_t nepochs;    /* optional (1.5): per job, its membership epoch and last failure */
 	struct ckptd_job_epoch *epochs;
+	uint32_t nrecoveries; /* optional (1.6): per job, its newest recovery (the spare, when protected again) */
+	struct ckptd_recovery *recoveries;
 } ckptd_status_reply;
 
 typedef struct ckptd_agent_hello {
@@ -595,6 +606,7 @@ typedef struct ckptd_agent_hello {
 	char sw[CKPTD_NAME_MAX + 1];
 	char power[CKPTD_NAME_MAX + 1];
 	uint32_t beat_ms; /* optional (1.5): it heartbeats this often (--heartbeat-interval) */
+	uint32_t spare;   /* optional (1.6): 1: a spare (--spare), holding no ranks until told to take a lost node's */
 } ckptd_agent_hello;
 
 /* PARTNERS (1.2). Coordinator -> agent: the nodes this node's ranks
@@ -787,6 +799,11 @@ enum {
 	CKPTD_FAIL_RANK_DIED = 1,
 	CKPTD_FAIL_NODE_LOST = 2, /* its agent's connection closed, or it was silent past --failure-timeout */
 	CKPTD_FAIL_RANK_HUNG = 3,
+	/* 1.6: what follows a failure (EVENT.kind only; EPOCH the failure's) */
+	CKPTD_FAIL_SPARE_CHOSEN = 4, /* NODE: the spare told to take the lost node's ranks */
+	CKPTD_FAIL_SPARE_READY = 5,  /* NODE: the spare; CODE 0: their state is in its DRAM, else why not */
+	CKPTD_FAIL_NO_SPARE = 6,     /* NODE: the lost node; no spare could take it */
+	CKPTD_FAIL_RECOVERED = 7,    /* NODE: the failed node; its ranks took a step again (the timeline) */
 };
 
 typedef struct ckptd_member {
@@ -844,6 +861,69 @@ typedef struct ckptd_job_epoch {
 	uint64_t time_ns;
 	char ranks[CKPTD_TEXT_MAX + 1]; /* the ranks, "0,2-5", for display (cut at CKPTD_TEXT_MAX with "...") */
 } ckptd_job_epoch;
+
+/* ---- 1.6: spares and the recovery timeline ---- */
+
+/* SPARE_ASSIGN (1.6), coordinator -> a spare's agent: take over the ranks
+ * of job that ran on the lost node: pull their newest committed version
+ * into this node's DRAM now, before they are relaunched here. Answered,
+ * once every rank's pull ended, by SPARE_DONE. */
+typedef struct ckptd_spare_rank {
+	uint32_t rank;
+	uint64_t bytes; /* optional: its shard image of the version, as recorded */
+} ckptd_spare_rank;
+typedef struct ckptd_spare_assign {
+	char job[CKPTD_JOB_MAX + 1];
+	char node[CKPTD_NAME_MAX + 1]; /* the lost node */
+	uint64_t epoch;                /* the failure's membership epoch, > 0 */
+	uint64_t version;              /* optional: the job's newest committed version (0: none known: ask) */
+	uint32_t count;                /* 1..CKPTD_MAX_LIST */
+	ckptd_spare_rank *entries;
+} ckptd_spare_assign;
+
+/* SPARE_DONE (1.6), the spare's agent -> coordinator: the pulls of an
+ * assignment ended; code 0: every rank's state is in this node's DRAM. */
+typedef struct ckptd_spare_done {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t epoch;
+	uint64_t version;  /* optional: the version pulled */
+	uint32_t code;     /* optional: 0 every rank pulled, else an errno value */
+	uint32_t count;    /* optional: ranks now in this node's DRAM */
+	uint64_t bytes;    /* optional: their bytes */
+	char text[CKPTD_TEXT_MAX + 1]; /* optional: where each came from, or why not */
+} ckptd_spare_done;
+
+/* RECOVERIES (1.6), tool -> coordinator: the kept recoveries of a job
+ * (every job's: ""), answered by RECOVERIES_REPLY. */
+typedef struct ckptd_recoveries {
+	char job[CKPTD_JOB_MAX + 1];
+} ckptd_recoveries;
+
+/* One recovery: a failure decision and what followed, each phase's end as
+ * CLOCK_REALTIME ns (0: not reached, or not part of this recovery). */
+typedef struct ckptd_recovery {
+	char job[CKPTD_JOB_MAX + 1];
+	uint64_t epoch;                      /* the failure's */
+	uint32_t kind;                       /* CKPTD_FAIL_RANK_DIED..RANK_HUNG */
+	char node[CKPTD_NAME_MAX + 1];       /* the failed node */
+	char spare[CKPTD_NAME_MAX + 1];      /* optional: the spare that took it */
+	char ranks[CKPTD_TEXT_MAX + 1];      /* optional: its ranks, "0,2-5" */
+	uint64_t failed_ns;                  /* the last sign of life of what failed */
+	uint64_t detected_ns;                /* the decision */
+	uint64_t chosen_ns, ready_ns;        /* optional: the spare chosen; its state in the spare's DRAM */
+	uint64_t registered_ns, restored_ns; /* optional: every rank registered again; every rank restored */
+	uint64_t first_step_ns;              /* optional: every rank's first step reported */
+	uint64_t protected_ns;               /* optional: a newer version committed at PEER_MEM */
+	uint64_t bytes;                      /* optional: state pulled onto the spare */
+	uint32_t code;                       /* optional: the spare's pull failed (errno value) or none was free */
+	char text[CKPTD_TEXT_MAX + 1];       /* optional: why, for humans */
+} ckptd_recovery;
+
+typedef struct ckptd_recoveries_reply {
+	char job[CKPTD_JOB_MAX + 1];
+	uint32_t count;
+	ckptd_recovery *entries;
+} ckptd_recoveries_reply;
 /* EC_PLAN (1.5): coordinator -> every member of an rs:K+M group, once a
  * version is committed at LOCAL_MEM: the version's instances
  * (ckptd/coord/ecplan.h) and who holds what. The recipient, member
@@ -940,6 +1020,10 @@ typedef struct ckptd_msg {
 		ckptd_event event;
 		ckptd_ec_plan ec_plan;
 		ckptd_ec_done ec_done;
+		ckptd_spare_assign spare_assign;
+		ckptd_spare_done spare_done;
+		ckptd_recoveries recoveries;
+		ckptd_recoveries_reply recoveries_reply;
 	} u;
 } ckptd_msg;
 

@@ -567,6 +567,85 @@ static const ckptd__field f_job_epoch[] = {
 	F_STR(ckptd_job_epoch, ranks, CKPTD_TAG_RANKS, OPT, CK_TEXT),
 };
 static const ckptd__schema s_job_epoch = SCHEMA(ckptd_job_epoch, f_job_epoch, check_job_epoch);
+/* ---- 1.6: spares and the recovery timeline ---- */
+static const char *check_recovery(const void *r)
+{
+	const ckptd_recovery *e = r;
+	if (!e->epoch)
+		return "epoch 0";
+	const char *k = check_kind(e->kind);
+	if (k)
+		return k;
+	/* Each phase ends at or after the one before it (0: not reached). */
+	const uint64_t t[] = { e->failed_ns, e->detected_ns, e->chosen_ns, e->ready_ns, e->registered_ns,
+	                       e->restored_ns, e->first_step_ns };
+	uint64_t last = 0;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		if (t[i] && t[i] < last)
+			return "a recovery phase ends before the one before it";
+		if (t[i])
+			last = t[i];
+	}
+	return e->detected_ns && e->failed_ns <= e->detected_ns ? NULL : "recovery without its detection";
+}
+static const ckptd__field f_recovery[] = {
+	F_U32(ckptd_recovery, code, CKPTD_TAG_CODE, OPT),
+	F_STR(ckptd_recovery, text, CKPTD_TAG_TEXT, OPT, CK_TEXT),
+	F_STR(ckptd_recovery, job, CKPTD_TAG_JOB, OPT, CK_JOB),
+	F_U64(ckptd_recovery, bytes, CKPTD_TAG_BYTES, OPT),
+	F_STR(ckptd_recovery, node, CKPTD_TAG_NODE, REQ, CK_NAME),
+	F_U64(ckptd_recovery, epoch, CKPTD_TAG_EPOCH, REQ),
+	F_U32(ckptd_recovery, kind, CKPTD_TAG_KIND, REQ),
+	F_STR(ckptd_recovery, ranks, CKPTD_TAG_RANKS, OPT, CK_TEXT),
+	F_STR(ckptd_recovery, spare, CKPTD_TAG_SPARE_NODE, OPT, CK_NAME),
+	F_U64(ckptd_recovery, failed_ns, CKPTD_TAG_FAILED_NS, REQ),
+	F_U64(ckptd_recovery, detected_ns, CKPTD_TAG_DETECTED_NS, REQ),
+	F_U64(ckptd_recovery, chosen_ns, CKPTD_TAG_CHOSEN_NS, OPT),
+	F_U64(ckptd_recovery, ready_ns, CKPTD_TAG_READY_NS, OPT),
+	F_U64(ckptd_recovery, registered_ns, CKPTD_TAG_REGISTERED_NS, OPT),
+	F_U64(ckptd_recovery, restored_ns, CKPTD_TAG_RESTORED_NS, OPT),
+	F_U64(ckptd_recovery, first_step_ns, CKPTD_TAG_FIRST_STEP_NS, OPT),
+	F_U64(ckptd_recovery, protected_ns, CKPTD_TAG_PROTECTED_NS, OPT),
+};
+static const ckptd__schema s_recovery = SCHEMA(ckptd_recovery, f_recovery, check_recovery);
+static const ckptd__field f_spare_rank[] = {
+	F_U32(ckptd_spare_rank, rank, CKPTD_TAG_RANK, REQ),
+	F_U64(ckptd_spare_rank, bytes, CKPTD_TAG_BYTES, OPT),
+};
+static const ckptd__schema s_spare_rank = SCHEMA(ckptd_spare_rank, f_spare_rank, NULL);
+static const ckptd__field f_spare_assign[] = {
+	F_STR(ckptd_spare_assign, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_spare_assign, version, CKPTD_TAG_VERSION, OPT),
+	F_LIST(ckptd_spare_assign, entries, count, CKPTD_TAG_ENTRIES, s_spare_rank),
+	F_STR(ckptd_spare_assign, node, CKPTD_TAG_NODE, REQ, CK_NAME),
+	F_U64(ckptd_spare_assign, epoch, CKPTD_TAG_EPOCH, REQ),
+};
+static const char *check_spare_assign(const void *r)
+{
+	const ckptd_spare_assign *m = r;
+	return !m->epoch ? "epoch 0" : !m->count ? "an assignment of no ranks" : NULL;
+}
+static const ckptd__field f_spare_done[] = {
+	F_U32(ckptd_spare_done, code, CKPTD_TAG_CODE, OPT),
+	F_STR(ckptd_spare_done, text, CKPTD_TAG_TEXT, OPT, CK_TEXT),
+	F_STR(ckptd_spare_done, job, CKPTD_TAG_JOB, REQ, CK_JOB),
+	F_U64(ckptd_spare_done, version, CKPTD_TAG_VERSION, OPT),
+	F_U64(ckptd_spare_done, bytes, CKPTD_TAG_BYTES, OPT),
+	F_U32(ckptd_spare_done, count, CKPTD_TAG_COUNT, OPT),
+	F_U64(ckptd_spare_done, epoch, CKPTD_TAG_EPOCH, REQ),
+};
+static const char *check_spare_done(const void *r)
+{
+	const ckptd_spare_done *m = r;
+	return m->epoch ? NULL : "epoch 0";
+}
+static const ckptd__field f_recoveries[] = {
+	F_STR(ckptd_recoveries, job, CKPTD_TAG_JOB, OPT, CK_JOB),
+};
+static const ckptd__field f_recoveries_reply[] = {
+	F_STR(ckptd_recoveries_reply, job, CKPTD_TAG_JOB, OPT, CK_JOB),
+	F_LIST(ckptd_recoveries_reply, entries, count, CKPTD_TAG_ENTRIES, s_recovery),
+};
 static const ckptd__field f_status_reply[] = {
 	F_STR(ckptd_status_reply, node, CKPTD_TAG_NODE, REQ, CK_NAME),
 	F_U32(ckptd_status_reply, roles, CKPTD_TAG_ROLES, REQ),
@@ -581,6 +660,7 @@ static const ckptd__field f_status_reply[] = {
 	F_LIST(ckptd_status_reply, groups, ngroups, CKPTD_TAG_GROUPS, s_group_info),
 	F_LIST(ckptd_status_reply, members, nmembers, CKPTD_TAG_MEMBERS, s_group_member),
 	F_LIST(ckptd_status_reply, epochs, nepochs, CKPTD_TAG_EPOCHS, s_job_epoch),
+	F_LIST(ckptd_status_reply, recoveries, nrecoveries, CKPTD_TAG_RECOVERIES, s_recovery),
 };
 static const ckptd__field f_agent_hello[] = {
 	F_STR(ckptd_agent_hello, node, CKPTD_TAG_NODE, REQ, CK_NAME),
@@ -592,6 +672,7 @@ static const ckptd__field f_agent_hello[] = {
 	F_STR(ckptd_agent_hello, sw, CKPTD_TAG_SWITCH_DOMAIN, OPT, CK_NAME),
 	F_STR(ckptd_agent_hello, power, CKPTD_TAG_POWER_DOMAIN, OPT, CK_NAME),
 	F_U32(ckptd_agent_hello, beat_ms, CKPTD_TAG_BEAT_MS, OPT),
+	F_U32(ckptd_agent_hello, spare, CKPTD_TAG_SPARE, OPT),
 };
 static const ckptd__field f_partner[] = {
 	F_STR(ckptd_partner, node, CKPTD_TAG_NODE, REQ, CK_NAME),
@@ -791,7 +872,10 @@ static const char *check_events(const void *r)
 static const char *check_event(const void *r)
 {
 	const ckptd_event *e = r;
-	return e->epoch ? check_kind(e->kind) : "epoch 0";
+	if (!e->epoch)
+		return "epoch 0";
+	/* 1.6: what follows a failure */
+	return e->kind >= CKPTD_FAIL_SPARE_CHOSEN && e->kind <= CKPTD_FAIL_RECOVERED ? NULL : check_kind(e->kind);
 }
 static const ckptd__field f_event[] = {
 	F_STR(ckptd_event, job, CKPTD_TAG_JOB, OPT, CK_JOB),
@@ -857,6 +941,10 @@ static const ckptd__msgdef msgdefs[] = {
 	{ CKPTD_MSG_EVENT, "EVENT", SCHEMA(ckptd_event, f_event, check_event) },
 	{ CKPTD_MSG_EC_PLAN, "EC_PLAN", SCHEMA(ckptd_ec_plan, f_ec_plan, check_ec_plan) },
 	{ CKPTD_MSG_EC_DONE, "EC_DONE", SCHEMA(ckptd_ec_done, f_ec_done, NULL) },
+	{ CKPTD_MSG_SPARE_ASSIGN, "SPARE_ASSIGN", SCHEMA(ckptd_spare_assign, f_spare_assign, check_spare_assign) },
+	{ CKPTD_MSG_SPARE_DONE, "SPARE_DONE", SCHEMA(ckptd_spare_done, f_spare_done, check_spare_done) },
+	{ CKPTD_MSG_RECOVERIES, "RECOVERIES", SCHEMA(ckptd_recoveries, f_recoveries, NULL), CKPTD__JOB_OWN_OR_EMPTY },
+	{ CKPTD_MSG_RECOVERIES_REPLY, "RECOVERIES_REPLY", SCHEMA(ckptd_recoveries_reply, f_recoveries_reply, NULL) },
 };
 
 const ckptd__msgdef *ckptd__msg_at(size_t i)

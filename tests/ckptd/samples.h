@@ -22,6 +22,7 @@ static const uint16_t t_types[] = {
 	CKPTD_MSG_EVIDENCE_REQUEST, CKPTD_MSG_NODE_EVIDENCE, CKPTD_MSG_STRAGGLERS, CKPTD_MSG_STRAGGLERS_REPLY,
 	CKPTD_MSG_RANKS, CKPTD_MSG_RANK_LEAVE, CKPTD_MSG_EVENTS, CKPTD_MSG_EVENT,
 	CKPTD_MSG_EC_PLAN, CKPTD_MSG_EC_DONE, CKPTD_MSG_HEARTBEAT, /* appended: seed names keep their index */
+	CKPTD_MSG_SPARE_ASSIGN, CKPTD_MSG_SPARE_DONE, CKPTD_MSG_RECOVERIES, CKPTD_MSG_RECOVERIES_REPLY,
 };
 #define T_NTYPES (sizeof(t_types) / sizeof(t_types[0]))
 
@@ -43,7 +44,10 @@ typedef struct t_store {
 	ckptd_job_epoch je[2];
 	ckptd_ec_node en[3];
 	ckptd_ec_src es[4];
+	ckptd_spare_rank sr[3];
+	ckptd_recovery rc[2];
 } t_store;
+
 
 
 /* A string of n characters c (n < cap). */
@@ -51,6 +55,32 @@ static inline void t_str(char *dst, size_t n, char c)
 {
 	memset(dst, c, n);
 	dst[n] = '\0';
+}
+
+/* A recovery: every phase reached and every field set (full), or the
+ * required ones (a rank that died, detected 1.5 s after it did). */
+static inline void t_recovery(ckptd_recovery *e, const char *job, int full, uint64_t epoch)
+{
+	memset(e, 0, sizeof(*e));
+	e->epoch = epoch;
+	e->kind = full ? CKPTD_FAIL_NODE_LOST : CKPTD_FAIL_RANK_DIED;
+	t_str(e->node, full ? CKPTD_NAME_MAX : 1, 'l');
+	e->failed_ns = 1800000000000000000ull;
+	e->detected_ns = e->failed_ns + 1500000000ull;
+	if (!full)
+		return;
+	snprintf(e->job, sizeof(e->job), "%s", job);
+	snprintf(e->spare, sizeof(e->spare), "spare-node-7");
+	snprintf(e->ranks, sizeof(e->ranks), "0,2-5");
+	e->chosen_ns = e->detected_ns + 1000;
+	e->ready_ns = e->chosen_ns + 900000000ull;
+	e->registered_ns = e->ready_ns + 2000000000ull;
+	e->restored_ns = e->registered_ns + 400000000ull;
+	e->first_step_ns = e->restored_ns + 100000000ull;
+	e->protected_ns = e->first_step_ns + 3000000000ull;
+	e->bytes = 5ull << 30;
+	e->code = ENOENT;
+	t_str(e->text, CKPTD_TEXT_MAX, 'r');
 }
 
 /* A straggler's node evidence: every field set (full), or the required ones. */
@@ -259,6 +289,10 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 			st->je[i].time_ns = 1800000000000000000ull;
 		}
 		t_str(st->je[0].ranks, CKPTD_TEXT_MAX, '7');
+		m->u.status_reply.nrecoveries = full ? 2 : 0;
+		m->u.status_reply.recoveries = st->rc;
+		for (int i = 0; i < 2; i++)
+			t_recovery(&st->rc[i], job, !i, 7u + (uint64_t)i);
 		break;
 	case CKPTD_MSG_RANKS:
 		snprintf(m->u.ranks.job, sizeof(m->u.ranks.job), "%s", job);
@@ -301,6 +335,7 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 			snprintf(m->u.agent_hello.sw, sizeof(m->u.agent_hello.sw), "tor-3");
 			snprintf(m->u.agent_hello.power, sizeof(m->u.agent_hello.power), "pdu-a");
 			m->u.agent_hello.beat_ms = 250;
+			m->u.agent_hello.spare = 1;
 		}
 		m->u.agent_hello.pool_bytes = full ? (256ull << 30) : 0;
 		break;
@@ -556,6 +591,39 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 		break;
 	case CKPTD_MSG_HEARTBEAT:
 		m->u.heartbeat.seq = full ? UINT32_MAX : 0;
+		break;
+	case CKPTD_MSG_SPARE_ASSIGN:
+		snprintf(m->u.spare_assign.job, sizeof(m->u.spare_assign.job), "%s", job);
+		t_str(m->u.spare_assign.node, full ? CKPTD_NAME_MAX : 1, 'l');
+		m->u.spare_assign.epoch = full ? UINT64_MAX : 1;
+		m->u.spare_assign.version = full ? 4200 : 0;
+		m->u.spare_assign.count = full ? 3 : 1;
+		m->u.spare_assign.entries = st->sr;
+		for (uint32_t i = 0; i < 3; i++)
+			st->sr[i] = (ckptd_spare_rank){ full ? 16380 + i : 0, full ? (1ull << 30) + i : 0 };
+		break;
+	case CKPTD_MSG_SPARE_DONE:
+		snprintf(m->u.spare_done.job, sizeof(m->u.spare_done.job), "%s", job);
+		m->u.spare_done.epoch = full ? 77 : 1;
+		if (full) {
+			m->u.spare_done.version = 4200;
+			m->u.spare_done.code = ENODATA;
+			m->u.spare_done.count = 2;
+			m->u.spare_done.bytes = 2ull << 30;
+			t_str(m->u.spare_done.text, CKPTD_TEXT_MAX, 's');
+		}
+		break;
+	case CKPTD_MSG_RECOVERIES:
+		if (full)
+			snprintf(m->u.recoveries.job, sizeof(m->u.recoveries.job), "%s", job);
+		break;
+	case CKPTD_MSG_RECOVERIES_REPLY:
+		if (full)
+			snprintf(m->u.recoveries_reply.job, sizeof(m->u.recoveries_reply.job), "%s", job);
+		m->u.recoveries_reply.count = full ? 2 : 0;
+		m->u.recoveries_reply.entries = st->rc;
+		for (int i = 0; i < 2; i++)
+			t_recovery(&st->rc[i], job, !i, 3u + (uint64_t)i);
 		break;
 	case CKPTD_MSG_PEER_COMMIT:
 		m->u.peer_commit.segment_id = full ? 99 : 0;

@@ -564,6 +564,32 @@ static void test_encoder_checks(void)
 	m.type = 999;
 	T_ERR(ckptd_msg_encode(&m, buf, sizeof(buf), &len), -EINVAL);
 	T_ERR(ckptd_msg_encode(NULL, buf, sizeof(buf), &len), -EINVAL);
+	/* 1.6: an assignment names ranks and an epoch; a recovery's phases end
+	 * in order, after its detection; EVENT's new kinds go, others not. */
+	t_sample(&m, &st, CKPTD_MSG_SPARE_ASSIGN, 0);
+	T_OK(ckptd_msg_encode(&m, buf, sizeof(buf), &len));
+	m.u.spare_assign.count = 0;
+	T_ERR(ckptd_msg_encode(&m, buf, sizeof(buf), &len), -EINVAL);
+	t_sample(&m, &st, CKPTD_MSG_SPARE_ASSIGN, 0);
+	m.u.spare_assign.epoch = 0;
+	T_ERR(ckptd_msg_encode(&m, buf, sizeof(buf), &len), -EINVAL);
+	t_sample(&m, &st, CKPTD_MSG_RECOVERIES_REPLY, 0);
+	T_OK(ckptd_msg_encode(&m, buf, sizeof(buf), &len));
+	st.rc[0].registered_ns = st.rc[0].ready_ns - 1;
+	T_ERR(ckptd_msg_encode(&m, buf, sizeof(buf), &len), -EINVAL);
+	t_sample(&m, &st, CKPTD_MSG_RECOVERIES_REPLY, 0);
+	st.rc[1].failed_ns = st.rc[1].detected_ns + 1;
+	T_ERR(ckptd_msg_encode(&m, buf, sizeof(buf), &len), -EINVAL);
+	t_sample(&m, &st, CKPTD_MSG_RECOVERIES_REPLY, 0);
+	st.rc[0].chosen_ns = 0; /* a phase not part of it: skipped */
+	T_OK(ckptd_msg_encode(&m, buf, sizeof(buf), &len));
+	st.rc[0].kind = CKPTD_FAIL_SPARE_CHOSEN; /* not a failure */
+	T_ERR(ckptd_msg_encode(&m, buf, sizeof(buf), &len), -EINVAL);
+	t_sample(&m, &st, CKPTD_MSG_EVENT, 1);
+	m.u.event.kind = CKPTD_FAIL_RECOVERED;
+	T_OK(ckptd_msg_encode(&m, buf, sizeof(buf), &len));
+	m.u.event.kind = CKPTD_FAIL_RECOVERED + 1;
+	T_ERR(ckptd_msg_encode(&m, buf, sizeof(buf), &len), -EINVAL);
 	T_ASSERT(ckpt__job_valid("ok-job_1.2") == 0);
 	T_ASSERT(ckpt__job_valid(".x") == -CKPT_ENAME && ckpt__job_valid(NULL) == -CKPT_ENAME);
 }
