@@ -386,7 +386,9 @@ static void *pf_main(void *arg)
 	pf_task *t = arg;
 	ckptd_msg where;
 	int ok = 0;
-	if (ask_coordinator(t, &where) == 0) {
+	if (t->as && ckpt__fault(&t->a->faults, "agent.spare_pull") < 0)
+		fail(t, "%s", "fault agent.spare_pull armed");
+	else if (ask_coordinator(t, &where) == 0) {
 		if (!where.u.partners.count)
 			fail(t, "%s", "no partner holds a copy");
 		/* The first partner that hands over an intact copy; once a segment

@@ -85,7 +85,8 @@ void ckptd__coord_groups_free(ckptd_coordinator *c)
 
 static int eligible(ckptd_coordinator *c, const peer *p)
 {
-	return p && p->up && !p->degraded && p->peer_bytes > 0 && !ckptd_emerg_excluded(c->emerg, p->node);
+	return p && p->up && !p->degraded && p->peer_bytes > 0 && !p->spare && /* a free spare: none yet */
+	       !ckptd_emerg_excluded(c->emerg, p->node);
 }
 
 /* Down past --agent-grace: its copies dropped. */

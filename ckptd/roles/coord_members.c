@@ -127,14 +127,9 @@ static int sub_wants(const sub *s, const char *job)
 	return !s->job[0] || !strcmp(s->job, job);
 }
 
-/* A decision: the job's next epoch, and everyone told. */
-static void decide(ckptd_coordinator *c, const char *job, uint32_t kind, const char *node, const ckptd_member *m,
-                   uint32_t n, uint64_t silent_ns, const char *why)
+/* The ring's next slot (the oldest goes when it is full), emptied. */
+static ckptd_event *ring_next(struct coord_members *cm)
 {
-	struct coord_members *cm = c->members;
-	job_epoch *je = je_get(cm, job);
-	if (!je)
-		return;
 	ckptd_event *e = &cm->ring[(cm->head + cm->len) % RING];
 	if (cm->len == RING) {
 		cm->head = (cm->head + 1) % RING; /* the oldest goes */
@@ -143,6 +138,43 @@ static void decide(ckptd_coordinator *c, const char *job, uint32_t kind, const c
 	}
 	free(e->entries);
 	memset(e, 0, sizeof(*e));
+	return e;
+}
+
+/* A session may hear e: the kinds after a failure are 1.6's. */
+static int speaks(ckptd_session *s, const ckptd_event *e)
+{
+	return e->kind <= CKPTD_FAIL_RANK_HUNG || CKPTD_VERSION_MINOR_OF(ckptd_session_version(s)) >= 6;
+}
+
+void ckptd__coord_event_note(ckptd_coordinator *c, const ckptd_event *src)
+{
+	struct coord_members *cm = c->members;
+	ckptd_event *e = ring_next(cm);
+	*e = *src;
+	e->entries = NULL;
+	e->count = 0;
+	if (src->count && (e->entries = malloc(src->count * sizeof(*src->entries)))) {
+		memcpy(e->entries, src->entries, src->count * sizeof(*src->entries));
+		e->count = src->count;
+	}
+	if (!e->time_ns)
+		e->time_ns = ckpt__wall_ns();
+	ckptd_msg msg = { .type = CKPTD_MSG_EVENT, .u.event = *e };
+	for (sub *s = cm->subs; s; s = s->next)
+		if (sub_wants(s, e->job) && speaks(s->s, e))
+			ckptd_session_send(s->s, &msg, -1);
+}
+
+/* A decision: the job's next epoch, and everyone told. */
+static void decide(ckptd_coordinator *c, const char *job, uint32_t kind, const char *node, const ckptd_member *m,
+                   uint32_t n, uint64_t silent_ns, const char *why)
+{
+	struct coord_members *cm = c->members;
+	job_epoch *je = je_get(cm, job);
+	if (!je)
+		return;
+	ckptd_event *e = ring_next(cm);
 	snprintf(e->job, sizeof(e->job), "%s", job);
 	/* The job's record keeps its epochs increasing across restarts; the
 	 * cluster's own ("") and a failed write count in memory. */
@@ -186,6 +218,8 @@ static void decide(ckptd_coordinator *c, const char *job, uint32_t kind, const c
 		ckptd__coord_peer_send(c, p, &msg);
 	}
 	ckptd_hook_run(cm->hook, e);
+	if (job[0])
+		ckptd__coord_recovery_begin(c, e);
 }
 
 int ckptd__coord_ranks_in(ckptd_coordinator *c, peer *p, const ckptd_ranks *r)
@@ -197,13 +231,16 @@ int ckptd__coord_ranks_in(ckptd_coordinator *c, peer *p, const ckptd_ranks *r)
 	ckptd_member *nm = r->count ? malloc(r->count * sizeof(*nm)) : NULL;
 	if (r->count && !nm)
 		return -ENOMEM;
-	uint32_t k = 0;
+	uint32_t k = 0, nup = 0;
+	uint32_t *up = r->count ? malloc(r->count * sizeof(*up)) : NULL; /* ranks registered anew */
 	for (uint32_t i = 0; i < r->count; i++) {
 		const ckptd_member *e = &r->entries[i];
-		uint32_t was = 0;
+		uint32_t was = 0, was_pid = 0;
 		for (uint32_t q = 0; q < j->n; q++)
-			if (j->m[q].rank == e->rank)
+			if (j->m[q].rank == e->rank && (!was || j->m[q].pid == e->pid)) {
 				was = j->m[q].state;
+				was_pid = j->m[q].pid;
+			}
 		if (was != e->state && (e->state == CKPTD_MEMBER_DIED || e->state == CKPTD_MEMBER_HUNG)) {
 			char why[160];
 			if (e->state == CKPTD_MEMBER_DIED)
@@ -217,6 +254,10 @@ int ckptd__coord_ranks_in(ckptd_coordinator *c, peer *p, const ckptd_ranks *r)
 			CKPTD_INFO(c->log, p->node, r->job, "rank %u on %s heard again after it was decided hung", e->rank,
 			           p->node);
 		}
+		/* Registered here since the last list (a process of its own; the
+		 * one it replaces may be listed DIED in this same list). */
+		if (up && e->state == CKPTD_MEMBER_UP && (!was || (e->pid && was_pid != e->pid)))
+			up[nup++] = e->rank;
 		/* Gone ones are said once, then forgotten. */
 		if (e->state == CKPTD_MEMBER_UP || e->state == CKPTD_MEMBER_HUNG)
 			nm[k++] = *e;
@@ -224,6 +265,10 @@ int ckptd__coord_ranks_in(ckptd_coordinator *c, peer *p, const ckptd_ranks *r)
 	free(j->m);
 	j->m = nm;
 	j->n = k;
+	/* After this list's decisions: a relaunch counts once its failure is decided. */
+	for (uint32_t i = 0; i < nup; i++)
+		ckptd__coord_recovery_rank_up(c, p, r->job, up[i]);
+	free(up);
 	return 0;
 }
 
@@ -243,6 +288,7 @@ void ckptd__coord_node_lost(ckptd_coordinator *c, peer *p, uint64_t silent_ns, c
 	}
 	if (!any) /* a node with no ranks (a spare): the cluster's own epoch */
 		decide(c, "", CKPTD_FAIL_NODE_LOST, p->node, NULL, 0, silent_ns, why);
+	ckptd__coord_spares_node_lost(c, p); /* a spare for it; another for a spare lost while it pulled */
 }
 
 void ckptd__coord_members_tick(ckptd_coordinator *c, uint64_t now)
@@ -309,7 +355,7 @@ int ckptd__coord_events_query(ckptd_coordinator *c, ckptd_session *s, const ckpt
 	uint32_t n = 0;
 	for (size_t i = 0; i < cm->len; i++) {
 		const ckptd_event *e = &cm->ring[(cm->head + i) % RING];
-		if (job[0] && strcmp(e->job, job))
+		if ((job[0] && strcmp(e->job, job)) || !speaks(s, e))
 			continue;
 		ckptd_msg m = { .type = CKPTD_MSG_EVENT, .u.event = *e };
 		int r = ckptd_session_send(s, &m, -1);

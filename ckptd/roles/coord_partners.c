@@ -30,8 +30,9 @@ void ckptd__coord_place_partners(ckptd_coordinator *c)
 		ps[k] = p;
 		/* A degraded (silent) node is no partner: a rank's copy to it
 		 * would wait out the peer timeout, then fail over. */
+		/* A free spare keeps no one's copies: it may have to take a lost node. */
 		nodes[k] = (ckptd_place_node){ p->node, p->domain,
-		                               p->up && !p->degraded && p->peer_bytes > 0 &&
+		                               p->up && !p->degraded && p->peer_bytes > 0 && !p->spare &&
 		                                   !ckptd_emerg_excluded(c->emerg, p->node) };
 	}
 	if (ckptd_coord_place(nodes, n, rep, out, cnt) < 0)

@@ -50,6 +50,11 @@ static int note_job(ckptd_coordinator *c, peer *p, const char *job)
 	return r < 0 ? r : 0;
 }
 
+int ckptd__coord_note_job(ckptd_coordinator *c, peer *p, const char *job)
+{
+	return note_job(c, p, job);
+}
+
 peer *ckptd__coord_peer_find(ckptd_coordinator *c, const char *node)
 {
 	for (peer *p = c->peers; p; p = p->next)
@@ -155,6 +160,7 @@ static void observe_commit(ckptd_coordinator *c, const char *job, uint64_t versi
 			                      (double)(now - created) / 1e9);
 		ckptd_emerg_commit(c->emerg, job, version, t, known ? now - created : 0, cv[1]);
 	}
+	ckptd__coord_recovery_commit(c, job, version, mask);
 }
 
 void ckptd__coord_announce(ckptd_coordinator *c, const char *job, uint64_t version, uint32_t tiers)
@@ -296,6 +302,9 @@ static void hello(ckptd_coordinator *c, peer *p, const ckptd_agent_hello *h)
 	p->pool_bytes = h->pool_bytes;
 	p->peer_bytes = h->peer_bytes;
 	p->beat_ms = h->beat_ms;
+	/* A spare that took a node says it no longer is; one lost and back
+	 * before it took any is free again. */
+	p->spare = h->spare && !p->took[0];
 	p->up = 1;
 	p->degraded = 0;
 	p->heard_ns = ckpt__now_ns();
@@ -304,8 +313,8 @@ static void hello(ckptd_coordinator *c, peer *p, const ckptd_agent_hello *h)
 	int r = ckptd_coord_agent_hello(c->db, p->node, h->address, h->domain, ckpt__now_ns());
 	if (r < 0)
 		CKPTD_WARN(c->log, p->node, NULL, "recording agent failed: %s", ckpt_strerror(r));
-	CKPTD_INFO(c->log, p->node, NULL, "agent %s up at %s%s%s", p->node, h->address, h->domain[0] ? " domain " : "",
-	           h->domain);
+	CKPTD_INFO(c->log, p->node, NULL, "agent %s up at %s%s%s%s", p->node, h->address, h->domain[0] ? " domain " : "",
+	           h->domain, p->spare ? ": a spare, free to take a lost node's ranks" : "");
 	ckptd__coord_place_partners(c);
 }
 
@@ -417,6 +426,7 @@ static void liveness(ckptd_server *srv, void *arg)
 	ckptd_metrics_set(c->mx, CKPTD_M_AGENTS, "up", NULL, up);
 	ckptd_metrics_set(c->mx, CKPTD_M_AGENTS, "degraded", NULL, degraded);
 	ckptd_metrics_set(c->mx, CKPTD_M_AGENTS, "down", NULL, down);
+	ckptd_metrics_set(c->mx, CKPTD_M_SPARES, NULL, NULL, ckptd__coord_spares_free(c));
 	for (uint32_t tier = CKPT_TIER_LOCAL_MEM; tier <= CKPT_TIER_SHARED; tier <<= 1)
 		ckptd_metrics_set(c->mx, CKPTD_M_TIER_DEGRADED, ckptd_metrics_tier(tier), NULL,
 		                  tier == CKPT_TIER_PEER_MEM ? peer_bad : degraded + down);
@@ -590,7 +600,7 @@ int ckptd_coordinator_status(ckptd_coordinator *c, const char *job, ckptd_status
 		if (!job || !job[0] || !strcmp(c->jobs[j], job))
 			ckptd_coord_list(c->db, c->jobs[j], 0, tier_cb, &t);
 	out->versions = t.versions;
-	if (ckptd__coord_epochs_status(c, job, out) < 0 ||
+	if (ckptd__coord_epochs_status(c, job, out) < 0 || ckptd__coord_recoveries_status(c, job, out) < 0 ||
 	    !(out->tier_stats = calloc(CKPTD_COORD_TIERS, sizeof(*out->tier_stats))))
 		return -ENOMEM;
 	uint32_t up, degraded, down, peer_bad;
@@ -777,6 +787,17 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		ckptd_msg ok = { .type = CKPTD_MSG_OK };
 		return ckptd_session_send(s, &ok, -1);
 	}
+	case CKPTD_MSG_SPARE_DONE: {
+		if (role != CKPTD_ROLE_AGENT || !as || !as->p)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "SPARE_DONE comes from a spare's agent");
+		ckptd__coord_spare_done(c, as->p, &m->u.spare_done);
+		ckptd_msg ok = { .type = CKPTD_MSG_OK };
+		return ckptd_session_send(s, &ok, -1);
+	}
+	case CKPTD_MSG_RECOVERIES:
+		if (role == CKPTD_ROLE_AGENT)
+			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "RECOVERIES is for the ckpt tool");
+		return ckptd__coord_recoveries_query(c, s, &m->u.recoveries);
 	case CKPTD_MSG_NODE_EVIDENCE:
 		if (role != CKPTD_ROLE_AGENT || !as || !as->p)
 			return ckptd_session_send_error(s, CKPTD_ERR_DENIED, "node evidence comes from a node's agent");
@@ -864,6 +885,7 @@ int ckptd_coordinator_handle(ckptd_coordinator *c, ckptd_session *s, const ckptd
 		int r = ckptd_steps_report(c->steps, &m->u.step_report, ckpt__now_ns());
 		if (r < 0)
 			return ckptd_session_send_error(s, CKPTD_ERR_MALFORMED, "step report not taken (rank or job beyond the bounds)");
+		ckptd__coord_recovery_step(c, &m->u.step_report);
 		ckptd_msg ok = { .type = CKPTD_MSG_OK };
 		return ckptd_session_send(s, &ok, -1);
 	}
@@ -928,6 +950,7 @@ int ckptd_coordinator_local_msg(ckptd_coordinator *c, const char *node, const ck
 		return r < 0 ? r : 0;
 	}
 	case CKPTD_MSG_STEP_REPORT:
+		ckptd__coord_recovery_step(c, &m->u.step_report);
 		return ckptd_steps_report(c->steps, &m->u.step_report, ckpt__now_ns());
 	case CKPTD_MSG_NODE_EVIDENCE:
 		return ckptd__coord_evidence_in(c, NULL, p, &m->u.node_evidence);
@@ -976,6 +999,7 @@ int ckptd_coordinator_new(ckptd_server *srv, const ckptd_config *cfg, const ckpt
 	    (r = ckptd_emerg_new(cfg, log, c->mx, c->steps, &ckptd__coord_emerg_ops,
 	                         c, &c->emerg)) < 0 ||
 	    (r = ckptd__coord_stragglers_open(c)) < 0 || (r = ckptd__members_open(c)) < 0 ||
+	    (r = ckptd__spares_open(c)) < 0 ||
 	    (r = ckptd_server_every(srv, 1000, judge_steps, c)) < 0 ||
 	    (cfg->retention_interval_ms && (r = ckptd_server_every(srv, cfg->retention_interval_ms, retention, c)) < 0)) {
 		snprintf(err, errcap, "cannot install the coordinator's timers: %s", strerror(-r));
@@ -1000,6 +1024,7 @@ void ckptd_coordinator_free(ckptd_coordinator *c)
 	ckptd__coord_ec_free(c);
 	ckptd__coord_groups_free(c);
 	ckptd__members_close(c);
+	ckptd__spares_close(c);
 	ckptd_coord_close(c->db);
 	ckptd_emerg_free(c->emerg);
 	ckptd_stragglers_free(c->stragglers);

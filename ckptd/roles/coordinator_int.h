@@ -31,6 +31,9 @@ typedef struct peer {
 	int beat_warned;            /* said that it beats too seldom for --failure-timeout */
 	char (*jobs)[CKPTD_JOB_MAX + 1]; /* jobs it holds shards of: who hears notices */
 	size_t njobs, capjobs;
+	int spare;                  /* started --spare and free: no partner, no group member, no ranks */
+	char took[CKPTD_NAME_MAX + 1]; /* a spare that took this lost node's ranks ("": none) */
+	uint64_t took_ns;           /* ... then (CLOCK_REALTIME) */
 } peer;
 
 /* What a session of an agent points at: the peer, once AGENT_HELLO named it. */
@@ -72,6 +75,7 @@ struct ckptd_coordinator {
 	struct ckptd_cgroups *groups; /* the peer tier's rs:K+M groups (coord_groups.c) */
 	struct coord_members *members; /* membership and failure decisions (coord_members.c) */
 	struct ckptd_ecvs *ecvs;      /* versions being rs-encoded (coord_ec.c) */
+	struct coord_spares *spares;  /* spares taking lost nodes, every recovery's timeline (coord_spares.c) */
 };
 
 /* coordinator.c */
@@ -155,6 +159,34 @@ void ckptd__coord_members_tick(ckptd_coordinator *c, uint64_t now);
 int ckptd__coord_events_query(ckptd_coordinator *c, ckptd_session *s, const ckptd_events *q);
 /* STATUS_REPLY's epochs (out->epochs malloc'd: the caller frees it). */
 int ckptd__coord_epochs_status(ckptd_coordinator *c, const char *job, ckptd_status_reply *out);
+
+/* EVENT of a kind that follows a failure (1.6: spare chosen, ready, none,
+ * recovered): kept for EVENTS, sent to the tools following (of 1.6). */
+void ckptd__coord_event_note(ckptd_coordinator *c, const ckptd_event *e);
+
+/* coordinator.c: job is one of p's (it hears the job's notices). */
+int ckptd__coord_note_job(ckptd_coordinator *c, peer *p, const char *job);
+
+/* coord_spares.c: spares and the recovery timeline */
+int ckptd__spares_open(ckptd_coordinator *c);
+void ckptd__spares_close(ckptd_coordinator *c);
+/* A failure decision (decide): a recovery's timeline starts. */
+void ckptd__coord_recovery_begin(ckptd_coordinator *c, const ckptd_event *e);
+/* After node p's node-lost decisions: a spare takes its ranks; a spare
+ * lost while it pulled is replaced by another. */
+void ckptd__coord_spares_node_lost(ckptd_coordinator *c, peer *p);
+/* SPARE_DONE from a spare's agent. */
+void ckptd__coord_spare_done(ckptd_coordinator *c, peer *p, const ckptd_spare_done *d);
+/* RANKS listed rank of job newly up on p; a STEP_REPORT; a commit. */
+void ckptd__coord_recovery_rank_up(ckptd_coordinator *c, peer *p, const char *job, uint32_t rank);
+void ckptd__coord_recovery_step(ckptd_coordinator *c, const ckptd_step_report *r);
+void ckptd__coord_recovery_commit(ckptd_coordinator *c, const char *job, uint64_t version, uint32_t tiers);
+/* RECOVERIES from the tool. */
+int ckptd__coord_recoveries_query(ckptd_coordinator *c, ckptd_session *s, const ckptd_recoveries *q);
+/* STATUS_REPLY's recoveries: each job's newest (out->recoveries malloc'd). */
+int ckptd__coord_recoveries_status(ckptd_coordinator *c, const char *job, ckptd_status_reply *out);
+/* The spares free now (for the gauge). */
+uint32_t ckptd__coord_spares_free(ckptd_coordinator *c);
 
 /* coord_emerg.c */
 extern const ckptd_emerg_ops ckptd__coord_emerg_ops;

@@ -48,6 +48,10 @@ const char *ckptd_fail_name(uint32_t kind)
 	case CKPTD_FAIL_RANK_DIED: return "rank-died";
 	case CKPTD_FAIL_NODE_LOST: return "node-lost";
 	case CKPTD_FAIL_RANK_HUNG: return "rank-hung";
+	case CKPTD_FAIL_SPARE_CHOSEN: return "spare-chosen";
+	case CKPTD_FAIL_SPARE_READY: return "spare-ready";
+	case CKPTD_FAIL_NO_SPARE: return "no-spare";
+	case CKPTD_FAIL_RECOVERED: return "recovered";
 	}
 	return "unknown";
 }

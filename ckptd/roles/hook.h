@@ -17,7 +17,8 @@ void ckptd_hook_run(ckptd_hook *h, const ckptd_event *e);
 void ckptd_hook_reap(ckptd_hook *h);
 void ckptd_hook_free(ckptd_hook *h);
 
-/* "rank-died", "node-lost", "rank-hung". */
+/* "rank-died", "node-lost", "rank-hung"; then (1.6) "spare-chosen",
+ * "spare-ready", "no-spare", "recovered". */
 const char *ckptd_fail_name(uint32_t kind);
 /* Ranks (sorted) as "0,2-5"; cut with ",..." when cap is short. */
 void ckptd_ranks_text(const ckptd_member *m, uint32_t n, char *out, size_t cap);

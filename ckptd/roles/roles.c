@@ -61,12 +61,14 @@ static int route(ckptd_server *srv, ckptd_session *s, const ckptd_msg *m, void *
 	case CKPTD_MSG_RANKS:
 	case CKPTD_MSG_EVENTS:
 	case CKPTD_MSG_EC_DONE:
+	case CKPTD_MSG_SPARE_DONE:
+	case CKPTD_MSG_RECOVERIES:
 		if (r->coord)
 			return ckptd_coordinator_handle(r->coord, s, m);
 		/* Questions the tool asks an agent-only daemon: it passes them on. */
 		if (from_cli && r->agent && m->type != CKPTD_MSG_COPIES_GONE && m->type != CKPTD_MSG_GC &&
 		    m->type != CKPTD_MSG_NODE_EVIDENCE && m->type != CKPTD_MSG_RANKS && m->type != CKPTD_MSG_EVENTS &&
-		    m->type != CKPTD_MSG_EC_DONE)
+		    m->type != CKPTD_MSG_EC_DONE && m->type != CKPTD_MSG_SPARE_DONE && m->type != CKPTD_MSG_RECOVERIES)
 			return ckptd_agent_handle(r->agent, s, m);
 		break;
 	case CKPTD_MSG_RANK_LEAVE:
@@ -108,6 +110,7 @@ static int status(ckptd_server *srv, ckptd_session *s, const ckptd_msg *req, voi
 			free(o->tier_stats);
 			ckptd__coord_groups_status_free(o);
 			free(o->epochs);
+			free(o->recoveries);
 			return e;
 		}
 		/* DEGRADED is 1.3's: an older peer would refuse the whole reply. */
@@ -121,6 +124,7 @@ static int status(ckptd_server *srv, ckptd_session *s, const ckptd_msg *req, voi
 	free(o->tier_stats);
 	ckptd__coord_groups_status_free(o);
 	free(o->epochs);
+	free(o->recoveries);
 	return e;
 }
 
@@ -162,7 +166,7 @@ int ckptd_roles_start(ckptd_server *srv, const ckptd_config *cfg, const ckptd_se
 		CKPTD_MSG_STEP_REPORT, CKPTD_MSG_STEP_STATS, CKPTD_MSG_GOODPUT, CKPTD_MSG_PEER_LEASE, CKPTD_MSG_PEER_COMMIT,
 		CKPTD_MSG_PREEMPT, CKPTD_MSG_HEARTBEAT, CKPTD_MSG_STRAGGLERS, CKPTD_MSG_NODE_EVIDENCE,
 		CKPTD_MSG_RANKS, CKPTD_MSG_RANK_LEAVE, CKPTD_MSG_EVENTS,
-		CKPTD_MSG_EC_DONE,
+		CKPTD_MSG_EC_DONE, CKPTD_MSG_SPARE_DONE, CKPTD_MSG_RECOVERIES,
 	};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
 		if ((r = ckptd_server_on(srv, types[i], route, ro)) < 0)

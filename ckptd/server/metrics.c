@@ -144,6 +144,14 @@ static const family families[CKPTD_M__COUNT] = {
 	                       "coordinator: failure decisions by kind (rank-died, node-lost, rank-hung)" },
 	[CKPTD_M_DETECT] = { "ckpt_failure_detection_seconds", M_HISTOGRAM, { "kind" },
 	                     "coordinator: from the failed part's last sign of life (a frame, a heartbeat) to the decision" },
+	[CKPTD_M_SPARES] = { "ckpt_spares_free", M_GAUGE, { 0 },
+	                     "coordinator: agents started --spare that are up and have taken no lost node yet" },
+	[CKPTD_M_SPARE_DECISIONS] = { "ckpt_spare_decisions_total", M_COUNTER, { "ckpt_job", "result" },
+	                              "coordinator: spares for lost nodes: chosen, ready (the ranks' state in its DRAM), failed (its pull failed or it was lost during it), none (no spare free)" },
+	[CKPTD_M_SPARE_PULL] = { "ckpt_spare_pull_seconds", M_HISTOGRAM, { "ckpt_job" },
+	                         "coordinator: from a spare chosen to the lost node's state in its DRAM (its SPARE_DONE)" },
+	[CKPTD_M_RECOVERY_PHASE] = { "ckpt_recovery_phase_seconds", M_HISTOGRAM, { "phase" },
+	                             "coordinator: each phase of a recovery (detect, spare, pull, register, restore, first_step) and the whole (total: failure to first step); ckpt recoveries shows them" },
 };
 
 /* Seconds: a fast DRAM snapshot to a slow shared-storage flush. */

@@ -101,6 +101,10 @@ enum ckptd_metric {
 	CKPTD_M_RS_UNPROTECTED,      /* counter {job}: protections dropped (more than M lost) */
 	CKPTD_M_RS_PARITY_BYTES,     /* gauge: agent: rs parity held in the peer pool */
 	CKPTD_M_RS_REBUILDS,         /* counter {job, result}: agent: shards rebuilt from a group */
+	CKPTD_M_SPARES,              /* gauge: spares free to take a lost node */
+	CKPTD_M_SPARE_DECISIONS,     /* counter {job, result}: spares chosen, ready, failed, none free */
+	CKPTD_M_SPARE_PULL,          /* histogram {job}: the spare's pull of a lost node's state */
+	CKPTD_M_RECOVERY_PHASE,      /* histogram {phase}: each phase of a recovery */
 	CKPTD_M__COUNT
 };
 

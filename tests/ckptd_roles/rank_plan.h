@@ -36,6 +36,8 @@ typedef struct rk_plan {
 	int gap_ms;            /* between saves (a training step) */
 	int report;            /* log each save's tiers reached and failed once PEER_MEM settled */
 	int peer_timeout_ms;   /* CKPT_PEER_TIMEOUT_MS; 0: 5000 */
+	int steps;             /* after the restore: this many ckpt_step calls, 20 ms apart (steps
+	                          1..steps: the first step's report reaches the coordinator) */
 } rk_plan;
 
 typedef struct rk_proc {
@@ -142,6 +144,10 @@ static inline void rk_rank_main(const rk_plan *p, int rep)
 	ckpt_ctx *ctx = rp_open(names, b, sizes, 2);
 	if (p->restore || p->unreachable)
 		rk_restore(ctx, p, b, want, names, sizes);
+	for (int i = 1; i <= p->steps; i++) {
+		usleep(20000);
+		(void)ckpt_step(ctx, (uint64_t)i);
+	}
 	for (uint64_t v = p->from; v && v <= p->to; v++) {
 		rk_fill(b, p, v);
 		rp_put(rep, 'S');

@@ -167,5 +167,10 @@ int cmd_events(cli *c, int argc, char **argv);
 void help_events(FILE *out);
 struct ckptd_status_reply;
 void cli_status_epochs(const cli *c, const struct ckptd_status_reply *s);
+/* ckpt recoveries (1.6), and ckpt status's lines on each job's newest
+ * recovery (the spare that took which node, when protected again). */
+int cmd_recoveries(cli *c, int argc, char **argv);
+void help_recoveries(FILE *out);
+void cli_status_recoveries(const cli *c, const struct ckptd_status_reply *s);
 
 #endif

@@ -334,6 +334,7 @@ int cmd_status(cli *c, int argc, char **argv)
 		printf("]");
 		status_groups_json(s);
 		cli_status_epochs(c, s);
+		cli_status_recoveries(c, s);
 		if (c->job)
 			cli_status_stragglers(c, cl);
 		printf("}\n");
@@ -365,6 +366,7 @@ int cmd_status(cli *c, int argc, char **argv)
 		}
 		status_groups_text(s);
 		cli_status_epochs(c, s);
+		cli_status_recoveries(c, s);
 		if (c->job)
 			cli_status_stragglers(c, cl);
 	}
@@ -389,8 +391,11 @@ void help_status(FILE *o)
 	           "(tier, versions committed there, their bytes, degraded_nodes), peer_scheme\n"
 	           "(partner or rs:K+M), ungrouped_nodes, groups (group, lost, losses_left, members\n"
 	           "with node and state), epochs (per job with a failure decided: job, epoch,\n"
-	           "last_failure, node, ranks, time; ckpt events lists them all), and with --job\n"
-	           "persistent_stragglers (rank, node, verdict).\n"
+	           "last_failure, node, ranks, time; ckpt events lists them all), recoveries (1.6:\n"
+	           "per job its newest: job, epoch, node lost, spare that took it, spare_chosen_ns,\n"
+	           "spare_ready_ns, first_step_ns, protected_ns: when a newer version committed at\n"
+	           "PEER_MEM, 0 not yet; why), and with --job persistent_stragglers (rank, node,\n"
+	           "verdict).\n"
 	           "A coordinator with --peer-scheme rs:K+M lists its Reed-Solomon groups: members,\n"
 	           "their state, and how many more losses each group can take.\n");
 }

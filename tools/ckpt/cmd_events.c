@@ -1,6 +1,8 @@
 /* ckpt events: the coordinator's failure decisions (protocol 1.5), each a
- * new membership epoch of a job; with --follow, every later one as it is
- * made, until interrupted. Also the epochs part of `ckpt status`. */
+ * new membership epoch of a job, and (1.6) what followed them: spares
+ * chosen and ready, recoveries done; with --follow, every later one as it
+ * is made, until interrupted. ckpt recoveries: each recovery's timeline
+ * (1.6). Also the epochs and recoveries parts of `ckpt status`. */
 #include "cli.h"
 #include "wire/client.h"
 
@@ -14,7 +16,11 @@ static const char *kind_name(uint32_t k)
 {
 	return k == CKPTD_FAIL_RANK_DIED ? "rank-died"
 	     : k == CKPTD_FAIL_NODE_LOST ? "node-lost"
-	     : k == CKPTD_FAIL_RANK_HUNG ? "rank-hung" : "unknown";
+	     : k == CKPTD_FAIL_RANK_HUNG ? "rank-hung"
+	     : k == CKPTD_FAIL_SPARE_CHOSEN ? "spare-chosen"
+	     : k == CKPTD_FAIL_SPARE_READY ? "spare-ready"
+	     : k == CKPTD_FAIL_NO_SPARE ? "no-spare"
+	     : k == CKPTD_FAIL_RECOVERED ? "recovered" : "unknown";
 }
 
 static void utc(uint64_t ns, char *buf, size_t cap)
@@ -153,7 +159,12 @@ void help_events(FILE *o)
 	           "until interrupted. --job: that job's only (the session is the job's). --json:\n"
 	           "one object a line: job, epoch, failure (rank-died, node-lost, rank-hung), node,\n"
 	           "ranks, time (UTC), time_ns, silent_seconds (from the last sign of life to the\n"
-	           "decision), why. Needs a coordinator of protocol 1.5.\n");
+	           "decision), why. Needs a coordinator of protocol 1.5.\n"
+	           "With a coordinator of 1.6, what follows a failure is listed too, under the\n"
+	           "failure's epoch: spare-chosen (node: the spare told to take the lost node's\n"
+	           "ranks, why: which and how it was chosen), spare-ready (their state is in the\n"
+	           "spare's DRAM, or FAILED and why), no-spare (none free), recovered (every rank\n"
+	           "took its first step again; why: the timeline, ckpt recoveries has it whole).\n");
 }
 
 void cli_status_epochs(const cli *c, const struct ckptd_status_reply *s)
@@ -182,5 +193,185 @@ void cli_status_epochs(const cli *c, const struct ckptd_status_reply *s)
 		printf("job %s: membership epoch %llu, last failure %s on %s (ranks %s) at %s\n",
 		       e->job[0] ? e->job : "(none)", (unsigned long long)e->epoch, kind_name(e->kind), e->node,
 		       e->ranks[0] ? e->ranks : "-", t);
+	}
+}
+
+/* ------------------------------------------------------------- recoveries */
+
+static const char *const phase_names[] = { "detect", "spare", "pull", "register", "restore", "first_step" };
+
+/* The phase ends after the failure, in order (0: not part of it). */
+static void phase_ends(const ckptd_recovery *r, uint64_t t[6])
+{
+	t[0] = r->detected_ns;
+	t[1] = r->chosen_ns;
+	t[2] = r->ready_ns;
+	t[3] = r->registered_ns;
+	t[4] = r->restored_ns;
+	t[5] = r->first_step_ns;
+}
+
+static void print_recovery(const cli *c, const ckptd_recovery *r, int first)
+{
+	char t[48];
+	uint64_t e[6];
+	phase_ends(r, e);
+	utc(r->failed_ns, t, sizeof(t));
+	if (c->json) {
+		printf("%s{\"job\": ", first ? "" : ", ");
+		cli_json_str(stdout, r->job);
+		printf(", \"epoch\": %llu, \"failure\": \"%s\", \"node\": ", (unsigned long long)r->epoch,
+		       kind_name(r->kind));
+		cli_json_str(stdout, r->node);
+		printf(", \"ranks\": ");
+		cli_json_str(stdout, r->ranks);
+		printf(", \"spare\": ");
+		cli_json_str(stdout, r->spare);
+		printf(", \"failed\": \"%s\", \"failed_ns\": %llu, \"phases\": [", t, (unsigned long long)r->failed_ns);
+		uint64_t last = r->failed_ns;
+		int k = 0;
+		for (int i = 0; i < 6; i++) {
+			if (!e[i])
+				continue;
+			printf("%s{\"phase\": \"%s\", \"end_ns\": %llu, \"seconds\": %.6f}", k++ ? ", " : "", phase_names[i],
+			       (unsigned long long)e[i], (double)(e[i] - last) / 1e9);
+			last = e[i];
+		}
+		printf("], \"total_seconds\": ");
+		if (r->first_step_ns)
+			printf("%.6f", (double)(r->first_step_ns - r->failed_ns) / 1e9);
+		else
+			printf("null");
+		printf(", \"protected_ns\": %llu, \"spare_bytes\": %llu, \"code\": %u, \"why\": ",
+		       (unsigned long long)r->protected_ns, (unsigned long long)r->bytes, r->code);
+		cli_json_str(stdout, r->text);
+		printf("}");
+		return;
+	}
+	printf("%s epoch %llu: %s on %s at %s, ranks %s%s%s\n", r->job, (unsigned long long)r->epoch, kind_name(r->kind),
+	       r->node, t, r->ranks[0] ? r->ranks : "-", r->spare[0] ? ", spare " : "", r->spare);
+	uint64_t last = r->failed_ns;
+	for (int i = 0; i < 6; i++) {
+		if (!e[i]) {
+			printf("  %-11s %s\n", phase_names[i], i == 1 || i == 2 ? (r->spare[0] || r->code ? "-" : "- (no spare)")
+			                                                      : "not yet");
+			continue;
+		}
+		printf("  %-11s %9.3f s\n", phase_names[i], (double)(e[i] - last) / 1e9);
+		last = e[i];
+	}
+	if (r->first_step_ns)
+		printf("  %-11s %9.3f s (failure to first step)\n", "total", (double)(r->first_step_ns - r->failed_ns) / 1e9);
+	if (r->protected_ns)
+		printf("  protected again %.3f s after the failure (a newer version committed at PEER_MEM)\n",
+		       (double)(r->protected_ns - r->failed_ns) / 1e9);
+	else
+		printf("  not protected again yet (no newer version committed at PEER_MEM)\n");
+	if (r->text[0])
+		printf("  %s\n", r->text);
+}
+
+int cmd_recoveries(cli *c, int argc, char **argv)
+{
+	int prc = cli_parse_opts(c, "recoveries", argc, argv);
+	if (prc)
+		return prc;
+	if (!c->daemon || !*c->daemon)
+		return cli_usage("recoveries", "--daemon ADDR (or CKPT_DAEMON) is required");
+	if (c->job && ckpt__job_valid(c->job) < 0)
+		return cli_usage("recoveries", "invalid job id '%s'", c->job);
+	ckptd_client *cl = NULL;
+	int rc = cli_daemon_connect(c, "recoveries", c->job, &cl);
+	if (rc)
+		return rc;
+	if (CKPTD_VERSION_MINOR_OF(ckptd_client_version(cl)) < 6) {
+		fprintf(stderr, "ckpt recoveries: the daemon at %s speaks protocol 1.%u; recoveries are 1.6's\n", c->daemon,
+		        CKPTD_VERSION_MINOR_OF(ckptd_client_version(cl)));
+		ckptd_client_close(cl);
+		return EXIT_ERROR;
+	}
+	ckptd_msg req = { .type = CKPTD_MSG_RECOVERIES }, rep;
+	if (c->job)
+		snprintf(req.u.recoveries.job, sizeof(req.u.recoveries.job), "%s", c->job);
+	if ((rc = cli_daemon_call(c, "recoveries", cl, &req, CKPTD_MSG_RECOVERIES_REPLY, &rep))) {
+		ckptd_client_close(cl);
+		return rc;
+	}
+	const ckptd_recoveries_reply *o = &rep.u.recoveries_reply;
+	if (c->json)
+		printf("{\"job\": %s%s%s, \"recoveries\": [", c->job ? "\"" : "", c->job ? c->job : "null", c->job ? "\"" : "");
+	else if (!o->count)
+		printf("no recoveries%s%s\n", c->job ? " of job " : "", c->job ? c->job : "");
+	for (uint32_t i = 0; i < o->count; i++)
+		print_recovery(c, &o->entries[i], i == 0);
+	if (c->json)
+		printf("]}\n");
+	ckptd_msg_free(&rep);
+	ckptd_client_close(cl);
+	return EXIT_OK;
+}
+
+void help_recoveries(FILE *o)
+{
+	fprintf(o, "usage: ckpt recoveries --daemon ADDR [--token-file FILE] [--job J] [--json]\n\n"
+	           "Every recovery the coordinator keeps (the newest 64, oldest first): a failure\n"
+	           "decision (ckpt events) and how its ranks came back, phase by phase, each the\n"
+	           "time since the end of the one before: detect (the failure's last sign of life\n"
+	           "to the decision), spare (a spare chosen to take the lost node), pull (the\n"
+	           "ranks' state in the spare's DRAM), register (every rank registered again),\n"
+	           "restore (every rank restored), first_step (every rank's first step reported);\n"
+	           "total: failure to first step, the phases' sum. A phase that ended before the\n"
+	           "one before it (ranks relaunched while the spare still pulled) shows 0 s; the\n"
+	           "spare phases are absent without a spare. Then when the job was protected again\n"
+	           "(a newer version committed at PEER_MEM). --json: one object, recoveries: job,\n"
+	           "epoch, failure, node, ranks, spare, failed (UTC), failed_ns, phases (phase,\n"
+	           "end_ns, seconds), total_seconds (null until the first step), protected_ns,\n"
+	           "spare_bytes, code (non-zero: the spare failed or none was free), why. Needs a\n"
+	           "coordinator of protocol 1.6.\n");
+}
+
+void cli_status_recoveries(const cli *c, const struct ckptd_status_reply *s)
+{
+	char t[48];
+	if (c->json) {
+		printf(", \"recoveries\": [");
+		for (uint32_t i = 0; i < s->nrecoveries; i++) {
+			const ckptd_recovery *r = &s->recoveries[i];
+			printf("%s{\"job\": ", i ? ", " : "");
+			cli_json_str(stdout, r->job);
+			printf(", \"epoch\": %llu, \"node\": ", (unsigned long long)r->epoch);
+			cli_json_str(stdout, r->node);
+			printf(", \"spare\": ");
+			cli_json_str(stdout, r->spare);
+			printf(", \"spare_chosen_ns\": %llu, \"spare_ready_ns\": %llu, \"first_step_ns\": %llu, "
+			       "\"protected_ns\": %llu, \"why\": ", (unsigned long long)r->chosen_ns,
+			       (unsigned long long)r->ready_ns, (unsigned long long)r->first_step_ns,
+			       (unsigned long long)r->protected_ns);
+			cli_json_str(stdout, r->text);
+			printf("}");
+		}
+		printf("]");
+		return;
+	}
+	for (uint32_t i = 0; i < s->nrecoveries; i++) {
+		const ckptd_recovery *r = &s->recoveries[i];
+		if (r->spare[0]) {
+			utc(r->chosen_ns, t, sizeof(t));
+			printf("job %s: spare %s took %s (ranks %s) at %s", r->job, r->spare, r->node, r->ranks[0] ? r->ranks : "-",
+			       t);
+			if (r->ready_ns)
+				printf(", its state in DRAM %.3f s later", (double)(r->ready_ns - r->chosen_ns) / 1e9);
+		} else {
+			printf("job %s: %s on %s (ranks %s), no spare", r->job, kind_name(r->kind), r->node,
+			       r->ranks[0] ? r->ranks : "-");
+		}
+		if (r->protected_ns) {
+			utc(r->protected_ns, t, sizeof(t));
+			printf("; protected again at %s\n", t);
+		} else {
+			printf("; not protected again yet\n");
+		}
+		if (r->text[0])
+			printf("  %s\n", r->text);
 	}
 }

@@ -721,5 +721,7 @@ const cli_cmd cli_cmds[] = {
 	  help_preempt },
 	{ "events", "the coordinator's failure decisions (membership epochs); --follow streams them", cmd_events,
 	  help_events },
+	{ "recoveries", "each recovery's timeline: detect, spare, pull, register, restore, first step", cmd_recoveries,
+	  help_recoveries },
 	{ NULL, NULL, NULL, NULL },
 };
