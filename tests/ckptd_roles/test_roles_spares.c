@@ -251,19 +251,15 @@ static void wait_pulled(int k, int lost, long from)
 	         "n%d did not pull n%d's ranks into its DRAM", k, lost);
 }
 
+static void three_saved(const char *extra0, const char *extra1);
+
 static int select_test(void)
 {
 	ct_init(&E, "roles-spares", 6);
 	char cml[32];
 	snprintf(cml, sizeof(cml), "%s:9100", E.net.addr[0]);
-	const char *cargs[] = { "--agent-grace", "2s", "--metrics-listen", cml, NULL };
-	ct_start_coord(&E, cargs);
+	three_saved("--metrics-listen", cml);
 	const char *racks[] = { "", "ra", "rb", "rc" };
-	for (int k = 1; k <= 3; k++)
-		agent(k, racks[k], 0, NULL, 1);
-	ct_wait_agents(&E, 3);
-	save_and_hold("local_mem,peer_mem,local_disk", 1);
-	CT_CHECK(&E, list_v(2).tiers & CKPT_TIER_PEER_MEM, "version 2 not committed at PEER_MEM");
 	char partner[CKPTD_NAME_MAX + 1];
 	ct_peer_node(&E, JOB, 2, 0, partner, sizeof(partner));
 	int pk = partner[0] == 'n' ? atoi(partner + 1) : 0;
@@ -429,16 +425,24 @@ static int shared_test(void)
 	return ct_end(&E);
 }
 
-static int lost_test(void)
+/* The coordinator (extra: its flags after --agent-grace 2s), n1..n3 in
+ * racks ra, rb, rc with peer pools, versions 1 and 2 saved, ranks held. */
+static void three_saved(const char *extra0, const char *extra1)
 {
-	ct_init(&E, "roles-spares-lost", 6);
-	const char *cargs[] = { "--agent-grace", "2s", NULL };
+	const char *cargs[] = { "--agent-grace", "2s", extra0, extra1, NULL };
 	ct_start_coord(&E, cargs);
 	const char *racks[] = { "", "ra", "rb", "rc" };
 	for (int k = 1; k <= 3; k++)
 		agent(k, racks[k], 0, NULL, 1);
 	ct_wait_agents(&E, 3);
 	save_and_hold("local_mem,peer_mem,local_disk", 1);
+	CT_CHECK(&E, list_v(2).tiers & CKPT_TIER_PEER_MEM, "version 2 not committed at PEER_MEM");
+}
+
+static int lost_test(void)
+{
+	ct_init(&E, "roles-spares-lost", 6);
+	three_saved(NULL, NULL);
 	agent(4, "rx", 1, "agent.spare_pull=delay:4000", 1);
 	agent(5, "ry", 1, NULL, 1);
 	ct_wait_agents(&E, 5);
@@ -479,13 +483,7 @@ static int lost_test(void)
 static int double_test(void)
 {
 	ct_init(&E, "roles-spares-2", 5);
-	const char *cargs[] = { "--agent-grace", "2s", NULL };
-	ct_start_coord(&E, cargs);
-	const char *racks[] = { "", "ra", "rb", "rc" };
-	for (int k = 1; k <= 3; k++)
-		agent(k, racks[k], 0, NULL, 1);
-	ct_wait_agents(&E, 3);
-	save_and_hold("local_mem,peer_mem,local_disk", 1);
+	three_saved(NULL, NULL);
 	char partner[CKPTD_NAME_MAX + 1], p2[CKPTD_NAME_MAX + 1];
 	ct_peer_node(&E, JOB, 2, 0, partner, sizeof(partner));
 	int pk = partner[0] == 'n' ? atoi(partner + 1) : 0;
