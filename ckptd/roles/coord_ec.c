@@ -51,9 +51,21 @@ typedef struct ecv {
 	size_t nsrc;
 } ecv;
 
+/* What a job's ranks said they save to, by their latest report that said
+ * (SHARD_DONE's TIERS): a job that does not ask for PEER_MEM is not
+ * encoded; one that never said (older libckpt, or none since this
+ * coordinator started) is, as before TIERS. */
+typedef struct ecjob {
+	char job[CKPTD_JOB_MAX + 1];
+	uint32_t tiers;
+	int skipped_said; /* "not encoded" logged since tiers last changed */
+} ecjob;
+
 struct ckptd_ecvs {
 	ecv *v[ECV_MAX];
 	size_t n;
+	ecjob *jobs;
+	size_t njobs, capjobs;
 };
 
 static void ecv_free(ecv *e)
@@ -115,6 +127,7 @@ void ckptd__coord_ec_free(ckptd_coordinator *c)
 		return;
 	while (x->n)
 		ecv_drop(c, x->n - 1, 0);
+	free(x->jobs);
 	free(x);
 	c->ecvs = NULL;
 }
@@ -270,12 +283,55 @@ out:
 	free(src);
 }
 
+static ecjob *ecjob_of(struct ckptd_ecvs *x, const char *job)
+{
+	for (size_t i = 0; i < x->njobs; i++)
+		if (!strcmp(x->jobs[i].job, job))
+			return &x->jobs[i];
+	return NULL;
+}
+
+void ckptd__coord_ec_note(ckptd_coordinator *c, const ckptd_shard_done *d)
+{
+	if (!d->tiers || !c->groups)
+		return;
+	if (!c->ecvs && !(c->ecvs = calloc(1, sizeof(*c->ecvs))))
+		return;
+	struct ckptd_ecvs *x = c->ecvs;
+	ecjob *j = ecjob_of(x, d->job);
+	if (!j) {
+		if (x->njobs == x->capjobs) {
+			size_t nc = x->capjobs ? x->capjobs * 2 : 8;
+			void *q = realloc(x->jobs, nc * sizeof(*x->jobs));
+			if (!q)
+				return;
+			x->jobs = q;
+			x->capjobs = nc;
+		}
+		j = &x->jobs[x->njobs++];
+		memset(j, 0, sizeof(*j));
+		snprintf(j->job, sizeof(j->job), "%s", d->job);
+	}
+	if (j->tiers != d->tiers)
+		j->skipped_said = 0;
+	j->tiers = d->tiers;
+}
+
 void ckptd__coord_ec_encode(ckptd_coordinator *c, const char *job, uint64_t version)
 {
 	if (!c->groups)
 		return;
 	if (!c->ecvs && !(c->ecvs = calloc(1, sizeof(*c->ecvs))))
 		return;
+	ecjob *j = ecjob_of(c->ecvs, job);
+	if (j && !(j->tiers & CKPT_TIER_PEER_MEM)) {
+		/* Its ranks keep no peer copy: parity would only cost the groups'
+		 * memory and fabric. Said once per change of the job's tiers. */
+		ckptd_logf(c->log, j->skipped_said ? CKPTD_LOG_DEBUG : CKPTD_LOG_INFO, NULL, job,
+		           "version %llu: not rs-encoded: the job's ranks do not save to peer_mem", (unsigned long long)version);
+		j->skipped_said = 1;
+		return;
+	}
 	ckptd_coord_version ver = { 0 };
 	if (ckptd_coord_list(c->db, job, version, version_cb, &ver) < 0 || ver.version != version)
 		return;

@@ -282,6 +282,7 @@ static int enqueue(ckptd_coordinator *c, ckptd_session *s, peer *p, const ckptd_
 	if (r < 0)
 		return r;
 	ckptd_metrics_add(c->mx, CKPTD_M_COORD_REPORTS, d->job, ckptd_metrics_tier(d->tier), 1);
+	ckptd__coord_ec_note(c, d); /* whether the job asks for PEER_MEM (rs encode) */
 	pending *e = &c->q[c->nq++];
 	e->s = s;
 	e->p = p;

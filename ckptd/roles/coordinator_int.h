@@ -113,6 +113,9 @@ int ckptd__coord_group_of(ckptd_coordinator *c, uint32_t gid, peer **out, unsign
 int ckptd__coord_group_restore(ckptd_coordinator *c, const ckptd_ec_plan *pl, peer **ps, char *why, size_t cap);
 
 /* coord_ec.c: the rs encode of committed versions */
+/* A SHARD_DONE: its TIERS (when said) tell whether the job's ranks save
+ * to PEER_MEM, which an rs group's encode is for. */
+void ckptd__coord_ec_note(ckptd_coordinator *c, const ckptd_shard_done *d);
 /* A version committed at LOCAL_MEM: EC_PLAN to every member of every group
  * holding its shards. */
 void ckptd__coord_ec_encode(ckptd_coordinator *c, const char *job, uint64_t version);

@@ -670,6 +670,9 @@ int ckpt__daemon_shard_done(ckpt_ctx *ctx, const ckpt_save_op *op, uint32_t tier
 	m.u.shard_done.bytes = bytes;
 	m.u.shard_done.checksum = sum;
 	m.u.shard_done.lineage = op->lineage;
+	/* What the rank saves to: the coordinator encodes a version for an
+	 * rs:K+M group only when its ranks ask for PEER_MEM. */
+	m.u.shard_done.tiers = ctx->cfg.tiers & 0xfu;
 	/* Timings for the agent's histograms (optional fields). The stall is
 	 * known once ckpt_save has returned; a report that beats it omits it. */
 	ckpt_save_op *mop = (ckpt_save_op *)op;

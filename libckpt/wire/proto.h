@@ -335,6 +335,7 @@ typedef struct ckptd_shard_done {
 	uint64_t lineage;
 	uint64_t stall_ns;   /* optional: how long ckpt_save blocked the trainer */
 	uint64_t durable_ns; /* optional: from ckpt_save's call to durability at tier */
+	uint32_t tiers;      /* optional (1.5, later): the tiers the rank saves to (its CKPT_TIERS); 0: not said */
 } ckptd_shard_done;
 
 typedef struct ckptd_commit_notice {

@@ -68,6 +68,8 @@ static const char *check_shard_done(const void *r)
 	const ckptd_shard_done *m = r;
 	if (!one_tier(m->tier))
 		return "tier is not one known tier";
+	if (m->tiers & ~0xfu)
+		return "unknown tier bits";
 	return !m->world_size || m->rank < m->world_size ? NULL : "rank not below world size";
 }
 
@@ -358,6 +360,7 @@ static const ckptd__field f_shard_done[] = {
 	F_U64(ckptd_shard_done, lineage, CKPTD_TAG_LINEAGE, REQ),
 	F_U64(ckptd_shard_done, stall_ns, CKPTD_TAG_STALL_NS, OPT),
 	F_U64(ckptd_shard_done, durable_ns, CKPTD_TAG_DURABLE_NS, OPT),
+	F_U32(ckptd_shard_done, tiers, CKPTD_TAG_TIERS, OPT),
 };
 static const ckptd__field f_commit[] = {
 	F_STR(ckptd_commit_notice, job, CKPTD_TAG_JOB, REQ, CK_JOB),

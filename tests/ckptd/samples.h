@@ -192,6 +192,7 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 		m->u.shard_done.lineage = full ? 99 : 0;
 		m->u.shard_done.stall_ns = full ? 1500000 : 0;
 		m->u.shard_done.durable_ns = full ? 250000000 : 0;
+		m->u.shard_done.tiers = full ? CKPT_TIER_LOCAL_MEM | CKPT_TIER_PEER_MEM | CKPT_TIER_LOCAL_DISK : 0;
 		break;
 	case CKPTD_MSG_COMMIT_NOTICE:
 		snprintf(m->u.commit_notice.job, sizeof(m->u.commit_notice.job), "%s", job);

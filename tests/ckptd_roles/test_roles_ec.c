@@ -153,6 +153,23 @@ static void relaunch(int r, int k, uint64_t v, const char *after, const char *sh
 	ct_finish(&E, &proc[r]);
 }
 
+/* Whether one line of the file holds every needle (NULL-ended). */
+static int line_has(const char *path, const char *const *needles)
+{
+	size_t len;
+	char *log = t_slurp(path, &len);
+	int has = 0;
+	for (char *l = log, *end = NULL; l && *l && !has; l = end ? end + 1 : l + strlen(l)) {
+		if ((end = strchr(l, '\n')))
+			*end = '\0';
+		has = 1;
+		for (int i = 0; needles[i] && has; i++)
+			has = strstr(l, needles[i]) != NULL;
+	}
+	free(log);
+	return has;
+}
+
 /* Waits for needle in d's log past byte `from`. */
 static void wait_from(const daemon_t *d, long from, const char *needle, int ms)
 {
@@ -393,16 +410,8 @@ static void lose_rebuild(const int *lost, const int *spare, const char *const *f
 			continue;
 		/* One line of its log says the rebuild, what it passed over and why. */
 		snprintf(line, sizeof(line), "(%s ", kind);
-		int said = 0;
-		size_t len;
-		char *log = t_slurp(E.agent[spare[i]].log, &len);
-		for (char *l = log, *nl_ = NULL; l && *l && !said; l = nl_ ? nl_ + 1 : l + strlen(l)) {
-			if ((nl_ = strchr(l, '\n')))
-				*nl_ = '\0';
-			const char *po = strstr(l, "passed over");
-			said = strstr(l, "rebuilt from rs group 0") && po && strstr(po, line) && strstr(po, "checksum mismatch");
-		}
-		free(log);
+		const char *want[] = { "rebuilt from rs group 0", "passed over", line, "checksum mismatch", NULL };
+		int said = line_has(E.agent[spare[i]].log, want);
 		CT_CHECK(&E, said, "n%d, armed to damage a %s piece it reads, does not say it passed over the %s piece "
 		         "(checksum mismatch)", spare[i], kind, kind);
 		if (said)
@@ -579,6 +588,26 @@ int main(int argc, char **argv)
 		td_wait_log(&E.agent[k], "parity of version 1 dropped (version 2 protected)", 5000);
 	}
 	printf("versions 1, 2: committed at peer_mem by rs group 0 alone; version 1's parity dropped after 2's\n");
+
+	/* A job whose ranks do not save to peer_mem, on the group's nodes: its
+	 * versions commit at local_mem and are not encoded (no parity made). */
+	ct_plan np = { .tag = "nopeer", .job = "ecn", .rank = 0, .world = 1, .node = 2, .tiers = "local_mem,local_disk",
+		           .bytes = 200003, .from = 1, .to = 2 };
+	ct_proc npp;
+	ct_spawn(&E, &npp, &np);
+	ct_finish(&E, &npp);
+	const char *skip[] = { "ecn", "version 1: not rs-encoded: the job's ranks do not save to peer_mem", NULL };
+	uint64_t end = rt_ms() + 10000;
+	while (!line_has(E.coord.log, skip) && rt_ms() < end)
+		usleep(50000);
+	CT_CHECK(&E, line_has(E.coord.log, skip), "the coordinator does not say job ecn's version 1 is not encoded");
+	const char *enc[] = { "ecn", "rs group 0 encoding", NULL };
+	CT_CHECK(&E, !line_has(E.coord.log, enc), "job ecn (no peer_mem) was rs-encoded");
+	for (int k = 1; k <= NODES; k++) {
+		const char *made[] = { "ecn", "parity of version", NULL };
+		CT_CHECK(&E, !line_has(E.agent[k].log, made), "n%d made parity for job ecn (no peer_mem)", k);
+	}
+	printf("job ecn (local_mem,local_disk): committed at local_mem, not rs-encoded\n");
 
 	/* 2. n1 lost in the middle of version 3's encode */
 	save(3, 3, 0);
