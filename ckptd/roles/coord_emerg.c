@@ -79,5 +79,10 @@ int ckptd_coordinator_preempt(ckptd_coordinator *c, const ckptd_preempt *p)
 	return ckptd_emerg_notice(c->emerg, p, ckpt__now_ns());
 }
 
+static void em_ended(void *arg, const char *job, const char *node, uint64_t version, int ok)
+{
+	ckptd__coord_replace_ended(arg, job, node, version, ok);
+}
+
 const ckptd_emerg_ops ckptd__coord_emerg_ops = { em_broadcast, em_exclude, em_readmit, em_peer_room,
-                                                 em_safe };
+                                                 em_safe, em_ended };

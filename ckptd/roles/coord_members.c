@@ -399,3 +399,25 @@ int ckptd__coord_epochs_status(ckptd_coordinator *c, const char *job, ckptd_stat
 			out->epochs[out->nepochs++] = cm->je[i].e;
 	return 0;
 }
+
+uint32_t ckptd__coord_node_ranks(ckptd_coordinator *c, const peer *p, const char *job, ckptd_member *out,
+                                 uint32_t cap)
+{
+	struct coord_members *cm = c->members;
+	for (size_t i = 0; cm && i < cm->nnj; i++) {
+		const node_job *j = &cm->nj[i];
+		if (j->p != p || strcmp(j->job, job))
+			continue;
+		uint32_t n = j->n < cap ? j->n : cap;
+		memcpy(out, j->m, n * sizeof(*out));
+		return n;
+	}
+	return 0;
+}
+
+void ckptd__coord_decide(ckptd_coordinator *c, const char *job, uint32_t kind, const peer *p, const ckptd_member *m,
+                         uint32_t n, const char *why)
+{
+	if (c->members)
+		decide(c, job, kind, p->node, m, n, 0, why);
+}

@@ -412,7 +412,8 @@ static void stepped(ckptd_coordinator *c, recov *v, uint32_t k, uint64_t ns, uin
 void ckptd__coord_recovery_begin(ckptd_coordinator *c, const ckptd_event *e)
 {
 	struct coord_spares *cs = c->spares;
-	if (!cs || !e->job[0] || e->kind < CKPTD_FAIL_RANK_DIED || e->kind > CKPTD_FAIL_RANK_HUNG)
+	if (!cs || !e->job[0] ||
+	    ((e->kind < CKPTD_FAIL_RANK_DIED || e->kind > CKPTD_FAIL_RANK_HUNG) && e->kind != CKPTD_FAIL_STRAGGLER))
 		return;
 	recov *v = at(cs, cs->len);
 	if (cs->len == KEEP)
@@ -442,7 +443,8 @@ void ckptd__coord_recovery_begin(ckptd_coordinator *c, const ckptd_event *e)
 	ckptd_ranks_text(e->entries, e->count, v->r.ranks, sizeof(v->r.ranks));
 	newest_committed(c, e->job, &v->newest, &v->newest_peer);
 	v->open = n > 0;
-	v->need_spare = e->kind == CKPTD_FAIL_NODE_LOST && n > 0;
+	/* A replaced straggler's node is left as a lost one is. */
+	v->need_spare = (e->kind == CKPTD_FAIL_NODE_LOST || e->kind == CKPTD_FAIL_STRAGGLER) && n > 0;
 	/* Ranks registered again since the failure, before this decision. */
 	uint32_t left = n;
 	for (size_t i = cs->nregs > REGS ? cs->nregs - REGS : 0; i < cs->nregs; i++) {

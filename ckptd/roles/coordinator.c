@@ -1000,7 +1000,7 @@ int ckptd_coordinator_new(ckptd_server *srv, const ckptd_config *cfg, const ckpt
 	    (r = ckptd_emerg_new(cfg, log, c->mx, c->steps, &ckptd__coord_emerg_ops,
 	                         c, &c->emerg)) < 0 ||
 	    (r = ckptd__coord_stragglers_open(c)) < 0 || (r = ckptd__members_open(c)) < 0 ||
-	    (r = ckptd__spares_open(c)) < 0 ||
+	    (r = ckptd__spares_open(c)) < 0 || (r = ckptd__coord_replace_open(c)) < 0 ||
 	    (r = ckptd_server_every(srv, 1000, judge_steps, c)) < 0 ||
 	    (cfg->retention_interval_ms && (r = ckptd_server_every(srv, cfg->retention_interval_ms, retention, c)) < 0)) {
 		snprintf(err, errcap, "cannot install the coordinator's timers: %s", strerror(-r));
@@ -1026,6 +1026,7 @@ void ckptd_coordinator_free(ckptd_coordinator *c)
 	ckptd__coord_groups_free(c);
 	ckptd__members_close(c);
 	ckptd__spares_close(c);
+	ckptd__coord_replace_close(c);
 	ckptd_coord_close(c->db);
 	ckptd_emerg_free(c->emerg);
 	ckptd_stragglers_free(c->stragglers);

@@ -76,6 +76,7 @@ struct ckptd_coordinator {
 	struct coord_members *members; /* membership and failure decisions (coord_members.c) */
 	struct ckptd_ecvs *ecvs;      /* versions being rs-encoded (coord_ec.c) */
 	struct coord_spares *spares;  /* spares taking lost nodes, every recovery's timeline (coord_spares.c) */
+	struct coord_replace *replace; /* --replace-stragglers (coord_replace.c); NULL when off */
 };
 
 /* coordinator.c */
@@ -162,6 +163,21 @@ void ckptd__coord_members_tick(ckptd_coordinator *c, uint64_t now);
 int ckptd__coord_events_query(ckptd_coordinator *c, ckptd_session *s, const ckptd_events *q);
 /* STATUS_REPLY's epochs (out->epochs malloc'd: the caller frees it). */
 int ckptd__coord_epochs_status(ckptd_coordinator *c, const char *job, ckptd_status_reply *out);
+
+/* The job's ranks node p serves (as its agent last said), at most cap of
+ * them into out; returns how many. */
+uint32_t ckptd__coord_node_ranks(ckptd_coordinator *c, const peer *p, const char *job, ckptd_member *out,
+                                 uint32_t cap);
+/* A decision of kind (CKPTD_FAIL_*) about p's ranks m[0..n) of job: the
+ * job's next epoch, everyone told, the recovery's timeline begun. */
+void ckptd__coord_decide(ckptd_coordinator *c, const char *job, uint32_t kind, const peer *p, const ckptd_member *m,
+                         uint32_t n, const char *why);
+
+/* coord_replace.c: --replace-stragglers */
+int ckptd__coord_replace_open(ckptd_coordinator *c);
+void ckptd__coord_replace_close(ckptd_coordinator *c);
+/* The emergency of (job, node) is over (preempt.c's ended op). */
+void ckptd__coord_replace_ended(ckptd_coordinator *c, const char *job, const char *node, uint64_t version, int ok);
 
 /* EVENT of a kind that follows a failure (1.6: spare chosen, ready, none,
  * recovered): kept for EVENTS, sent to the tools following (of 1.6). */

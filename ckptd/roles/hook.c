@@ -52,6 +52,7 @@ const char *ckptd_fail_name(uint32_t kind)
 	case CKPTD_FAIL_SPARE_READY: return "spare-ready";
 	case CKPTD_FAIL_NO_SPARE: return "no-spare";
 	case CKPTD_FAIL_RECOVERED: return "recovered";
+	case CKPTD_FAIL_STRAGGLER: return "straggler-replaced";
 	}
 	return "unknown";
 }

@@ -25,7 +25,8 @@
  * A noticed node stays out of placement until its agent says hello again
  * (it came back) or a few seconds after the latest deadline a notice gave
  * it (the node was not taken after all, or it is gone and its agent down,
- * which placement skips anyway). */
+ * which placement skips anyway); a persistent straggler's node (the
+ * coordinator's own notice, --replace-stragglers) only the former. */
 #include "roles_int.h"
 
 #include "base/common.h" /* ckpt__wall_ns */
@@ -85,7 +86,7 @@ static const char *tier_name(uint32_t tier)
 
 static const char *source_name(uint32_t s)
 {
-	static const char *const n[] = { "?", "aws", "gcp", "azure", "file", "signal", "cli" };
+	static const char *const n[] = { "?", "aws", "gcp", "azure", "file", "signal", "cli", "straggler" };
 	return s < sizeof(n) / sizeof(n[0]) ? n[s] : "?";
 }
 
@@ -285,8 +286,10 @@ int ckptd_emerg_notice(ckptd_emerg *e, const ckptd_preempt *p, uint64_t now_ns)
 	           "preemption notice (%s) for %s%s%s, deadline in %.1f s%s%s", source_name(p->source),
 	           p->node[0] ? "node " : "", p->node[0] ? p->node : "", p->job[0] ? " (its job)" : "",
 	           n.deadline > wall ? (n.deadline - wall) / 1e9 : 0.0, p->text[0] ? ": " : "", p->text);
-	/* Before the ranks hear: their partners must be off the noticed node. */
-	exclude(e, p->node, n.deadline);
+	/* Before the ranks hear: their partners must be off the noticed node.
+	 * A straggler's node is not going away by itself: it stays out until
+	 * its agent says hello again (restarted, repaired). */
+	exclude(e, p->node, p->source == CKPTD_NOTICE_SRC_STRAGGLER ? UINT64_MAX - GRACE_NS : n.deadline);
 	if (p->job[0])
 		for_job(&n, p->job);
 	else if (p->node[0])
@@ -317,6 +320,8 @@ static void check_safe(ckptd_emerg *e, emjob *j)
 	m.u.emergency.tier = j->tier;
 	m.u.emergency.final = 1;
 	e->ops.broadcast(e->arg, &m);
+	if (e->ops.ended)
+		e->ops.ended(e->arg, j->job, j->node, j->step, 1);
 }
 
 void ckptd_emerg_commit(ckptd_emerg *e, const char *job, uint64_t version, uint32_t tier, uint64_t latency_ns,
@@ -351,6 +356,8 @@ void ckptd_emerg_tick(ckptd_emerg *e, uint64_t now_ns)
 			           (unsigned long long)j->step, tier_name(j->tier));
 			ckptd_metrics_add(e->mx, CKPTD_M_EMERGENCIES, j->job, "missed", 1);
 			j->active = 0;
+			if (e->ops.ended)
+				e->ops.ended(e->arg, j->job, j->node, j->step, 0);
 		}
 	}
 }

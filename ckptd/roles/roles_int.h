@@ -170,6 +170,9 @@ typedef struct ckptd_emerg_ops {
 	/* 1 when every rank's shard of (job, version) has a live copy on a node
 	 * that was not noticed (at any tier). */
 	int (*safe)(void *arg, const char *job, uint64_t version);
+	/* The job's emergency for node is over: its version safe off the
+	 * noticed nodes (ok), or given up past the deadline. May be NULL. */
+	void (*ended)(void *arg, const char *job, const char *node, uint64_t version, int ok);
 } ckptd_emerg_ops;
 int ckptd_emerg_new(const ckptd_config *cfg, const ckptd_log *log, ckptd_metrics *mx, ckptd_steps *steps,
                     const ckptd_emerg_ops *ops, void *arg, ckptd_emerg **out);
@@ -182,7 +185,8 @@ int ckptd_emerg_notice(ckptd_emerg *e, const ckptd_preempt *p, uint64_t now_ns);
 void ckptd_emerg_commit(ckptd_emerg *e, const char *job, uint64_t version, uint32_t tier, uint64_t latency_ns,
                         uint64_t bytes);
 /* A node whose agent said hello again is no longer excluded (nor one a few
- * seconds past its notices' deadline: ckptd_emerg_tick). */
+ * seconds past its notices' deadline: ckptd_emerg_tick; a straggler's node,
+ * CKPTD_NOTICE_SRC_STRAGGLER, stays out until its agent is back). */
 void ckptd_emerg_node_back(ckptd_emerg *e, const char *node);
 /* 1 if node was noticed (placement leaves it out). */
 int ckptd_emerg_excluded(const ckptd_emerg *e, const char *node);

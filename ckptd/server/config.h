@@ -60,6 +60,7 @@ typedef struct ckptd_config {
 	uint32_t straggler_slowest;   /* percent: stragglers only when the slowest rank exceeds this of the fastest */
 	uint32_t straggler_rank;      /* percent: a rank above this of the fastest is a straggler */
 	uint32_t straggler_windows;   /* judgements in a row that make a straggler persistent (0: never) */
+	int replace_stragglers;       /* coordinator: a persistent straggler's node replaced (coord_replace.c) */
 	char *health_proc, *health_cgroup, *health_kmsg; /* agent: where the node's health is read; NULL: the defaults */
 	uint64_t mtbf_ms;             /* coordinator: the jobs' MTBF for interval advice; 0: observed */
 	uint32_t spare;          /* agent: a spare (--spare): no ranks until told to take a lost node's */

@@ -148,6 +148,8 @@ static const family families[CKPTD_M__COUNT] = {
 	                     "coordinator: agents started --spare that are up and have taken no lost node yet" },
 	[CKPTD_M_SPARE_DECISIONS] = { "ckpt_spare_decisions_total", M_COUNTER, { "ckpt_job", "result" },
 	                              "coordinator: spares for lost nodes: chosen, ready (the ranks' state in its DRAM), failed (its pull failed or it was lost during it), none (no spare free)" },
+	[CKPTD_M_STRAGGLER_REPLACEMENTS] = { "ckpt_straggler_replacements_total", M_COUNTER, { "ckpt_job", "result" },
+	                                     "coordinator: --replace-stragglers: a persistent straggler's node taken out (started: its emergency checkpoint begun; replaced: the version safe off it, the decision made and a spare asked; missed: the emergency not safe by its deadline; failed: no emergency could start)" },
 	[CKPTD_M_SPARE_PULL] = { "ckpt_spare_pull_seconds", M_HISTOGRAM, { "ckpt_job" },
 	                         "coordinator: from a spare chosen to the lost node's state in its DRAM (its SPARE_DONE)" },
 	[CKPTD_M_RECOVERY_PHASE] = { "ckpt_recovery_phase_seconds", M_HISTOGRAM, { "phase" },

@@ -103,6 +103,7 @@ enum ckptd_metric {
 	CKPTD_M_RS_REBUILDS,         /* counter {job, result}: agent: shards rebuilt from a group */
 	CKPTD_M_SPARES,              /* gauge: spares free to take a lost node */
 	CKPTD_M_SPARE_DECISIONS,     /* counter {job, result}: spares chosen, ready, failed, none free */
+	CKPTD_M_STRAGGLER_REPLACEMENTS, /* counter {job, result}: --replace-stragglers: started, replaced, missed, failed */
 	CKPTD_M_SPARE_PULL,          /* histogram {job}: the spare's pull of a lost node's state */
 	CKPTD_M_RECOVERY_PHASE,      /* histogram {phase}: each phase of a recovery */
 	CKPTD_M__COUNT

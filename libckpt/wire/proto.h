@@ -667,6 +667,7 @@ enum {
 	CKPTD_NOTICE_SRC_AWS = 1, CKPTD_NOTICE_SRC_GCP = 2, CKPTD_NOTICE_SRC_AZURE = 3, CKPTD_NOTICE_SRC_FILE = 4,
 	CKPTD_NOTICE_SRC_SIGNAL = 5, /* a rank got SIGTERM / SIGUSR1 (ckpt_preempt_install) */
 	CKPTD_NOTICE_SRC_CLI = 6,    /* ckpt preempt */
+	CKPTD_NOTICE_SRC_STRAGGLER = 7, /* 1.6: the coordinator's own, replacing a persistent straggler's node */
 };
 
 /* PREEMPT (1.2): a node (or a job) is about to go. Rank or tool -> agent
@@ -805,6 +806,11 @@ enum {
 	CKPTD_FAIL_SPARE_READY = 5,  /* NODE: the spare; CODE 0: their state is in its DRAM, else why not */
 	CKPTD_FAIL_NO_SPARE = 6,     /* NODE: the lost node; no spare could take it */
 	CKPTD_FAIL_RECOVERED = 7,    /* NODE: the failed node; its ranks took a step again (the timeline) */
+	/* 1.6, a decision (a new epoch) as 1-3: a persistent straggler's node
+	 * replaced (--replace-stragglers), once its emergency checkpoint is
+	 * safe off the node; ENTRIES: the job's ranks there; TEXT: the rank
+	 * and its node's evidence */
+	CKPTD_FAIL_STRAGGLER = 8,
 };
 
 typedef struct ckptd_member {

@@ -268,7 +268,7 @@ static const char *check_partner(const void *r)
 static const char *check_preempt(const void *r)
 {
 	const ckptd_preempt *m = r;
-	if (m->source < CKPTD_NOTICE_SRC_AWS || m->source > CKPTD_NOTICE_SRC_CLI)
+	if (m->source < CKPTD_NOTICE_SRC_AWS || m->source > CKPTD_NOTICE_SRC_STRAGGLER)
 		return "unknown notice source";
 	return NULL;
 }
@@ -554,7 +554,8 @@ static const ckptd__field f_group_member[] = {
 static const ckptd__schema s_group_member = SCHEMA(ckptd_group_member, f_group_member, check_group_member);
 static const char *check_kind(uint32_t k)
 {
-	return k >= CKPTD_FAIL_RANK_DIED && k <= CKPTD_FAIL_RANK_HUNG ? NULL : "unknown failure kind";
+	return (k >= CKPTD_FAIL_RANK_DIED && k <= CKPTD_FAIL_RANK_HUNG) || k == CKPTD_FAIL_STRAGGLER
+	       ? NULL : "unknown failure kind";
 }
 static const char *check_job_epoch(const void *r)
 {

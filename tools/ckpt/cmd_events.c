@@ -20,7 +20,8 @@ static const char *kind_name(uint32_t k)
 	     : k == CKPTD_FAIL_SPARE_CHOSEN ? "spare-chosen"
 	     : k == CKPTD_FAIL_SPARE_READY ? "spare-ready"
 	     : k == CKPTD_FAIL_NO_SPARE ? "no-spare"
-	     : k == CKPTD_FAIL_RECOVERED ? "recovered" : "unknown";
+	     : k == CKPTD_FAIL_RECOVERED ? "recovered"
+	     : k == CKPTD_FAIL_STRAGGLER ? "straggler-replaced" : "unknown";
 }
 
 static void utc(uint64_t ns, char *buf, size_t cap)
