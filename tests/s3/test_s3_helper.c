@@ -90,7 +90,13 @@ int main(void)
 	s3gw_buf_free(&out);
 	s3gw_gw_stop(&x, 1);
 	long st = s3gw_get(&x, b, "other", &out);
-	T_ASSERT(st == -(long)CURLE_COULDNT_CONNECT);
+	/* Refused, as a rule; on a loaded machine the connection may also be
+	 * reset or time out, or another test's server have taken the freed
+	 * port: anything but the object. */
+	if (!(st < 0 || (st != 200 && !(out.len == 10 && !memcmp(out.data, data, 10)))))
+		T_FAIL("the killed gateway's port still served the object (status %ld)", st);
+	if (st != -(long)CURLE_COULDNT_CONNECT)
+		fprintf(stderr, "note: the killed gateway's port gave %ld, not a refused connection\n", st);
 	s3gw_buf_free(&out);
 	T_ASSERT(s3gw_get(&g, b, "other", NULL) == 200); /* the shared one is untouched */
 	s3gw_gw_start(&x);
