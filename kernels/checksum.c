@@ -6,22 +6,51 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The leaf hashes of a chunk, folded into its checksum as they come: 64 at
+ * a time through a small buffer into the final hash, so any chunk size
+ * works without heap. */
+typedef struct leaf_fold {
+	XXH3_state_t st;
+	uint8_t buf[64 * 8];
+	size_t n;
+} leaf_fold;
+
+static void fold_init(leaf_fold *f, size_t len)
+{
+	/* reset_withSeed skips deriving the secret when the state's old seed
+	 * matches: stack garbage equal to len would leave a stale secret. */
+	XXH3_INITSTATE(&f->st);
+	XXH3_64bits_reset_withSeed(&f->st, (XXH64_hash_t)len);
+	f->n = 0;
+}
+
+static void fold_push(leaf_fold *f, uint64_t h)
+{
+	for (int i = 0; i < 8; i++)
+		f->buf[f->n + (size_t)i] = (uint8_t)(h >> (8 * i));
+	f->n += 8;
+	if (f->n == sizeof(f->buf)) {
+		XXH3_64bits_update(&f->st, f->buf, f->n);
+		f->n = 0;
+	}
+}
+
+static uint64_t fold_end(leaf_fold *f)
+{
+	if (f->n)
+		XXH3_64bits_update(&f->st, f->buf, f->n);
+	return XXH3_64bits_digest(&f->st);
+}
+
 /* The tree checksum of src; with dst, each leaf is first copied there and
  * hashed from the copy, while it is still in the cache: one pass over
  * memory instead of two, and what is hashed is what the caller keeps. */
 static uint64_t tree_sum(void *dst, const void *src, size_t len, ckpt_seal_state *seal)
 {
-	/* Leaf hashes are folded 64 at a time into a small stack buffer and
-	 * streamed into the final hash, so any chunk size works without heap. */
 	const uint8_t *p = src;
 	uint8_t *d = dst;
-	XXH3_state_t st;
-	/* reset_withSeed skips deriving the secret when the state's old seed
-	 * matches: stack garbage equal to len would leave a stale secret. */
-	XXH3_INITSTATE(&st);
-	XXH3_64bits_reset_withSeed(&st, (XXH64_hash_t)len);
-	uint8_t buf[64 * 8];
-	size_t nbuf = 0;
+	leaf_fold f;
+	fold_init(&f, len);
 	for (size_t off = 0; off < len; off += CKPT_CSUM_LEAF) {
 		size_t n = len - off < CKPT_CSUM_LEAF ? len - off : CKPT_CSUM_LEAF;
 		const uint8_t *leaf = p + off;
@@ -29,26 +58,15 @@ static uint64_t tree_sum(void *dst, const void *src, size_t len, ckpt_seal_state
 			memcpy(d + off, leaf, n);
 			leaf = d + off;
 		}
-		uint64_t h = XXH3_64bits(leaf, n);
+		fold_push(&f, XXH3_64bits(leaf, n));
 		if (seal)
 			ckpt_kern_seal_update(seal, NULL, leaf, n);
-		for (int i = 0; i < 8; i++)
-			buf[nbuf + (size_t)i] = (uint8_t)(h >> (8 * i));
-		nbuf += 8;
-		if (nbuf == sizeof(buf)) {
-			XXH3_64bits_update(&st, buf, nbuf);
-			nbuf = 0;
-		}
 	}
-	if (nbuf)
-		XXH3_64bits_update(&st, buf, nbuf);
-	return XXH3_64bits_digest(&st);
+	return fold_end(&f);
 }
 
 struct ckpt_csum_stream {
-	XXH3_state_t st;            /* the leaf hashes, streamed */
-	uint8_t hashes[64 * 8];     /* leaf hashes not yet streamed */
-	size_t nhashes;
+	leaf_fold fold;             /* the leaf hashes */
 	size_t len, fed;
 	uint8_t leaf[CKPT_CSUM_LEAF]; /* a leaf cut by a piece's edge */
 	size_t nleaf;
@@ -56,14 +74,7 @@ struct ckpt_csum_stream {
 
 static void stream_leaf(ckpt_csum_stream *s, const uint8_t *leaf, size_t n)
 {
-	uint64_t h = XXH3_64bits(leaf, n);
-	for (int i = 0; i < 8; i++)
-		s->hashes[s->nhashes + (size_t)i] = (uint8_t)(h >> (8 * i));
-	s->nhashes += 8;
-	if (s->nhashes == sizeof(s->hashes)) {
-		XXH3_64bits_update(&s->st, s->hashes, s->nhashes);
-		s->nhashes = 0;
-	}
+	fold_push(&s->fold, XXH3_64bits(leaf, n));
 }
 
 ckpt_csum_stream *ckpt_kern_checksum_begin(size_t len)
@@ -71,9 +82,8 @@ ckpt_csum_stream *ckpt_kern_checksum_begin(size_t len)
 	ckpt_csum_stream *s = malloc(sizeof(*s));
 	if (!s)
 		return NULL;
-	XXH3_INITSTATE(&s->st);
-	XXH3_64bits_reset_withSeed(&s->st, (XXH64_hash_t)len);
-	s->nhashes = s->nleaf = s->fed = 0;
+	fold_init(&s->fold, len);
+	s->nleaf = s->fed = 0;
 	s->len = len;
 	return s;
 }
@@ -105,9 +115,7 @@ uint64_t ckpt_kern_checksum_end(ckpt_csum_stream *s)
 {
 	if (s->nleaf)
 		stream_leaf(s, s->leaf, s->nleaf);
-	if (s->nhashes)
-		XXH3_64bits_update(&s->st, s->hashes, s->nhashes);
-	uint64_t h = XXH3_64bits_digest(&s->st);
+	uint64_t h = fold_end(&s->fold);
 	if (s->fed != s->len)
 		h = ~h; /* not the chunk's bytes: not its checksum (a reader sees a mismatch) */
 	free(s);
@@ -150,23 +158,11 @@ void ckpt_kern_checksum_leaves(void *dst, const void *src, size_t len, uint64_t 
 
 uint64_t ckpt_kern_checksum_fold(const uint64_t *hashes, size_t len)
 {
-	XXH3_state_t st;
-	XXH3_INITSTATE(&st);
-	XXH3_64bits_reset_withSeed(&st, (XXH64_hash_t)len);
-	uint8_t buf[64 * 8];
-	size_t nbuf = 0, nleaves = (len + CKPT_CSUM_LEAF - 1) / CKPT_CSUM_LEAF;
-	for (size_t i = 0; i < nleaves; i++) {
-		for (int b = 0; b < 8; b++)
-			buf[nbuf + (size_t)b] = (uint8_t)(hashes[i] >> (8 * b));
-		nbuf += 8;
-		if (nbuf == sizeof(buf)) {
-			XXH3_64bits_update(&st, buf, nbuf);
-			nbuf = 0;
-		}
-	}
-	if (nbuf)
-		XXH3_64bits_update(&st, buf, nbuf);
-	return XXH3_64bits_digest(&st);
+	leaf_fold f;
+	fold_init(&f, len);
+	for (size_t i = 0, nleaves = (len + CKPT_CSUM_LEAF - 1) / CKPT_CSUM_LEAF; i < nleaves; i++)
+		fold_push(&f, hashes[i]);
+	return fold_end(&f);
 }
 
 uint64_t ckpt_kern_hash(const void *data, size_t len)
