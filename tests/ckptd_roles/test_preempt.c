@@ -30,6 +30,7 @@
  * the notice. Exit 0 / 1 / 77 (no python3 or no tcp;ofi_rxm provider). */
 #include "roles_test.h"
 #include "rank_proc.h"
+#include "train_loop.h"
 #include "s3gw_helper.h"
 
 #include <ckpt.h>
@@ -135,65 +136,6 @@ static void rank_env(const char *tag, int rank, int node)
 		setenv("CKPT_FAULT", "peer.mid_write=delay:1500", 1);
 }
 
-/* A training loop. Its report pipe: 'R' once at READY_STEP, 'S' before
- * each save, then one line "E <step saved off the interval or 0> <last step
- * saved>" at EXIT (an emergency step may fall on the interval: the last
- * save is the emergency's then). */
-static void rank_train(int rank, int rep)
-{
-	uint8_t *b = malloc(REGION);
-	T_ASSERT(b);
-	ckpt_ctx *ctx = rp_open((const char *[]){ "w" }, &b, (size_t[]){ REGION }, 1);
-	T_OK(ckpt_preempt_install(ctx, NULL, 0));
-	uint64_t emergency = 0, interval_saves = 0, saved = 0;
-	for (uint64_t step = 1; step < 3000; step++) {
-		fill(b, rank, step);
-		usleep(STEP_MS * 1000);
-		int a = ckpt_step(ctx, step);
-		if (step == READY_STEP)
-			T_ASSERT(write(rep, "R", 1) == 1);
-		if (a == CKPT_STEP_SAVE) {
-			ckpt_handle *h;
-			T_ASSERT(write(rep, "S", 1) == 1);
-			T_OK(ckpt_save(ctx, step, 0, &h));
-			ckpt_handle_free(h);
-			saved = step;
-			if (step % 20)
-				emergency = step;
-			else
-				interval_saves++;
-		} else if (a == CKPT_STEP_EXIT) {
-			char line[64];
-			int n = snprintf(line, sizeof(line), "E %llu %llu\n", (unsigned long long)emergency,
-			                 (unsigned long long)saved);
-			fprintf(stderr, "rank %d: EXIT at step %llu (emergency step %llu, %llu interval saves)\n", rank,
-			        (unsigned long long)step, (unsigned long long)emergency, (unsigned long long)interval_saves);
-			T_OK(ckpt_ctx_close(ctx));
-			T_ASSERT(write(rep, line, (size_t)n) == n);
-			free(b);
-			return;
-		}
-	}
-	T_FAIL("rank %d: no EXIT after 3000 steps", rank);
-}
-
-/* Restores CKPT_LATEST; it must be version want, bit-exact. */
-static void rank_restore(int rank, uint64_t want)
-{
-	uint8_t *b = malloc(REGION), *w = malloc(REGION);
-	T_ASSERT(b && w);
-	ckpt_ctx *ctx = rp_open((const char *[]){ "w" }, &b, (size_t[]){ REGION }, 1);
-	uint64_t got = 0;
-	T_OK(ckpt_restore(ctx, CKPT_LATEST, 0, &got));
-	fill(w, rank, got);
-	if (got != want || memcmp(b, w, REGION))
-		T_FAIL("rank %d restored version %llu (want %llu)%s", rank, (unsigned long long)got, (unsigned long long)want,
-		       got == want ? ", not bit-exact" : "");
-	T_OK(ckpt_ctx_close(ctx));
-	free(b);
-	free(w);
-}
-
 typedef struct proc {
 	pid_t pid;
 	int rep;
@@ -206,9 +148,9 @@ static proc spawn(const char *tag, int rank, int node, uint64_t restore_want)
 	if (pid == 0) {
 		rank_env(tag, rank, node);
 		if (restore_want)
-			rank_restore(rank, restore_want);
+			tl_restore(rank, restore_want, REGION, fill);
 		else
-			rank_train(rank, rep);
+			tl_train(rank, rep, REGION, STEP_MS, 20, READY_STEP, fill);
 		exit(T_EXIT_PASS);
 	}
 	return (proc){ pid, rep };

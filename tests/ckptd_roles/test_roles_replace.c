@@ -19,6 +19,7 @@
  * Exit 0 / 1 / 77 (no tcp;ofi_rxm provider). */
 #include "roles_test.h"
 #include "rank_proc.h"
+#include "train_loop.h"
 
 #include <ckpt.h>
 
@@ -61,53 +62,6 @@ static void rank_env(const char *tag, int rank, int node)
 	setenv("CKPT_PREEMPT_EXIT_MARGIN_MS", "500", 1);
 }
 
-/* A training loop; at EXIT one line "E <last step saved>" on its pipe. */
-static void rank_train(int rank, int rep)
-{
-	uint8_t *b = malloc(REGION);
-	T_ASSERT(b);
-	ckpt_ctx *ctx = rp_open((const char *[]){ "w" }, &b, (size_t[]){ REGION }, 1);
-	uint64_t saved = 0;
-	for (uint64_t step = 1; step < 4000; step++) {
-		fill(b, rank, step);
-		usleep((rank == SLOW ? 2 * STEP_MS : STEP_MS) * 1000);
-		int a = ckpt_step(ctx, step);
-		if (a == CKPT_STEP_SAVE) {
-			ckpt_handle *h;
-			T_OK(ckpt_save(ctx, step, 0, &h));
-			ckpt_handle_free(h);
-			saved = step;
-		} else if (a == CKPT_STEP_EXIT) {
-			char line[64];
-			int n = snprintf(line, sizeof(line), "E %llu\n", (unsigned long long)saved);
-			fprintf(stderr, "rank %d: EXIT at step %llu, last save %llu\n", rank, (unsigned long long)step,
-			        (unsigned long long)saved);
-			T_OK(ckpt_ctx_close(ctx));
-			T_ASSERT(write(rep, line, (size_t)n) == n);
-			free(b);
-			return;
-		}
-	}
-	T_FAIL("rank %d: no EXIT after 4000 steps", rank);
-}
-
-/* Restores CKPT_LATEST: it must be version want, bit-exact. */
-static void rank_restore(int rank, uint64_t want)
-{
-	uint8_t *b = malloc(REGION), *w = malloc(REGION);
-	T_ASSERT(b && w);
-	ckpt_ctx *ctx = rp_open((const char *[]){ "w" }, &b, (size_t[]){ REGION }, 1);
-	uint64_t got = 0;
-	T_OK(ckpt_restore(ctx, CKPT_LATEST, 0, &got));
-	fill(w, rank, got);
-	if (got != want || memcmp(b, w, REGION))
-		T_FAIL("rank %d restored version %llu (want %llu)%s", rank, (unsigned long long)got, (unsigned long long)want,
-		       got == want ? ", not bit-exact" : "");
-	T_OK(ckpt_ctx_close(ctx));
-	free(b);
-	free(w);
-}
-
 typedef struct proc {
 	pid_t pid;
 	int rep;
@@ -120,9 +74,9 @@ static proc spawn(const char *tag, int rank, int node, uint64_t restore_want)
 	if (pid == 0) {
 		rank_env(tag, rank, node);
 		if (restore_want)
-			rank_restore(rank, restore_want);
+			tl_restore(rank, restore_want, REGION, fill);
 		else
-			rank_train(rank, rep);
+			tl_train(rank, rep, REGION, rank == SLOW ? 2 * STEP_MS : STEP_MS, 20, 0, fill);
 		exit(T_EXIT_PASS);
 	}
 	return (proc){ pid, rep };
@@ -259,9 +213,10 @@ static void run(void)
 		size_t n = 0;
 		char c;
 		while (n + 1 < sizeof(line) && (c = rp_get(p[r].rep, 90000)) && c != '\n')
-			line[n++] = c;
-		unsigned long long l = 0;
-		CHECK(sscanf(line, "E %llu", &l) == 1, "rank %d did not leave through EXIT (got '%s')", r, line);
+			if (c != 'S' && c != 'R')
+				line[n++] = c;
+		unsigned long long e = 0, l = 0;
+		CHECK(sscanf(line, "E %llu %llu", &e, &l) == 2, "rank %d did not leave through EXIT (got '%s')", r, line);
 		last[r] = l;
 		int st;
 		CHECK(td_wait_pid(p[r].pid, 30000, &st) == 0 && td_status_code(st) == 0, "rank %d exited %d", r,
