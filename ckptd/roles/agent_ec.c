@@ -178,9 +178,19 @@ typedef struct ecpin {
 	struct ectask *parity; /* the parity rows pinned */
 } ecpin;
 
+/* A rebuild in flight (on a prefetch thread): how far it is, for the
+ * loop deciding whether a rank's held read may wait on. */
+typedef struct ecrb {
+	struct ecrb *next;
+	char job[CKPTD_JOB_MAX + 1];
+	uint32_t rank;
+	uint64_t bytes; /* read so far, with the module's mutex */
+} ecrb;
+
 struct agent_ec {
 	pthread_mutex_t mu;
 	int pipe[2];
+	ecrb *rebuilds;       /* with mu */
 	ectask *tasks;
 	ecpin *pins;
 	size_t npins, cappins;
@@ -592,6 +602,7 @@ typedef struct rbuild {
 	ckpt_fab_mr *mr;
 	uint8_t *bounce;      /* CKPT_ECG_BLOCK bytes, registered */
 	uint64_t blocks_read, bytes_read;
+	ecrb prog;            /* in a->ec->rebuilds while it runs */
 } rbuild;
 
 static int rb_xfer(rbuild *x, const ckptd_peer_grant *g, uint64_t off, uint64_t len, unsigned who, char *why,
@@ -619,7 +630,25 @@ static int rb_xfer(rbuild *x, const ckptd_peer_grant *g, uint64_t off, uint64_t 
 	}
 	x->blocks_read++;
 	x->bytes_read += len;
+	struct agent_ec *ec = x->a->ec;
+	pthread_mutex_lock(&ec->mu);
+	x->prog.bytes = x->bytes_read;
+	pthread_mutex_unlock(&ec->mu);
 	return 0;
+}
+
+uint64_t ckptd__ec_rebuild_progress(ckptd_agent *a, const char *job, uint32_t rank)
+{
+	struct agent_ec *x = a->ec;
+	uint64_t b = 0;
+	if (!x)
+		return 0;
+	pthread_mutex_lock(&x->mu);
+	for (const ecrb *r = x->rebuilds; r; r = r->next)
+		if (r->rank == rank && !strcmp(r->job, job))
+			b += r->bytes;
+	pthread_mutex_unlock(&x->mu);
+	return b;
 }
 
 /* Holder h's parity of the version pinned, and its checksums of the
@@ -708,6 +737,7 @@ static int rb_fetch(void *arg, unsigned s, unsigned p, uint64_t b, uint8_t *buf,
 	}
 	int r;
 	x->t.why[0] = '\0';
+	ckpt__fault(&x->a->faults, "agent.ec_rebuild_block"); /* delay:MS: a slow rebuild */
 	if (p < k) {
 		/* Slice p of member h's shard; past its image, zeros. */
 		uint64_t have = ckpt__ecg_have(g, h, p), take = have > off ? (have - off < bl ? have - off : bl) : 0;
@@ -785,6 +815,14 @@ int ckptd__ec_rebuild(ckptd_agent *a, const ckptd_ec_plan *p, uint32_t rank, uin
 		goto out;
 	}
 	x.dead[lost] = 1; /* its own copy is what is missing */
+	snprintf(x.prog.job, sizeof(x.prog.job), "%s", p->job);
+	x.prog.rank = rank;
+	if (a->ec) {
+		pthread_mutex_lock(&a->ec->mu);
+		x.prog.next = a->ec->rebuilds;
+		a->ec->rebuilds = &x.prog;
+		pthread_mutex_unlock(&a->ec->mu);
+	}
 	if (!(x.ow = calloc(x.n, sizeof(*x.ow))) || !(x.bounce = aligned_alloc(CKPT_EC_ALIGN, CKPT_ECG_BLOCK))) {
 		r = -ENOMEM;
 		snprintf(why, cap, "no memory");
@@ -806,6 +844,15 @@ int ckptd__ec_rebuild(ckptd_agent *a, const ckptd_ec_plan *p, uint32_t rank, uin
 		           x.unchecked ? "; some data blocks checked by the image's chunk checksums alone (no parity holder "
 		                         "of their stripe answered)" : "");
 out:
+	if (a->ec && x.prog.job[0]) {
+		pthread_mutex_lock(&a->ec->mu);
+		for (ecrb **pp = &a->ec->rebuilds; *pp; pp = &(*pp)->next)
+			if (*pp == &x.prog) {
+				*pp = x.prog.next;
+				break;
+			}
+		pthread_mutex_unlock(&a->ec->mu);
+	}
 	if (x.ow) {
 		for (unsigned i = 0; i < x.n; i++)
 			if (x.has_par[i] && x.ow[i].c) {

@@ -115,6 +115,9 @@ void ckptd__ec_session_gone(ckptd_agent *a, uint64_t serial);
  * stripe and the members lost or corrupt; another error with why. */
 int ckptd__ec_rebuild(ckptd_agent *a, const ckptd_ec_plan *p, uint32_t rank, uint8_t *dst, uint64_t bytes, char *why,
                       size_t cap);
+/* Bytes read so far by the rebuilds of (job, rank) in flight here (0:
+ * none): whether a rank's read held for one may wait on (agent_prefetch.c). */
+uint64_t ckptd__ec_rebuild_progress(ckptd_agent *a, const char *job, uint32_t rank);
 
 /* agent.c */
 rank_sess *ckptd__agent_rank_by_serial(ckptd_agent *a, uint64_t serial);

@@ -76,11 +76,16 @@ typedef struct pf_task {
 
 /* A rank's READ of a shard this agent is fetching (or rebuilding): held
  * until the task ends, at most PF_HOLD_MS (the rank's call waits
- * CKPTD_CLIENT_DEFAULT_TIMEOUT_MS), then answered as if asked then. */
+ * CKPTD_CLIENT_DEFAULT_TIMEOUT_MS), then answered as if asked then; but
+ * a rebuild from the rs group that read more since the hold began is
+ * still going: ERROR BUSY then, and the rank asks again (libckpt's
+ * daemon.c), so that the wait lasts as long as the rebuild progresses,
+ * however large the shard, and ends as soon as it stalls. */
 typedef struct pf_wait {
 	uint64_t serial;
 	ckptd_segment_request req;
 	uint64_t until_ns;
+	uint64_t progress; /* the rebuild's bytes read when the hold began */
 } pf_wait;
 #define PF_HOLD_MS 8000
 
@@ -428,8 +433,17 @@ static void answer_waits(ckptd_agent *a, const char *job, uint32_t rank, uint64_
 		}
 		p->waits[i] = p->waits[--p->nwaits];
 		rank_sess *rs = ckptd__agent_rank_by_serial(a, w.serial);
-		if (rs)
+		uint64_t now_b = job ? 0 : ckptd__ec_rebuild_progress(a, w.req.job, w.req.rank);
+		if (rs && now_b > w.progress) {
+			char t[200];
+			snprintf(t, sizeof(t), "the shard is being rebuilt here from its rs group (%llu bytes read, %llu in the "
+			         "last %d ms): ask again", (unsigned long long)now_b, (unsigned long long)(now_b - w.progress),
+			         PF_HOLD_MS);
+			CKPTD_DEBUG(a->log, NULL, w.req.job, "rank %u: %s", w.req.rank, t);
+			ckptd_session_send_error(rs->s, CKPTD_ERR_BUSY, t);
+		} else if (rs) {
 			ckptd__agent_grant_read(a, rs->s, rs, &w.req);
+		}
 	}
 }
 
@@ -452,7 +466,8 @@ int ckptd__prefetch_hold(ckptd_agent *a, rank_sess *rs, const ckptd_segment_requ
 		p->waits = q;
 		p->capwaits = nc;
 	}
-	p->waits[p->nwaits++] = (pf_wait){ rs->serial, *m, ckpt__now_ns() + PF_HOLD_MS * 1000000ull };
+	p->waits[p->nwaits++] = (pf_wait){ rs->serial, *m, ckpt__now_ns() + PF_HOLD_MS * 1000000ull,
+		                                ckptd__ec_rebuild_progress(a, m->job, m->rank) };
 	CKPTD_DEBUG(a->log, NULL, m->job, "rank %u's read held while its shard is fetched here", m->rank);
 	return 1;
 }

@@ -810,6 +810,10 @@ int ckpt__daemon_segment_read(ckpt_ctx *ctx, uint64_t version, const uint8_t **b
 	return ckpt__daemon_segment_read_rank(ctx, version, ctx->cfg.rank, buf, len, cold, id);
 }
 
+/* A bound on READ's "still rebuilding" answers (8 s of progress each):
+ * hours, against an agent that would never stop saying so. */
+#define READ_BUSY_TRIES 2048u
+
 int ckpt__daemon_segment_read_rank(ckpt_ctx *ctx, uint64_t version, uint32_t rank, const uint8_t **buf,
                                    uint64_t *len, int *cold, uint64_t *id)
 {
@@ -824,6 +828,17 @@ int ckpt__daemon_segment_read_rank(ckpt_ctx *ctx, uint64_t version, uint32_t ran
 		return -CKPT_EUNAVAIL;
 	pthread_mutex_lock(&d->mu);
 	int err = call_expect(ctx, &m, CKPTD_MSG_SEGMENT_GRANT, &rep, NULL);
+	/* BUSY: the agent is rebuilding this shard from its rs group and the
+	 * rebuild read more during the last hold (it holds each READ up to 8 s):
+	 * asked again for as long as that goes on, the link free in between.
+	 * The agent answers as usual once the rebuild ends or stalls. */
+	for (unsigned tries = 0; err == -EBUSY && !d->broken && tries < READ_BUSY_TRIES; tries++) {
+		if (!tries)
+			LOG_I(&ctx->log, version, "daemon: the agent is still rebuilding rank %u's shard; waiting for it", rank);
+		pthread_mutex_unlock(&d->mu);
+		pthread_mutex_lock(&d->mu);
+		err = call_expect(ctx, &m, CKPTD_MSG_SEGMENT_GRANT, &rep, NULL);
+	}
 	if (err == 0) {
 		ckptd_segment_grant g = rep.u.segment_grant;
 		ckptd_msg_free(&rep);

@@ -184,6 +184,8 @@ static void wait_from(const daemon_t *d, long from, const char *needle, int ms)
 /* Node `lost` gone, a spare `spare` in its place: ranks r0, r0 + 1 of the
  * lost node rebuilt there from the group and restored bit-exact; then the
  * group re-protects version 2 with the spare. */
+static const char *spare_fault; /* the spare's CKPT_FAULT in replace() */
+
 static void replace(int lost, int spare, int r0, const char *const *aargs)
 {
 	char line[200];
@@ -191,7 +193,7 @@ static void replace(int lost, int spare, int r0, const char *const *aargs)
 	ct_lose_node(&E, lost);
 	snprintf(line, sizeof(line), "agent n%d lost after the grace period", lost);
 	wait_from(&E.coord, from, line, 10000);
-	start_agent(spare, aargs);
+	start_agent_f(spare, aargs, spare_fault);
 	snprintf(line, sizeof(line), "rs group 0: n%d takes lost member %d's place (n%d)", spare, lost - 1, lost);
 	wait_from(&E.coord, from, line, 10000);
 	for (int r = r0; r < r0 + PER; r++) {
@@ -292,6 +294,36 @@ static int restart(void)
 	CT_CHECK(&E, wait_peer(2, 5000), "version 2 is not committed at PEER_MEM after the restart");
 	printf("coordinator killed and restarted: group 0 and version 2's plan read back from its index\n");
 	replace(1, 4, 0, aargs);
+	return ct_end(&E);
+}
+
+/* rs:2+1 over n1..n3, two ranks each; n1 lost, the spare n4 rebuilds
+ * slowly (agent.ec_rebuild_block=delay:2500: every block it fetches
+ * waits 2.5 s, some 10 s a shard, past the 8 s an agent holds a read):
+ * ranks 0 and 1 relaunched there wait for the rebuild (their agent says
+ * BUSY after each hold while the rebuild progresses, they ask again) and
+ * restore bit-exact from LOCAL_MEM, not from the next tier. */
+static int slow(void)
+{
+	ct_init(&E, "roles-ec-slow", NODES + 1);
+	const char *cargs[] = { "--peer-scheme", "rs:2+1", "--agent-grace", "2s", NULL };
+	ct_start_coord(&E, cargs);
+	const char *aargs[] = { "--pool-size", "64M", "--peer-pool-size", "32M", NULL };
+	for (int k = 1; k <= NODES; k++)
+		start_agent(k, aargs);
+	ct_wait_agents(&E, NODES);
+	td_wait_log(&E.coord, "rs group 0 formed", 10000);
+	save(1, 2, 1);
+	CT_CHECK(&E, wait_peer(2, 20000), "version 2 never committed at PEER_MEM");
+	spare_fault = "agent.ec_rebuild_block=delay:2500";
+	uint64_t t0 = rt_ms();
+	replace(1, 4, 0, aargs);
+	CT_CHECK(&E, td_log_has(&E.agent[4], "ask again"), "n4 never told a rank to ask again while it rebuilt");
+	for (int r = 0; r < PER; r++)
+		CT_CHECK(&E, ct_log_has(&E, &plan[r], "the agent is still rebuilding rank"),
+		         "rank %d does not say it waited for its agent's rebuild", r);
+	printf("a rebuild slower than a read's 8 s hold: ranks 0, 1 waited for it (%.1f s in all) and restored bit-exact "
+	       "from LOCAL_MEM\n", (double)(rt_ms() - t0) / 1000);
 	return ct_end(&E);
 }
 
@@ -561,6 +593,8 @@ int main(int argc, char **argv)
 		return rebuild();
 	if (argc > 1 && !strcmp(argv[1], "restart"))
 		return restart();
+	if (argc > 1 && !strcmp(argv[1], "slow"))
+		return slow();
 	ct_init(&E, "roles-ec", NODES);
 	const char *cargs[] = { "--peer-scheme", "rs:2+1", "--agent-grace", "2s", NULL };
 	ct_start_coord(&E, cargs);
