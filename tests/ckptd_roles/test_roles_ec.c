@@ -264,6 +264,23 @@ static int rebuild(void)
 	return ct_end(&E);
 }
 
+static const char *const std_args[] = { "--pool-size", "64M", "--peer-pool-size", "32M", NULL };
+
+/* rs:2+1 over n1..n3 (a fourth namespace for a spare), two ranks each,
+ * agents with std_args: versions 1 and 2 saved and protected by the group. */
+static void three_saved(const char *tag)
+{
+	ct_init(&E, tag, NODES + 1);
+	const char *cargs[] = { "--peer-scheme", "rs:2+1", "--agent-grace", "2s", NULL };
+	ct_start_coord(&E, cargs);
+	for (int k = 1; k <= NODES; k++)
+		start_agent(k, std_args);
+	ct_wait_agents(&E, NODES);
+	td_wait_log(&E.coord, "rs group 0 formed", 10000);
+	save(1, 2, 1);
+	CT_CHECK(&E, wait_peer(2, 20000), "version 2 never committed at PEER_MEM");
+}
+
 /* rs:2+1 over n1..n3, two ranks each: versions 1 and 2 encoded, then the
  * coordinator killed (-9) and started again on its index: it has group 0
  * back (same members, same indices) and version 2's finished plan, before
@@ -273,16 +290,7 @@ static int rebuild(void)
  * version 2 with n4. */
 static int restart(void)
 {
-	ct_init(&E, "roles-ec-restart", NODES + 1);
-	const char *cargs[] = { "--peer-scheme", "rs:2+1", "--agent-grace", "2s", NULL };
-	ct_start_coord(&E, cargs);
-	const char *aargs[] = { "--pool-size", "64M", "--peer-pool-size", "32M", NULL };
-	for (int k = 1; k <= NODES; k++)
-		start_agent(k, aargs);
-	ct_wait_agents(&E, NODES);
-	td_wait_log(&E.coord, "rs group 0 formed", 10000);
-	save(1, 2, 1);
-	CT_CHECK(&E, wait_peer(2, 20000), "version 2 never committed at PEER_MEM");
+	three_saved("roles-ec-restart");
 	long from = td_file_size(E.coord.log);
 	td_daemon_kill9(&E.coord);
 	td_daemon_start(&E.coord, NULL);
@@ -293,7 +301,7 @@ static int restart(void)
 	CT_CHECK(&E, !td_file_has(E.coord.log, from, "formed"), "the restarted coordinator formed a group anew");
 	CT_CHECK(&E, wait_peer(2, 5000), "version 2 is not committed at PEER_MEM after the restart");
 	printf("coordinator killed and restarted: group 0 and version 2's plan read back from its index\n");
-	replace(1, 4, 0, aargs);
+	replace(1, 4, 0, std_args);
 	return ct_end(&E);
 }
 
@@ -305,19 +313,10 @@ static int restart(void)
  * restore bit-exact from LOCAL_MEM, not from the next tier. */
 static int slow(void)
 {
-	ct_init(&E, "roles-ec-slow", NODES + 1);
-	const char *cargs[] = { "--peer-scheme", "rs:2+1", "--agent-grace", "2s", NULL };
-	ct_start_coord(&E, cargs);
-	const char *aargs[] = { "--pool-size", "64M", "--peer-pool-size", "32M", NULL };
-	for (int k = 1; k <= NODES; k++)
-		start_agent(k, aargs);
-	ct_wait_agents(&E, NODES);
-	td_wait_log(&E.coord, "rs group 0 formed", 10000);
-	save(1, 2, 1);
-	CT_CHECK(&E, wait_peer(2, 20000), "version 2 never committed at PEER_MEM");
+	three_saved("roles-ec-slow");
 	spare_fault = "agent.ec_rebuild_block=delay:2500";
 	uint64_t t0 = rt_ms();
-	replace(1, 4, 0, aargs);
+	replace(1, 4, 0, std_args);
 	CT_CHECK(&E, td_log_has(&E.agent[4], "ask again"), "n4 never told a rank to ask again while it rebuilt");
 	for (int r = 0; r < PER; r++)
 		CT_CHECK(&E, ct_log_has(&E, &plan[r], "the agent is still rebuilding rank"),
