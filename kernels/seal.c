@@ -6,7 +6,17 @@
 
 #include <xxhash.h>
 
+#include <stdint.h>
 #include <string.h>
+
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h>
+/* Streaming stores for the copy: a restore's destination is far larger
+ * than the caches and not read again soon, so plain stores would first
+ * read every line they fill (three passes over memory for a copy instead
+ * of two). SSE2 is in every x86-64, whichever clone runs. */
+#define SEAL_STREAM 1
+#endif
 
 typedef uint64_t ckpt_v4 __attribute__((vector_size(32)));
 typedef uint64_t ckpt_v4u __attribute__((vector_size(32), aligned(1)));
@@ -41,6 +51,25 @@ static void seal_blocks(uint64_t st[16], uint8_t *dst, const uint8_t *p, size_t 
 	memcpy(&a1, st + 4, 32);
 	memcpy(&b0, st + 8, 32);
 	memcpy(&b1, st + 12, 32);
+#ifdef SEAL_STREAM
+	if (dst && !((uintptr_t)dst & 15)) {
+		for (size_t i = 0; i < n; i += 64) {
+			ckpt_v4 w0 = *(const ckpt_v4u *)(p + i), w1 = *(const ckpt_v4u *)(p + i + 32);
+			__m128i q[4];
+			memcpy(q, &w0, 32);
+			memcpy(q + 2, &w1, 32);
+			for (int k = 0; k < 4; k++)
+				_mm_stream_si128((__m128i *)(dst + i) + k, q[k]);
+			a0 += w0;
+			a1 += w1;
+			b0 += a0;
+			b1 += a1;
+		}
+		/* Streamed stores are weakly ordered: visible before whoever
+		 * hears that the copy is done reads it. */
+		_mm_sfence();
+	} else
+#endif
 	if (dst) {
 		for (size_t i = 0; i < n; i += 64) {
 			ckpt_v4 w0 = *(const ckpt_v4u *)(p + i), w1 = *(const ckpt_v4u *)(p + i + 32);
