@@ -4,8 +4,10 @@
  * while the trainer starts, so the first WRITE grant finds them built and
  * the save's stall is the copy alone. A second rank registering before the
  * pool is ready gets no pool with the answer and builds its segment's page
- * tables at its first grant, as before (what a job's first rank on a node
- * does unless the agent keeps a standby pool): the first process here.
+ * tables at its first grant, as before: the first process here, with the
+ * agent's --pools-ahead 0. With the default (one pool made when the agent
+ * starts), even the job's first rank on the node gets a ready pool with
+ * its registration: the third process.
  * Public API, plus the library's TRACE lines (CKPT_DEBUG=TRACE). */
 #include "daemon_test.h"
 
@@ -43,11 +45,34 @@ static void second(const dt_env *e)
 	rank_saves(e, 2, 1000);
 }
 
+/* The agent's pool made ahead, handed to the job's first rank. */
+static void ahead(void)
+{
+	dt_env e;
+	dt_init(&e, "dfirst-ahead");
+	dt_start(&e, "64M", 0);
+	for (int i = 0; i < 3000 && !td_file_has(e.log, 0, "DRAM pool ready ahead of the next job"); i++)
+		usleep(10000);
+	T_ASSERT(td_file_has(e.log, 0, "DRAM pool ready ahead of the next job"));
+	char log3[700];
+	snprintf(log3, sizeof(log3), "%s/third.err", e.dir);
+	int st = dt_child(second, &e, log3);
+	dt_stop(&e);
+	if (st != 0)
+		T_FAIL("a rank exited %d; log %s, daemon log %s", st, log3, e.log);
+	T_ASSERT(td_file_has(e.log, 0, "this job takes a 67108864-byte DRAM pool made ahead (ready)"));
+	T_ASSERT(td_file_has(log3, 0, "page tables built ahead of the save"));
+	T_ASSERT(!td_file_has(log3, 0, "page tables built now, in the save's stall"));
+	t_rmrf(e.dir);
+}
+
 int main(void)
 {
 	dt_env e;
 	dt_init(&e, "dfirst");
+	setenv("CKPT_POOLS_AHEAD", "0", 1);
 	dt_start(&e, "64M", 0);
+	unsetenv("CKPT_POOLS_AHEAD");
 	setenv("CKPT_DEBUG", "TRACE", 1);
 	char log1[700], log2[700];
 	snprintf(log1, sizeof(log1), "%s/first.err", e.dir);
@@ -65,6 +90,8 @@ int main(void)
 	T_ASSERT(!td_file_has(log2, 0, "page tables built now, in the save's stall"));
 	/* The first waited for the pool to be made, and built its own. */
 	T_ASSERT(td_file_has(log1, 0, "page tables built now, in the save's stall"));
+	T_ASSERT(!td_file_has(e.log, 0, "ahead of the next job"));
 	t_rmrf(e.dir);
+	ahead();
 	return T_EXIT_PASS;
 }

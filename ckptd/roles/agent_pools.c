@@ -5,7 +5,11 @@
  * A job's pool is made when its first rank registers on the Unix socket,
  * on a thread of its own (pre-faulting takes seconds per GiB on some
  * machines, and the event loop must not stall for it); the thread says it is
- * done through a pipe the event loop watches. Every pool counts against the
+ * done through a pipe the event loop watches. So that a job's first save
+ * does not wait for that, --pools-ahead pools (job "") are made when the
+ * agent starts, and again whenever one is taken: the next new job takes one
+ * (ready, or part of the way there), never having been handed to anyone,
+ * so no job's bytes pass to another. Every pool counts against the
  * node budget (--pool-size). When a new job does not fit, pools of jobs with
  * no rank left on the node are released, least recently used first: their
  * DRAM copies go (the evict callback hears each one), disk copies stay. */
@@ -24,7 +28,8 @@ enum { JP_PREPARING = 1, JP_READY };
 typedef struct jpool {
 	struct jpool *next;
 	ckptd_jpools *owner;
-	char job[CKPTD_JOB_MAX + 1];
+	char job[CKPTD_JOB_MAX + 1]; /* "": made ahead, no job's yet */
+	char name[16 + CKPTD_JOB_MAX]; /* its memfd's, fixed before the thread starts */
 	uint64_t bytes;
 	int state;
 	int err;                 /* the thread's result */
@@ -57,9 +62,18 @@ static uint64_t job_bytes(const ckptd_jpools *p)
 static jpool *find(ckptd_jpools *p, const char *job)
 {
 	for (jpool *j = p->list; j; j = j->next)
-		if (!strcmp(j->job, job))
+		if (j->job[0] && !strcmp(j->job, job))
 			return j;
 	return NULL;
+}
+
+static jpool *find_ahead(ckptd_jpools *p)
+{
+	jpool *best = NULL;
+	for (jpool *j = p->list; j; j = j->next)
+		if (!j->job[0] && (!best || j->state == JP_READY))
+			best = j;
+	return best;
 }
 
 static void unlink_free(ckptd_jpools *p, jpool *j)
@@ -76,9 +90,9 @@ static void unlink_free(ckptd_jpools *p, jpool *j)
 static void *prepare_main(void *arg)
 {
 	jpool *j = arg;
-	char name[16 + CKPTD_JOB_MAX];
-	snprintf(name, sizeof(name), "ckptd-job-%s", j->job);
-	ckptd_pool_opts po = { .size = sizeof(po), .bytes = j->bytes, .huge = CKPTD_POOL_HUGE_AUTO, .name = name,
+	/* j->job is not read here: the loop may hand a pool made ahead to a
+	 * job while it is made. */
+	ckptd_pool_opts po = { .size = sizeof(po), .bytes = j->bytes, .huge = CKPTD_POOL_HUGE_AUTO, .name = j->name,
 	                       .on_evict = j->owner->on_evict, .evict_arg = j->owner->evict_arg };
 	/* Tests: a slow preparation (delay:MS), requests waiting on it. */
 	j->err = ckpt__fault(j->owner->faults, "agent.pool_prepare");
@@ -105,6 +119,12 @@ static void on_prepared(ckptd_server *srv, int fd, uint32_t events, void *arg)
 	char job[CKPTD_JOB_MAX + 1];
 	snprintf(job, sizeof(job), "%s", j->job);
 	int err = j->err;
+	if (err < 0 && !job[0]) {
+		CKPTD_WARN(p->log, NULL, NULL, "cannot prepare a %llu-byte DRAM pool ahead of the next job: %s; a job's "
+		           "pool is made when its first rank registers", (unsigned long long)j->bytes, strerror(-err));
+		unlink_free(p, j); /* not again until one is taken */
+		return;
+	}
 	if (err < 0) {
 		CKPTD_ERROR(p->log, NULL, job, "cannot prepare a %llu-byte DRAM pool: %s; this job's ranks write to disk only",
 		            (unsigned long long)j->bytes, strerror(-err));
@@ -113,10 +133,11 @@ static void on_prepared(ckptd_server *srv, int fd, uint32_t events, void *arg)
 		j->state = JP_READY;
 		ckptd_pool_stats st;
 		ckptd_pool_stats_get(j->pool, &st);
-		CKPTD_INFO(p->log, NULL, job, "DRAM pool ready: %llu bytes%s%s", (unsigned long long)st.bytes,
+		CKPTD_INFO(p->log, NULL, job[0] ? job : NULL, "DRAM pool ready%s: %llu bytes%s%s",
+		           job[0] ? "" : " ahead of the next job", (unsigned long long)st.bytes,
 		           st.hugetlb ? ", huge pages" : "", st.locked ? ", locked" : "");
 	}
-	if (p->on_ready)
+	if (p->on_ready && job[0])
 		p->on_ready(p->ready_arg, job, err);
 }
 
@@ -162,39 +183,19 @@ static void release(ckptd_jpools *p, jpool *j, const char *for_job)
 	unlink_free(p, j);
 }
 
-int ckptd_jpools_ref(ckptd_jpools *p, const char *job)
+/* A pool of want bytes for job ("": ahead of one), its preparation started
+ * on a thread of its own. */
+static int prepare(ckptd_jpools *p, const char *job, uint64_t want, jpool **out)
 {
-	jpool *j = find(p, job);
-	if (j) {
-		j->users++;
-		return 0;
-	}
-	uint64_t want = job_bytes(p);
-	if (!want)
-		return -ENOSPC;
-	/* Make room: idle jobs' pools, least recently used first. */
-	while (p->cfg->pool_size - p->committed < want) {
-		jpool *victim = NULL;
-		for (jpool *k = p->list; k; k = k->next)
-			if (releasable(k) && (!victim || k->idle_since_ns < victim->idle_since_ns))
-				victim = k;
-		if (!victim)
-			break;
-		release(p, victim, job);
-	}
-	if (p->cfg->pool_size - p->committed < want) {
-		CKPTD_WARN(p->log, NULL, job, "no DRAM pool for this job: %llu of %llu bytes are other jobs' pools in use; "
-		           "its ranks write to disk only", (unsigned long long)p->committed,
-		           (unsigned long long)p->cfg->pool_size);
-		return -ENOSPC;
-	}
-	if (!(j = calloc(1, sizeof(*j))))
+	jpool *j = calloc(1, sizeof(*j));
+	if (!j)
 		return -ENOMEM;
 	j->owner = p;
 	snprintf(j->job, sizeof(j->job), "%s", job);
+	snprintf(j->name, sizeof(j->name), "ckptd-job-%s", job[0] ? job : "ahead");
 	j->bytes = want;
 	j->state = JP_PREPARING;
-	j->users = 1;
+	j->users = job[0] ? 1 : 0;
 	if (pipe2(j->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
 		int e = -errno;
 		free(j);
@@ -212,6 +213,66 @@ int ckptd_jpools_ref(ckptd_jpools *p, const char *job)
 	j->next = p->list;
 	p->list = j;
 	p->committed += want;
+	*out = j;
+	return 0;
+}
+
+/* Pools made ahead, up to --pools-ahead, where the budget has room. */
+static void top_up(ckptd_jpools *p)
+{
+	uint64_t want = job_bytes(p);
+	uint32_t have = 0;
+	for (jpool *j = p->list; j; j = j->next)
+		have += !j->job[0];
+	jpool *j;
+	while (want && have < p->cfg->pools_ahead && p->cfg->pool_size - p->committed >= want &&
+	       prepare(p, "", want, &j) == 0) {
+		have++;
+		CKPTD_INFO(p->log, NULL, NULL, "preparing a %llu-byte DRAM pool ahead of the next job",
+		           (unsigned long long)want);
+	}
+}
+
+int ckptd_jpools_ref(ckptd_jpools *p, const char *job)
+{
+	jpool *j = find(p, job);
+	if (j) {
+		j->users++;
+		return 0;
+	}
+	if (!job[0])
+		return -EINVAL;
+	uint64_t want = job_bytes(p);
+	if (!want)
+		return -ENOSPC;
+	/* One made ahead: the job's now, ready or on its way. */
+	if ((j = find_ahead(p))) {
+		snprintf(j->job, sizeof(j->job), "%s", job);
+		j->users = 1;
+		CKPTD_INFO(p->log, NULL, job, "this job takes a %llu-byte DRAM pool made ahead (%s)",
+		           (unsigned long long)j->bytes, j->state == JP_READY ? "ready" : "still being pre-faulted");
+		top_up(p);
+		return 0;
+	}
+	/* Make room: idle jobs' pools, least recently used first. */
+	while (p->cfg->pool_size - p->committed < want) {
+		jpool *victim = NULL;
+		for (jpool *k = p->list; k; k = k->next)
+			if (releasable(k) && (!victim || k->idle_since_ns < victim->idle_since_ns))
+				victim = k;
+		if (!victim)
+			break;
+		release(p, victim, job);
+	}
+	if (p->cfg->pool_size - p->committed < want) {
+		CKPTD_WARN(p->log, NULL, job, "no DRAM pool for this job: %llu of %llu bytes are other jobs' pools in use; "
+		           "its ranks write to disk only", (unsigned long long)p->committed,
+		           (unsigned long long)p->cfg->pool_size);
+		return -ENOSPC;
+	}
+	int r = prepare(p, job, want, &j);
+	if (r < 0)
+		return r;
 	CKPTD_INFO(p->log, NULL, job, "preparing a %llu-byte DRAM pool for this job", (unsigned long long)want);
 	return 0;
 }
@@ -245,7 +306,7 @@ void ckptd_jpools_used(ckptd_jpools *p, uint64_t *used)
 void ckptd_jpools_each(ckptd_jpools *p, void (*fn)(void *arg, const char *job, const ckptd_pool_stats *st), void *arg)
 {
 	for (jpool *j = p->list; j; j = j->next)
-		if (j->state == JP_READY) {
+		if (j->state == JP_READY && j->job[0]) {
 			ckptd_pool_stats st;
 			ckptd_pool_stats_get(j->pool, &st);
 			fn(arg, j->job, &st);
@@ -261,6 +322,7 @@ int ckptd_jpools_new(ckptd_server *srv, const ckptd_config *cfg, const ckptd_log
 		return -ENOMEM;
 	*p = (ckptd_jpools){ srv, cfg, log, faults, on_evict, evict_arg, on_ready, ready_arg, NULL, 0 };
 	*out = p;
+	top_up(p);
 	return 0;
 }
 

@@ -42,6 +42,7 @@ static const cfg_entry table[] = {
 	{ "socket", T_SOCKET, F(socket), NULL, "CKPT_SOCKET", "Unix socket path for local ranks, created 0600 (unset: none)" },
 	{ "pool-size", T_SIZE, F(pool_size), "1G", "CKPT_POOL_SIZE", "agent: node DRAM for checkpoints, bytes (K, M, G, T suffixes): all jobs' pools together" },
 	{ "job-pool-size", T_SIZE0, F(job_pool_size), "0", "CKPT_JOB_POOL_SIZE", "agent: one job's DRAM pool, its own memory that no other job can map (0: all of --pool-size)" },
+	{ "pools-ahead", T_UINT, F(pools_ahead), "1", "CKPT_POOLS_AHEAD", "agent: job pools made and pre-faulted when the agent starts (and again after one is taken), within --pool-size, for the next jobs that register: a job's first save does not wait for its pool (0: each is made when the job's first rank registers)" },
 	{ "segment-wait", T_DURATION, F(segment_wait_ms), STR(CKPTD_SEGMENT_WAIT_DEFAULT_MS) "ms", "CKPT_SEGMENT_WAIT", "agent: how long a DRAM request waits while its job's pool is prepared (first save of a job on this node); then: disk only. At most 10m; ranks are told it and wait that long plus their call timeout" },
 	{ "coordinator", T_TCP_ADDR, F(coordinator), NULL, "CKPT_COORDINATOR", "coordinator host:port (for agents)" },
 	{ "token-file", T_PATH, F(token_file), NULL, "CKPT_TOKEN_FILE", "file holding the cluster secret, mode 0600 (unset: the CKPT_TOKEN variable)" },

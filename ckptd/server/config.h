@@ -30,6 +30,7 @@ typedef struct ckptd_config {
 	char *socket;            /* Unix socket path (no "unix:"), NULL: none */
 	uint64_t pool_size;      /* node DRAM budget, bytes: every job's pool together */
 	uint64_t job_pool_size;  /* one job's pool, bytes; 0: pool_size */
+	uint32_t pools_ahead;    /* job pools made ahead of the jobs that will take them */
 	uint64_t segment_wait_ms; /* a segment request waits this long for its job's pool */
 	char *coordinator;       /* "host:port", NULL: none */
 	char *token_file;        /* NULL: CKPT_TOKEN */
