@@ -264,7 +264,8 @@ mc = [r["memcpy_s"] for r in rows if r.get("kind") in ("save", "restore")]
 size = nop[0]["bytes"]
 
 def rng(v, f="%.2f"):
-    return (f + " - " + f) % (min(v), max(v))
+    # No figure (restores on the new node served from its node DRAM log no partner read).
+    return (f + " - " + f) % (min(v), max(v)) if v else "n/a"
 
 res = {
     "bytes": size, "iters": len(steady), "provider": "tcp;ofi_rxm", "startup_ms": $startup_ms,

@@ -2,7 +2,10 @@
  * this node's pool before a rank asks for it, so that its restore reads
  * node DRAM. Two things start a task, the same one:
  *  - a rank registers here and this node holds no copy of its shard (a
- *    rank restarted on a replacement node): its read waits for the task;
+ *    rank restarted on a replacement node): its read waits for the task,
+ *    except while a partner's copy waits for the job's pool here to be
+ *    made: the rank then reads the partner itself (restore.c), sooner, and
+ *    nothing is fetched for it;
  *  - the coordinator's SPARE_ASSIGN (this agent a spare, --spare): the lost
  *    node's ranks, before any of them is relaunched here; once every task
  *    of the assignment ended, SPARE_DONE says how it went.
@@ -15,14 +18,16 @@
  *             PEER_MEM copy (SEG_WHERE); a partner: SEGMENT_REQUEST(PEER_READ),
  *             pinned there
  *   loop   ── a segment of the job's pool for (job, version, rank)
- *   thread ── fi_read into it (or the rebuild, or a read of the SHARED
- *             file), every chunk checked, SEGMENT_RELEASE
+ *   thread ── fi_reads into it, many in flight, each chunk checked as it
+ *             lands (ckpt__image_pull; or the rebuild, or a read of the
+ *             SHARED file, every chunk checked), SEGMENT_RELEASE
  *   loop   ── the segment done, the copy recorded and reported LOCAL_MEM
  * The thread and the loop hand over through the task's mutex and a pipe. */
 #include "agent_int.h"
 
 #include "fabric.h"
 #include "format/format.h"
+#include "format/image_read.h"
 #include "format/reader.h"
 #include "format/s3tree.h"
 
@@ -71,6 +76,10 @@ typedef struct pf_task {
 	int refused;     /* with mu: the loop gave none (held already, or no room) */
 	int from;        /* SRC_*: where the copy came from */
 	pf_assign *as;   /* the spare's assignment it serves; NULL: a rank registered */
+	int direct;      /* loop: a partner's copy waits here for a pool still being
+	                    made: the rank's reads meanwhile are not held */
+	int rank_read;   /* loop: it read; the pool ready, nothing is fetched (not
+	                    to compete with its read, which has the bytes already) */
 	char why[1200];
 } pf_task;
 
@@ -208,6 +217,31 @@ static int sink(void *arg, uint32_t ri, uint64_t off, const void *d, size_t len)
 	return 0;
 }
 
+/* The parsed image s in the segment is this rank's shard of the version
+ * (its chunks checked by whoever parsed it). */
+static int check_parsed(pf_task *t, const ckpt_shard *s, char *why, size_t cap)
+{
+	if (s->header.version != t->version || s->header.rank != t->rank || strcmp(s->header.job, t->job)) {
+		snprintf(why, cap, "not this rank's shard of the version");
+		return -CKPT_ECORRUPT;
+	}
+	if (t->checksum && s->tail.footer_checksum != t->checksum) {
+		snprintf(why, cap, "footer checksum differs from the one recorded");
+		return -CKPT_ECORRUPT;
+	}
+	t->checksum = s->tail.footer_checksum;
+	t->lineage = s->header.lineage;
+	return 0;
+}
+
+/* Threads that check the chunks of a pull as they land, besides the one
+ * driving the fabric. */
+static unsigned pull_threads(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n <= 2 ? 1u : n > 5 ? 4u : (unsigned)n - 1;
+}
+
 /* The image in the segment is this rank's shard of the version, intact. */
 static int check_image(pf_task *t)
 {
@@ -215,16 +249,11 @@ static int check_image(pf_task *t)
 	char why[300] = "";
 	ckpt_read_opts o = { .depth = 4, .why = why, .whycap = sizeof(why) };
 	int r = ckpt__shard_parse_mem(t->seg, t->bytes, &s, why, sizeof(why));
-	if (r == 0 && (s.header.version != t->version || s.header.rank != t->rank || strcmp(s.header.job, t->job)))
-		r = -CKPT_ECORRUPT, snprintf(why, sizeof(why), "not this rank's shard of the version");
-	if (r == 0 && t->checksum && s.tail.footer_checksum != t->checksum)
-		r = -CKPT_ECORRUPT, snprintf(why, sizeof(why), "footer checksum differs from the one recorded");
+	if (r == 0)
+		r = check_parsed(t, &s, why, sizeof(why));
 	if (r == 0)
 		r = ckpt__shard_read_mem(t->seg, t->bytes, &s, &o, sink, NULL);
-	if (r == 0) {
-		t->checksum = s.tail.footer_checksum;
-		t->lineage = s.header.lineage;
-	} else {
+	if (r < 0) {
 		fail(t, t->from == SRC_SHARED ? "the SHARED copy does not verify: %s"
 		        : t->from == SRC_RS     ? "the rebuilt copy does not verify: %s"
 		                                : "the partner's copy does not verify: %s",
@@ -273,12 +302,26 @@ static int from_partner(pf_task *t, const ckptd_partner *p)
 		if (!t->why[0])
 			fail(t, "%s", "no segment in this node's pool in time");
 	} else if ((r = ckpt_fab_open(g.provider[0] ? g.provider : NULL, NULL, 0, &fab, why, sizeof(why))) < 0 ||
-	           (r = ckpt_fab_mr_reg(fab, t->seg, g.bytes, CKPT_FAB_LOCAL, &mr, why, sizeof(why))) < 0 ||
-	           (r = ckpt_fab_xfer(fab, CKPT_FAB_READ, mr, t->seg, g.bytes, &rem, g.offset, 0, 0, PF_TIMEOUT_MS,
-	                              why, sizeof(why))) < 0) {
+	           (r = ckpt_fab_mr_reg(fab, t->seg, g.bytes, CKPT_FAB_LOCAL, &mr, why, sizeof(why))) < 0) {
 		fail(t, "fi_read: %s", why);
 	} else {
-		r = check_image(t);
+		/* The structure, then every chunk with many reads in flight, each
+		 * checked (seal, else checksum) as it lands while the next are
+		 * read: no second pass over the image. */
+		ckpt_shard s;
+		uint64_t t0 = ckpt__now_ns();
+		r = ckpt__image_pull(fab, &rem, g.offset, g.bytes, t->seg, mr, pull_threads(), PF_TIMEOUT_MS, &s, why,
+		                     sizeof(why));
+		if (r == 0) {
+			r = check_parsed(t, &s, why, sizeof(why));
+			ckpt__shard_close(&s);
+		}
+		if (r < 0)
+			fail(t, "the partner's copy: %s", why[0] ? why : ckpt_strerror(r));
+		else
+			CKPTD_DEBUG(a->log, NULL, t->job, "version %llu rank %u pulled from %s: %llu bytes in %.1f ms",
+			            (unsigned long long)t->version, t->rank, p->node, (unsigned long long)g.bytes,
+			            (ckpt__now_ns() - t0) / 1e6);
 	}
 	ckpt_fab_mr_close(mr);
 	ckpt_fab_close(fab);
@@ -456,8 +499,21 @@ int ckptd__prefetch_hold(ckptd_agent *a, rank_sess *rs, const ckptd_segment_requ
 	for (t = p->tasks; t; t = t->next)
 		if (t->rank == m->rank && !strcmp(t->job, m->job))
 			break;
-	if (!t)
+	/* The newest copy asked for (UINT64_MAX): a rank's io thread looking
+	 * for one to map ahead of a restore, not a restore; held, its
+	 * heartbeats would wait as long (a "hung" rank). */
+	if (!t || m->version == UINT64_MAX)
 		return 0;
+	pthread_mutex_lock(&t->mu);
+	int direct = t->direct && t->stage == PF_NEED_SEG;
+	if (direct)
+		t->rank_read = 1;
+	pthread_mutex_unlock(&t->mu);
+	if (direct) {
+		CKPTD_DEBUG(a->log, NULL, m->job, "rank %u reads its shard from the partner itself: this node's pool is "
+		            "still being made", m->rank);
+		return 0;
+	}
 	if (p->nwaits == p->capwaits) {
 		size_t nc = p->capwaits ? p->capwaits * 2 : 8;
 		void *q = realloc(p->waits, nc * sizeof(*p->waits));
@@ -574,9 +630,18 @@ static void give_segment(ckptd_agent *a, pf_task *t)
 	int preparing = 0;
 	ckptd_pool *pool = ckptd_jpools_get(a->pools, t->job, &preparing);
 	ckptd_seg_info si;
-	if (!pool && preparing)
+	if (!pool && preparing) {
+		/* A partner's copy for a rank that registered, waiting here for
+		 * the pool: the rank reads it sooner itself than after the pool
+		 * and the copy. (A spare's pull is its assignment: it waits.) */
+		if (t->from == SRC_PARTNER && !t->as)
+			t->direct = 1;
 		return;
-	if (pool && ckptd_pool_find(pool, t->job, t->version, t->rank, &si) == 0) {
+	}
+	if (t->rank_read) {
+		fail(t, "%s", "the rank read the partner's copy itself while this node's pool was made");
+		t->refused = 1;
+	} else if (pool && ckptd_pool_find(pool, t->job, t->version, t->rank, &si) == 0) {
 		fail(t, "%s", "this node holds that copy already");
 		t->refused = 1;
 	} else if (!pool || ckptd_pool_alloc(pool, t->job, t->version, t->rank, t->bytes, &si) < 0) {
@@ -600,10 +665,13 @@ static void on_pipe(ckptd_server *srv, int fd, uint32_t events, void *arg)
 	for (pf_task **pp = &a->prefetch->tasks; *pp;) {
 		pf_task *t = *pp;
 		pthread_mutex_lock(&t->mu);
-		int stage = t->stage;
+		int stage = t->stage, direct = t->direct;
 		if (stage == PF_NEED_SEG)
 			give_segment(a, t);
+		int released = t->direct && !direct;
 		pthread_mutex_unlock(&t->mu);
+		if (released) /* its held reads: answered now, not held again */
+			answer_waits(a, t->job, t->rank, 0);
 		if (stage == PF_DONE) {
 			*pp = t->next;
 			char job[CKPTD_JOB_MAX + 1];
