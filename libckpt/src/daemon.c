@@ -392,7 +392,6 @@ static void prefault(struct ckpt_daemon *d, uint64_t off, uint64_t len)
 		while (e < b && !pop_has(d, e))
 			e++;
 		uint64_t lo = u * POP_UNIT, hi = CKPT_MIN(e * POP_UNIT, (uint64_t)d->map.len);
-		/* Only an optimisation (kernels before 5.14 lack it): errors pass. */
 		if (ckptd_seg_prefault(&d->map, lo, hi - lo, 1) == 0)
 			pop_mark(d, u, e);
 		u = e;
@@ -411,24 +410,9 @@ static int populated(struct ckpt_daemon *d, uint64_t off, uint64_t len)
 	return u == b;
 }
 
-/* One read per FAULT_STRIDE bytes: a read fault on shared memory maps the
- * pages around it as well (the kernel's fault-around, 64 KiB by default), so
- * 1 GiB of 4 KiB pages takes 16,384 faults. MADV_POPULATE_READ walks the
- * range page by page and cost a third more on the same restore
- * (docs/benchmarks-history.md); touching every page would pay a TLB miss per page.
- * Pages a smaller fault-around leaves out fault during the copy instead. */
-#define FAULT_STRIDE (64u << 10)
-
 void ckpt__daemon_fault_in(const void *p, size_t len)
 {
-	if (!len)
-		return;
-	const volatile uint8_t *b = p;
-	uintptr_t first = ((uintptr_t)p + FAULT_STRIDE - 1) / FAULT_STRIDE * FAULT_STRIDE;
-	uint8_t x = b[0];
-	for (uintptr_t a = first; a < (uintptr_t)p + len; a += FAULT_STRIDE)
-		x ^= b[a - (uintptr_t)p];
-	(void)x;
+	ckptd_seg_touch(p, len);
 }
 
 /* With d->mu held: maps the pool behind fd (the whole of it), unless the

@@ -64,9 +64,13 @@ int ckptd_seg_map(int fd, uint64_t off, uint64_t len, int flags, ckptd_mapping *
 /* Builds the page tables for [off, off+len) of a mapping now (off relative
  * to m->addr), so that a later copy into it runs at memcpy speed: a rank
  * that keeps one mapping of the pool calls it on each grant, before the save.
- * write: fault for writing. Returns 0, -ERANGE, or the error of madvise
- * (-EINVAL on kernels before 5.14, where it is only an optimisation lost). */
+ * write: the copy will write (on the pool's shared memory a read fault maps
+ * the pages writable already). Returns 0 or -ERANGE. */
 int ckptd_seg_prefault(const ckptd_mapping *m, uint64_t off, uint64_t len, int write);
+
+/* Page tables for [p, p+len) of a mapping of shared memory: one read per
+ * 64 KiB, the kernel's fault-around maps the rest. */
+void ckptd_seg_touch(const void *p, size_t len);
 
 /* Unmaps and zeroes *m. Accepts a zeroed or already-unmapped mapping.
  * Returns 0 or the error of munmap. */
