@@ -38,7 +38,8 @@ typedef struct recov {
 	uint8_t *reg, *stepped;
 	uint64_t *restored;    /* per rank: its restore's end */
 	uint64_t *stepns;      /* per rank: its first step's report */
-	uint64_t newest;       /* the job's newest committed version at the decision (what a spare pulls) */
+	uint64_t newest;       /* what a spare pulls: the job's newest version committed at a tier that
+	                          survives a node (PEER_MEM, SHARED), else its newest committed */
 	uint64_t newest_peer;  /* ... of those at PEER_MEM: protected again once a newer one commits there */
 	int open;              /* its ranks' first steps not all seen */
 	int need_spare;        /* node-lost: a spare wanted, none working on it */
@@ -70,6 +71,7 @@ struct coord_spares {
 	size_t nregs;     /* regs[i % REGS], the newest REGS */
 	step_rec steps[STEPS];
 	size_t nsteps;    /* steps[i % STEPS], the newest STEPS */
+	size_t nopen;     /* recoveries still waiting for first steps: the reports' fast path when 0 */
 };
 
 int ckptd__spares_open(ckptd_coordinator *c)
@@ -129,16 +131,22 @@ static int newest_cb(void *arg, const ckptd_coord_version *v)
 		best[0] = v->version;
 	if (v->state == CKPT_STATE_COMMITTED && (v->committed & CKPT_TIER_PEER_MEM) && v->version > best[1])
 		best[1] = v->version;
+	if (v->state == CKPT_STATE_COMMITTED && (v->committed & (CKPT_TIER_PEER_MEM | CKPT_TIER_SHARED)) &&
+	    v->version > best[2])
+		best[2] = v->version;
 	return 0;
 }
 
-/* The job's newest committed version, at any tier and at PEER_MEM. */
-static void newest_committed(ckptd_coordinator *c, const char *job, uint64_t *any, uint64_t *peer)
+/* The version a spare pulls: the job's newest committed at a tier off the
+ * lost node (a newer one committed only at LOCAL_MEM or LOCAL_DISK, its
+ * partner copies still on their way, went with the node), else its newest
+ * committed; and its newest committed at PEER_MEM. */
+static void newest_committed(ckptd_coordinator *c, const char *job, uint64_t *pull, uint64_t *peer)
 {
-	uint64_t best[2] = { 0, 0 };
+	uint64_t best[3] = { 0, 0, 0 };
 	ckptd__coord_flush_batch(c);
 	ckptd_coord_list(c->db, job, 0, newest_cb, best);
-	*any = best[0];
+	*pull = best[2] ? best[2] : best[0];
 	*peer = best[1];
 }
 
@@ -420,6 +428,7 @@ void ckptd__coord_recovery_begin(ckptd_coordinator *c, const ckptd_event *e)
 		cs->head = (cs->head + 1) % KEEP;
 	else
 		cs->len++;
+	cs->nopen -= v->open; /* an unfinished one pushed out */
 	recov_clear(v);
 	uint32_t n = e->count;
 	v->ranks = calloc(n ? n : 1, sizeof(*v->ranks));
@@ -443,6 +452,7 @@ void ckptd__coord_recovery_begin(ckptd_coordinator *c, const ckptd_event *e)
 	ckptd_ranks_text(e->entries, e->count, v->r.ranks, sizeof(v->r.ranks));
 	newest_committed(c, e->job, &v->newest, &v->newest_peer);
 	v->open = n > 0;
+	cs->nopen += v->open;
 	/* A replaced straggler's node is left as a lost one is. */
 	v->need_spare = (e->kind == CKPTD_FAIL_NODE_LOST || e->kind == CKPTD_FAIL_STRAGGLER) && n > 0;
 	/* Ranks registered again since the failure, before this decision. */
@@ -569,6 +579,7 @@ static void finish(ckptd_coordinator *c, recov *v)
 	ckptd_metrics_observe(c->mx, CKPTD_M_RECOVERY_PHASE, "total", NULL,
 	                      (double)(t[PH_FIRST_STEP] - t[PH_FAILED]) / 1e9);
 	v->open = 0;
+	c->spares->nopen--;
 	CKPTD_INFO(c->log, v->r.node, v->r.job, "recovered from %s on %s (epoch %" PRIu64 ", ranks %s%s%s): %s",
 	           ckptd_fail_name(v->r.kind), v->r.node, v->r.epoch, v->r.ranks, v->r.spare[0] ? ", spare " : "",
 	           v->r.spare, text);
@@ -589,7 +600,7 @@ void ckptd__coord_recovery_step(ckptd_coordinator *c, const ckptd_step_report *r
 	g->rank = r->rank;
 	g->ns = now;
 	g->start = start;
-	for (size_t i = 0; i < cs->len; i++) {
+	for (size_t i = 0; cs->nopen && i < cs->len; i++) {
 		recov *v = at(cs, i);
 		uint32_t k;
 		if (v->open && !strcmp(v->r.job, r->job) && has_rank(v, r->rank, &k) && v->reg[k] && !v->stepped[k])

@@ -294,6 +294,8 @@ static int select_test(void)
 	char line[160];
 	snprintf(line, sizeof(line), "prefetched version 2 rank 0 from partner DRAM");
 	CT_CHECK(&E, td_file_has(E.agent[6].log, from6, line), "n6 did not pull rank 0 from partner DRAM");
+	CT_CHECK(&E, td_file_has(E.agent[6].log, from6, "DRAM pool made ahead"),
+	         "n6 did not pull into a pool made ahead (at its start)");
 	wait_from(&E.coord, from, "spare n6 ready", 5000);
 	CT_CHECK(&E, !td_log_has(&E.agent[4], "spare: taking") && !td_log_has(&E.agent[5], "spare: taking"),
 	         "n4 or n5 was told to take a node too");
