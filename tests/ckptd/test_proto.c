@@ -588,7 +588,7 @@ static void test_encoder_checks(void)
 	t_sample(&m, &st, CKPTD_MSG_EVENT, 1);
 	m.u.event.kind = CKPTD_FAIL_RECOVERED;
 	T_OK(ckptd_msg_encode(&m, buf, sizeof(buf), &len));
-	m.u.event.kind = CKPTD_FAIL_RECOVERED + 1;
+	m.u.event.kind = 99; /* no such kind */
 	T_ERR(ckptd_msg_encode(&m, buf, sizeof(buf), &len), -EINVAL);
 	T_ASSERT(ckpt__job_valid("ok-job_1.2") == 0);
 	T_ASSERT(ckpt__job_valid(".x") == -CKPT_ENAME && ckpt__job_valid(NULL) == -CKPT_ENAME);
