@@ -199,9 +199,11 @@ static void kill_member(rst *r, unsigned who)
 	T_ASSERT(write(r->killreq, &b, 1) == 1 && read(r->killdone, &b, 1) == 1 && b == 'k');
 }
 
-static int fetch(void *arg, unsigned s, unsigned p, uint64_t b, uint8_t *buf, uint64_t *sum, char *why, size_t cap)
+static int fetch(void *arg, unsigned s, unsigned p, uint64_t b, uint8_t *buf, const uint8_t **data,
+                    uint64_t *sum, char *why, size_t cap)
 {
 	rst *r = arg;
+	(void)data; /* copies into buf */
 	const ckpt_ecg *g = &r->g;
 	if (++r->fetches == r->kill_at)
 		kill_member(r, r->kill_who); /* in the middle of the rebuild */

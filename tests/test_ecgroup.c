@@ -127,9 +127,11 @@ static void encode(grp *x)
 				x->psum[s][t][b] = ckpt__ecg_block_sum(g, x->par[s][t], g->slice, b);
 }
 
-static int fetch(void *arg, unsigned s, unsigned p, uint64_t b, uint8_t *buf, uint64_t *sum, char *why, size_t cap)
+static int fetch(void *arg, unsigned s, unsigned p, uint64_t b, uint8_t *buf, const uint8_t **data,
+                    uint64_t *sum, char *why, size_t cap)
 {
 	grp *x = arg;
+	(void)data; /* copies into buf */
 	const ckpt_ecg *g = &x->g;
 	unsigned holder = ckpt__ecg_holder(g, s, p);
 	if (x->lost[holder]) {

@@ -724,9 +724,11 @@ static int holder_sums(rbuild *x, unsigned h, char *why, size_t cap)
 	return 0;
 }
 
-static int rb_fetch(void *arg, unsigned s, unsigned p, uint64_t b, uint8_t *buf, uint64_t *sum, char *why, size_t cap)
+static int rb_fetch(void *arg, unsigned s, unsigned p, uint64_t b, uint8_t *buf, const uint8_t **data,
+                    uint64_t *sum, char *why, size_t cap)
 {
 	rbuild *x = arg;
+	(void)data; /* copies into buf */
 	const ckpt_ecg *g = &x->L->g[x->inst];
 	unsigned h = ckpt__ecg_holder(g, s, p), k = g->k;
 	uint64_t off = b * CKPT_ECG_BLOCK, bl = g->slice - off < CKPT_ECG_BLOCK ? g->slice - off : CKPT_ECG_BLOCK;

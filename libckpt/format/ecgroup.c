@@ -168,19 +168,20 @@ static int rb_block(rb *x, unsigned s, unsigned p, uint64_t b, char *why, size_t
 			continue;
 		uint64_t sum = 0;
 		char fw[200] = "";
-		int fr = x->fetch(x->arg, s, q, b, x->buf[q], &sum, fw, sizeof(fw));
+		const uint8_t *got = x->buf[q];
+		int fr = x->fetch(x->arg, s, q, b, x->buf[q], &got, &sum, fw, sizeof(fw));
 		if (fr < 0) {
 			snprintf(x->bad[q], sizeof(x->bad[q]), "unreachable: %.70s", fw[0] ? fw : strerror(-fr));
 			memcpy(x->gone[ckpt__ecg_holder(g, s, q)], x->bad[q], sizeof(x->gone[0]));
 			rb_note(x, s, q);
 			continue;
 		}
-		if (ckpt_kern_checksum(x->buf[q], bl) != sum) {
+		if (ckpt_kern_checksum(got, bl) != sum) {
 			snprintf(x->bad[q], sizeof(x->bad[q]), "checksum mismatch in block %llu", (unsigned long long)b);
 			rb_note(x, s, q);
 			continue;
 		}
-		use[q] = x->buf[q];
+		use[q] = got;
 		good++;
 	}
 	if (good < k) {

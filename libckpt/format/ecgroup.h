@@ -55,10 +55,13 @@ uint64_t ckpt__ecg_block_sum(const ckpt_ecg *g, const uint8_t *piece, uint64_t h
 
 /* Reads block b of piece p of stripe s into buf (min(CKPT_ECG_BLOCK,
  * slice - b * CKPT_ECG_BLOCK) bytes, zeros past what the image has) and
- * says the checksum recorded for it. Returns 0, or a negative code with
- * why (the holder is gone, unreachable): the piece counts as lost. */
-typedef int (*ckpt_ecg_fetch_fn)(void *arg, unsigned s, unsigned p, uint64_t b, uint8_t *buf, uint64_t *sum,
-                                 char *why, size_t cap);
+ * says the checksum recorded for it; or, instead of copying, points *data
+ * (buf when called) at those bytes in memory of its own: 64-byte aligned,
+ * unchanged until its next call for the same piece index p. Returns 0, or
+ * a negative code with why (the holder is gone, unreachable): the piece
+ * counts as lost. */
+typedef int (*ckpt_ecg_fetch_fn)(void *arg, unsigned s, unsigned p, uint64_t b, uint8_t *buf, const uint8_t **data,
+                                 uint64_t *sum, char *why, size_t cap);
 
 /* Rebuilds member lost's image into dst (g->len[lost] bytes, any
  * alignment) from the others' pieces: per stripe that holds one of its

@@ -160,9 +160,11 @@ static uint8_t *abuf(size_t len)
 	return p;
 }
 
-static int fetch(void *arg, unsigned s, unsigned p, uint64_t b, uint8_t *buf, uint64_t *sum, char *why, size_t cap)
+static int fetch(void *arg, unsigned s, unsigned p, uint64_t b, uint8_t *buf, const uint8_t **data,
+                    uint64_t *sum, char *why, size_t cap)
 {
 	mem *x = arg;
+	(void)data; /* copies into buf */
 	const ckpt_ecg *g = x->g;
 	unsigned h = ckpt__ecg_holder(g, s, p);
 	if (x->lost[h]) {
