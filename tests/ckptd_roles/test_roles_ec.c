@@ -214,6 +214,20 @@ static void replace(int lost, int spare, int r0, const char *const *aargs)
 	       "re-protected version 2 with n%d\n", lost, r0, r0 + 1, spare, spare);
 }
 
+/* The agents (nagents) up and group 0 formed: versions 1 and 2 saved and
+ * protected by it, and (flushed) committed at SHARED too. */
+static void saved(uint32_t nagents, int flushed)
+{
+	ct_wait_agents(&E, nagents);
+	td_wait_log(&E.coord, "rs group 0 formed", 10000);
+	save(1, 2, 1);
+	CT_CHECK(&E, wait_peer(2, 20000), "version 2 never committed at PEER_MEM");
+	uint64_t end = rt_ms() + 30000;
+	while (flushed && rt_ms() < end && !(list_v(2).tiers & CKPT_TIER_SHARED))
+		usleep(100000);
+	CT_CHECK(&E, !flushed || (list_v(2).tiers & CKPT_TIER_SHARED), "version 2 never committed at SHARED");
+}
+
 static int rebuild(void)
 {
 	ct_init(&E, "roles-ec-rebuild", NODES + 2);
@@ -227,14 +241,7 @@ static int rebuild(void)
 	const char *aargs[] = { "--pool-size", "64M", "--peer-pool-size", "32M", "--shared-dir", shared, NULL };
 	for (int k = 1; k <= NODES; k++)
 		start_agent(k, aargs);
-	ct_wait_agents(&E, NODES);
-	td_wait_log(&E.coord, "rs group 0 formed", 10000);
-	save(1, 2, 1);
-	CT_CHECK(&E, wait_peer(2, 20000), "version 2 never committed at PEER_MEM");
-	uint64_t end = rt_ms() + 30000;
-	while (rt_ms() < end && !(list_v(2).tiers & CKPT_TIER_SHARED))
-		usleep(100000);
-	CT_CHECK(&E, list_v(2).tiers & CKPT_TIER_SHARED, "version 2 never committed at SHARED");
+	saved(NODES, 1);
 	CT_CHECK(&E, scrape(0, "ckpt_rs_versions_protected_total{ckpt_job=\"ecj\"}") == 2,
 	         "ckpt_rs_versions_protected_total is not 2 after versions 1 and 2");
 
@@ -275,10 +282,7 @@ static void three_saved(const char *tag)
 	ct_start_coord(&E, cargs);
 	for (int k = 1; k <= NODES; k++)
 		start_agent(k, std_args);
-	ct_wait_agents(&E, NODES);
-	td_wait_log(&E.coord, "rs group 0 formed", 10000);
-	save(1, 2, 1);
-	CT_CHECK(&E, wait_peer(2, 20000), "version 2 never committed at PEER_MEM");
+	saved(NODES, 0);
 }
 
 /* rs:2+1 over n1..n3, two ranks each: versions 1 and 2 encoded, then the
@@ -535,14 +539,7 @@ static int matrix(unsigned k, unsigned m, const mpattern *pat, int npat)
 		ct_start_agent(&E, i, aargs, NULL);
 		home[i - 1] = i;
 	}
-	ct_wait_agents(&E, (uint32_t)world);
-	td_wait_log(&E.coord, "rs group 0 formed", 10000);
-	save(1, 2, 1);
-	CT_CHECK(&E, wait_peer(2, 20000), "version 2 never committed at PEER_MEM");
-	uint64_t end = rt_ms() + 30000;
-	while (rt_ms() < end && !(list_v(2).tiers & CKPT_TIER_SHARED))
-		usleep(100000);
-	CT_CHECK(&E, list_v(2).tiers & CKPT_TIER_SHARED, "version 2 never committed at SHARED");
+	saved((uint32_t)world, 1);
 	printf("%s: %d nodes, versions 1 and 2 protected by the group and flushed (%.1f s)\n", sch, world,
 	       (double)(rt_ms() - t0) / 1000);
 	for (int p = 0; p < npat && !E.failures; p++) {
