@@ -76,7 +76,15 @@ typedef struct ckptd__evicted {
 
 /* ---------------------------------------------------------------- memfd */
 
-static int ckptd__map_pool(ckptd_pool *p, const char *name, uint64_t bytes, int huge)
+/* Pre-faulting goes in steps of this many bytes, so that a cancel is seen. */
+#define CKPTD__POPULATE_STEP (64ull << 20)
+
+static int ckptd__cancelled(const int *cancel)
+{
+	return cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED);
+}
+
+static int ckptd__map_pool(ckptd_pool *p, const char *name, uint64_t bytes, int huge, const int *cancel)
 {
 	int err;
 	unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? MFD_HUGETLB : 0);
@@ -119,15 +127,23 @@ static int ckptd__map_pool(ckptd_pool *p, const char *name, uint64_t bytes, int 
 		(void)madvise(m, (size_t)bytes, MADV_HUGEPAGE); /* shmem THP, where enabled */
 	/* Fault every page in now: first touch costs far more than the copy
 	 * (seconds per GiB on some VMs) and must not land in a save's stall. */
-	if (madvise(m, (size_t)bytes, MADV_POPULATE_WRITE) < 0) {
-		if (errno != EINVAL) { /* EINVAL: kernel before 5.14 */
-			/* EFAULT: no page to back it (hugetlb) */
-			err = errno == EFAULT ? -ENOMEM : -errno;
+	for (uint64_t o = 0; o < bytes; o += CKPTD__POPULATE_STEP) {
+		uint64_t n = bytes - o < CKPTD__POPULATE_STEP ? bytes - o : CKPTD__POPULATE_STEP;
+		if (ckptd__cancelled(cancel)) {
 			munmap(m, (size_t)bytes);
+			err = -ECANCELED;
 			goto fail;
 		}
-		for (uint64_t o = 0; o < bytes; o += 4096)
-			((volatile uint8_t *)m)[o] = 0;
+		if (madvise((uint8_t *)m + o, (size_t)n, MADV_POPULATE_WRITE) < 0) {
+			if (errno != EINVAL) { /* EINVAL: kernel before 5.14 */
+				/* EFAULT: no page to back it (hugetlb) */
+				err = errno == EFAULT ? -ENOMEM : -errno;
+				munmap(m, (size_t)bytes);
+				goto fail;
+			}
+			for (uint64_t b = o; b < o + n; b += 4096)
+				((volatile uint8_t *)m)[b] = 0;
+		}
 	}
 	p->fd = fd;
 	p->base = m;
@@ -175,9 +191,9 @@ int ckptd_pool_open(ckptd_pool **out, const ckptd_pool_opts *opts)
 	const char *name = o.name ? o.name : "ckptd-pool";
 	err = -EOPNOTSUPP;
 	if (o.huge != CKPTD_POOL_HUGE_OFF)
-		err = ckptd__map_pool(p, name, o.bytes, 1);
-	if (err < 0 && o.huge != CKPTD_POOL_HUGE_ON)
-		err = ckptd__map_pool(p, name, o.bytes, 0);
+		err = ckptd__map_pool(p, name, o.bytes, 1, o.cancel);
+	if (err < 0 && err != -ECANCELED && o.huge != CKPTD_POOL_HUGE_ON)
+		err = ckptd__map_pool(p, name, o.bytes, 0, o.cancel);
 	if (err < 0) {
 		pthread_mutex_destroy(&p->mu);
 		goto fail;

@@ -89,6 +89,9 @@ typedef struct ckptd_pool_opts {
 	const char *name;         /* memfd name (seen in /proc/PID/fd); NULL: "ckptd-pool" */
 	ckptd_pool_evict_fn on_evict; /* may be NULL */
 	void *evict_arg;
+	const int *cancel;        /* may be NULL; set nonzero (from another thread) while
+	                             the pool is pre-faulted: ckptd_pool_open stops within
+	                             64 MiB and returns -ECANCELED */
 } ckptd_pool_opts;
 
 typedef struct ckptd_pool_stats {

@@ -33,6 +33,7 @@ typedef struct jpool {
 	uint64_t bytes;
 	int state;
 	int err;                 /* the thread's result */
+	int cancel;              /* set (atomically) to stop the pre-fault: the agent stops */
 	ckptd_pool *pool;        /* JP_READY */
 	uint32_t users;          /* registered rank sessions of the job */
 	uint64_t idle_since_ns;
@@ -93,7 +94,8 @@ static void *prepare_main(void *arg)
 	/* j->job is not read here: the loop may hand a pool made ahead to a
 	 * job while it is made. */
 	ckptd_pool_opts po = { .size = sizeof(po), .bytes = j->bytes, .huge = CKPTD_POOL_HUGE_AUTO, .name = j->name,
-	                       .on_evict = j->owner->on_evict, .evict_arg = j->owner->evict_arg };
+	                       .on_evict = j->owner->on_evict, .evict_arg = j->owner->evict_arg,
+	                       .cancel = &j->cancel };
 	/* Tests: a slow preparation (delay:MS), requests waiting on it. */
 	j->err = ckpt__fault(j->owner->faults, "agent.pool_prepare");
 	if (j->err == 0)
@@ -333,7 +335,10 @@ void ckptd_jpools_free(ckptd_jpools *p)
 	while (p->list) {
 		jpool *j = p->list;
 		if (j->state == JP_PREPARING) {
-			/* The server (and its watch) is gone already: wait for the thread. */
+			/* The server (and its watch) is gone already: stop the thread's
+			 * pre-fault (seconds per GiB: a stop would wait it out) and
+			 * wait for it. */
+			__atomic_store_n(&j->cancel, 1, __ATOMIC_RELAXED);
 			pthread_join(j->thr, NULL);
 			close(j->pipe[0]);
 			close(j->pipe[1]);

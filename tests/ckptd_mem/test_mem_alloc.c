@@ -235,6 +235,15 @@ static void default_open(void)
 	T_ASSERT(a.cap == st.align);
 	memset((char *)ckptd_pool_base(p) + a.off, 0x5a, a.len);
 	ckptd_pool_close(p);
+	/* Cancelled (an agent stopping while it pre-faults): no pool. */
+	int cancel = 1;
+	o.cancel = &cancel;
+	p = NULL;
+	M_ERR(ckptd_pool_open(&p, &o), -ECANCELED);
+	T_ASSERT(p == NULL);
+	cancel = 0;
+	M_OK(ckptd_pool_open(&p, &o));
+	ckptd_pool_close(p);
 }
 
 /* The pool is shared by the agent's threads: hammer it from several, each
