@@ -43,6 +43,7 @@ typedef struct recov {
 	uint64_t newest_peer;  /* ... of those at PEER_MEM: protected again once a newer one commits there */
 	int open;              /* its ranks' first steps not all seen */
 	int need_spare;        /* node-lost: a spare wanted, none working on it */
+	int pulled;            /* the spare's SPARE_DONE came (its pull ended, well or not) */
 } recov;
 
 /* A rank's registration, kept a while: a relaunched rank may register
@@ -275,6 +276,7 @@ static void assign(ckptd_coordinator *c, recov *v, peer *q, const uint64_t *byte
 	(void)ckptd__coord_note_job(c, q, v->r.job); /* it hears the job's notices */
 	v->r.chosen_ns = q->took_ns;
 	v->r.ready_ns = 0;
+	v->pulled = 0;
 	v->r.code = 0;
 	v->r.text[0] = '\0';
 	v->need_spare = 0;
@@ -325,7 +327,7 @@ void ckptd__coord_spares_node_lost(ckptd_coordinator *c, peer *p)
 	/* A spare lost while it pulled: its recoveries want another. */
 	for (size_t i = 0; i < cs->len; i++) {
 		recov *v = at(cs, i);
-		if (v->open && v->r.spare[0] && !v->r.ready_ns && !strcmp(v->r.spare, p->node)) {
+		if (v->open && v->r.spare[0] && !v->pulled && !strcmp(v->r.spare, p->node)) {
 			CKPTD_ERROR(c->log, p->node, v->r.job, "spare %s lost while it pulled lost node %s's ranks %s "
 			            "(epoch %" PRIu64 "): choosing another", p->node, v->r.node, v->r.ranks, v->r.epoch);
 			ckptd_metrics_add(c->mx, CKPTD_M_SPARE_DECISIONS, v->r.job, "failed", 1);
@@ -382,9 +384,10 @@ void ckptd__coord_spare_done(ckptd_coordinator *c, peer *p, const ckptd_spare_do
 	struct coord_spares *cs = c->spares;
 	for (size_t i = 0; cs && i < cs->len; i++) {
 		recov *v = at(cs, i);
-		if (v->r.epoch != d->epoch || strcmp(v->r.job, d->job) || strcmp(v->r.spare, p->node) || v->r.ready_ns)
+		if (v->r.epoch != d->epoch || strcmp(v->r.job, d->job) || strcmp(v->r.spare, p->node) || v->pulled)
 			continue;
 		uint64_t now = ckpt__wall_ns();
+		v->pulled = 1;
 		v->r.bytes = d->bytes;
 		char text[CKPTD_TEXT_MAX + 1];
 		if (d->code == 0) {
