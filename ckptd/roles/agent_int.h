@@ -224,6 +224,9 @@ void ckptd__prefetch_assign(ckptd_agent *a, const ckptd_spare_assign *m);
  * its rs group): held until that ends (at most a few seconds), then
  * answered. Returns 1 if held, 0 if there is nothing to wait for. */
 int ckptd__prefetch_hold(ckptd_agent *a, rank_sess *rs, const ckptd_segment_request *m);
+/* 1 while a READ of the rank session `serial` is held here (it waits on
+ * this agent: not silent). */
+int ckptd__prefetch_holds(const ckptd_agent *a, uint64_t serial);
 /* Held READs past their hold, answered. */
 void ckptd__prefetch_tick(ckptd_agent *a, uint64_t now);
 /* A job's pool became ready: tasks waiting for a segment get one. */

@@ -12,7 +12,8 @@
  *    heard from for --hang-timeout, and at least 4 of its intervals, while
  *    its process exists (SIGSTOP, a deadlock holding its io thread). A rank
  *    waiting on this agent (a segment request held for its job's pool, a
- *    question passed on to the coordinator) is not silent: it waits on us.
+ *    read held while its shard is fetched or rebuilt here, a question
+ *    passed on to the coordinator) is not silent: it waits on us.
  *  - up again: a hung rank heard from.
  * The agent's --on-failure runs when the coordinator's EVENT for one of its
  * jobs comes back (with the epoch), or at once, epoch 0, when the agent
@@ -250,7 +251,7 @@ static void gone_tick(ckptd_agent *a, uint64_t now)
 /* Whether the rank waits on this agent (then its silence is ours). */
 static int waits_on_us(ckptd_agent *a, const rank_sess *rs)
 {
-	if (rs->waiting)
+	if (rs->waiting || ckptd__prefetch_holds(a, rs->serial))
 		return 1;
 	for (size_t i = 0; i < a->flen; i++) {
 		const fwd *f = &a->fifo[(a->fhead + i) % a->fcap];

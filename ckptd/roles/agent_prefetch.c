@@ -528,6 +528,15 @@ int ckptd__prefetch_hold(ckptd_agent *a, rank_sess *rs, const ckptd_segment_requ
 	return 1;
 }
 
+int ckptd__prefetch_holds(const ckptd_agent *a, uint64_t serial)
+{
+	const struct agent_prefetch *p = a->prefetch;
+	for (size_t i = 0; p && i < p->nwaits; i++)
+		if (p->waits[i].serial == serial)
+			return 1;
+	return 0;
+}
+
 void ckptd__prefetch_tick(ckptd_agent *a, uint64_t now)
 {
 	if (a->prefetch && a->prefetch->nwaits)

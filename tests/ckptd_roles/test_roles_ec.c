@@ -314,7 +314,8 @@ static int restart(void)
  * waits 2.5 s, some 10 s a shard, past the 8 s an agent holds a read):
  * ranks 0 and 1 relaunched there wait for the rebuild (their agent says
  * BUSY after each hold while the rebuild progresses, they ask again) and
- * restore bit-exact from LOCAL_MEM, not from the next tier. */
+ * restore bit-exact from LOCAL_MEM, not from the next tier, and are never
+ * judged hung meanwhile. */
 static int slow(void)
 {
 	three_saved("roles-ec-slow");
@@ -322,6 +323,8 @@ static int slow(void)
 	uint64_t t0 = rt_ms();
 	replace(1, 4, 0, std_args);
 	CT_CHECK(&E, td_log_has(&E.agent[4], "ask again"), "n4 never told a rank to ask again while it rebuilt");
+	/* Held 8 s at a time, past --hang-timeout (5 s): waiting on n4, not silent. */
+	CT_CHECK(&E, !td_log_has(&E.agent[4], " hung: silent for"), "n4 judged a rank hung while it held its read");
 	for (int r = 0; r < PER; r++)
 		CT_CHECK(&E, ct_log_has(&E, &plan[r], "the agent is still rebuilding rank"),
 		         "rank %d does not say it waited for its agent's rebuild", r);
