@@ -538,6 +538,9 @@ static int list_cb(void *arg, const ckptd_coord_version *v)
 	e->shards_done = v->ranks_any > e->world_size ? e->world_size : v->ranks_any;
 	e->bytes = v->bytes;
 	e->tiers = v->committed;
+	/* Committed once, not restorable now, nothing being deleted: a shard's
+	 * every copy went with lost nodes (a rank must not start afresh). */
+	e->gone = v->committed_ns && !v->restorable && !v->deleting && e->state != CKPT_STATE_COMMITTED;
 	return 0;
 }
 

@@ -567,7 +567,7 @@ void ckpt__daemon_warm(ckpt_ctx *ctx)
 	 * node holds (1.4 agents answer that themselves; older ones are asked
 	 * for the coordinator's newest). */
 	int got = ckpt__daemon_speaks(ctx, 4) ? ckpt__daemon_segment_read(ctx, CKPT_LATEST, &img, &len, &cold, &id)
-	        : ckpt__daemon_versions(ctx, &v, &n) == 0 && n ? ckpt__daemon_segment_read(ctx, v[n - 1], &img, &len,
+	        : ckpt__daemon_versions(ctx, &v, &n, NULL) == 0 && n ? ckpt__daemon_segment_read(ctx, v[n - 1], &img, &len,
 	                                                                                  &cold, &id)
 	        : -ENOENT;
 	if (got == 0) {
@@ -725,7 +725,7 @@ int ckpt__daemon_wait_commit(ckpt_ctx *ctx, uint64_t version, uint32_t tier, int
 	}
 }
 
-int ckpt__daemon_versions(ckpt_ctx *ctx, uint64_t **out, size_t *nout)
+int ckpt__daemon_versions(ckpt_ctx *ctx, uint64_t **out, size_t *nout, uint64_t *lost)
 {
 	struct ckpt_daemon *d = ctx->daemon;
 	uint64_t *v = NULL, start = 0;
@@ -733,6 +733,8 @@ int ckpt__daemon_versions(ckpt_ctx *ctx, uint64_t **out, size_t *nout)
 	int err = 0, more = 1;
 	*out = NULL;
 	*nout = 0;
+	if (lost)
+		*lost = 0;
 	pthread_mutex_lock(&d->mu);
 	while (more && !err) {
 		ckptd_msg m = { .type = CKPTD_MSG_LIST_VERSIONS }, rep;
@@ -744,6 +746,8 @@ int ckpt__daemon_versions(ckpt_ctx *ctx, uint64_t **out, size_t *nout)
 		for (uint32_t i = 0; i < rep.u.versions.count; i++) {
 			const ckptd_version_info *e = &rep.u.versions.entries[i];
 			start = e->version + 1;
+			if (lost && e->gone && e->world_size == ctx->cfg.world_size && e->version > *lost)
+				*lost = e->version;
 			if (e->state != CKPT_STATE_COMMITTED || !e->tiers || e->world_size != ctx->cfg.world_size)
 				continue;
 			if (n == cap) {

@@ -70,8 +70,11 @@ int ckpt__daemon_shard_done(struct ckpt_ctx *ctx, const struct ckpt_save_op *op,
 int ckpt__daemon_wait_commit(struct ckpt_ctx *ctx, uint64_t version, uint32_t tier, int64_t timeout_ms);
 
 /* Versions committed at some tier, as the coordinator sees them, ascending.
- * [out] v: free() it. Returns 0 or a negative code. */
-int ckpt__daemon_versions(struct ckpt_ctx *ctx, uint64_t **v, size_t *n);
+ * [out] v: free() it. [out] lost (may be NULL): the newest version of this
+ * world size that was committed and is restorable no more, a shard's every
+ * copy gone with lost nodes (VERSIONS' GONE, 1.6), 0 if none. Returns 0 or
+ * a negative code. */
+int ckpt__daemon_versions(struct ckpt_ctx *ctx, uint64_t **v, size_t *n, uint64_t *lost);
 
 /* Asks for this rank's LOCAL_MEM copy of version, read-only. [out] buf, len:
  * the shard image, pinned by the agent (never evicted nor deleted) until

@@ -749,13 +749,13 @@ static int restore_timed(ckpt_ctx *ctx, uint64_t version, uint64_t *restored);
 /* The coordinator's committed versions; an agent that cannot reach its
  * coordinator says so (busy) for a while after a restart or a partition:
  * asked a few times before giving up. */
-static int list_committed(ckpt_ctx *ctx, uint64_t **v, size_t *n)
+static int list_committed(ckpt_ctx *ctx, uint64_t **v, size_t *n, uint64_t *lost)
 {
 	int err = -EBUSY;
 	for (int i = 0; i < 5 && err == -EBUSY; i++) {
 		if (i)
 			usleep(400 * 1000);
-		err = ckpt__daemon_versions(ctx, v, n);
+		err = ckpt__daemon_versions(ctx, v, n, lost);
 	}
 	return err;
 }
@@ -802,6 +802,7 @@ typedef struct candidates {
 	uint8_t *tree;
 	int listed;  /* the coordinator's word */
 	int unasked; /* the coordinator could not be asked: its error */
+	uint64_t lost; /* the newest version committed once whose shards the coordinator no longer all has (0: none) */
 } candidates;
 
 static int gather_candidates(ckpt_ctx *ctx, candidates *a)
@@ -810,7 +811,7 @@ static int gather_candidates(ckpt_ctx *ctx, candidates *a)
 	memset(a, 0, sizeof(*a));
 	/* The coordinator knows what every rank committed at any tier; the
 	 * local index only what this node wrote to disk. */
-	if (ctx->daemon && (err = list_committed(ctx, &a->v, &a->n)) < 0) {
+	if (ctx->daemon && (err = list_committed(ctx, &a->v, &a->n, &a->lost)) < 0) {
 		LOG_W(&ctx->log, CKPT_NO_VERSION, "restore: daemon cannot list versions (%s); using the local index",
 		      ckpt_strerror(err));
 		a->unasked = err;
@@ -870,7 +871,7 @@ static int restore_timed(ckpt_ctx *ctx, uint64_t version, uint64_t *restored)
 		uint64_t *cv = NULL;
 		size_t ncv = 0;
 		int listed = 0;
-		if (ctx->daemon && ckpt__daemon_versions(ctx, &cv, &ncv) == 0)
+		if (ctx->daemon && ckpt__daemon_versions(ctx, &cv, &ncv, NULL) == 0)
 			for (size_t i = 0; i < ncv && !listed; i++)
 				listed = cv[i] == version;
 		free(cv);
@@ -946,6 +947,15 @@ static int restore_timed(ckpt_ctx *ctx, uint64_t version, uint64_t *restored)
 		      "committed (%s) and this root (%s) holds none; not starting from scratch",
 		      ckpt_strerror(unasked), ctx->root);
 		return -CKPT_EUNREACHABLE;
+	}
+	if (offered == 0 && c.lost) {
+		/* The job had committed versions, and every copy of them went with
+		 * the nodes that held them: a fresh start would silently drop its
+		 * training. */
+		LOG_E(&ctx->log, c.lost, "restore: version %llu was committed, but a rank's shard of it has no copy left at "
+		      "any tier (every node that held one was lost), and no other version is restorable",
+		      (unsigned long long)c.lost);
+		return ckpt__restore_lost(ctx, c.lost, "the coordinator");
 	}
 	if (offered == 0) {
 		LOG_I(&ctx->log, CKPT_NO_VERSION, "restore: no committed version");

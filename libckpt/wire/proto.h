@@ -183,7 +183,7 @@ enum {
 	/* 1.6: spares and the recovery timeline (tags 192 and up) */
 	CKPTD_TAG_SPARE = 192, CKPTD_TAG_SPARE_NODE, CKPTD_TAG_RECOVERIES, CKPTD_TAG_FAILED_NS, CKPTD_TAG_DETECTED_NS,
 	CKPTD_TAG_CHOSEN_NS, CKPTD_TAG_READY_NS, CKPTD_TAG_REGISTERED_NS, CKPTD_TAG_RESTORED_NS, CKPTD_TAG_FIRST_STEP_NS,
-	CKPTD_TAG_PROTECTED_NS,
+	CKPTD_TAG_PROTECTED_NS, CKPTD_TAG_GONE,
 };
 
 /* GC.keep_dram / keep_disk: no limit. */
@@ -434,6 +434,8 @@ typedef struct ckptd_version_info {
 	uint32_t shards_done; /* <= world_size */
 	uint64_t bytes;
 	uint32_t tiers;       /* ckpt_tier mask committed at */
+	uint32_t gone;        /* 1.6, optional: 1 = committed once, and a rank's shard has no live copy left
+	                         (not deleted: lost with the nodes that held it) */
 } ckptd_version_info;
 
 typedef struct ckptd_versions {

@@ -86,6 +86,8 @@ static const char *check_version_info(const void *r)
 		return "unknown version state";
 	if (!v->world_size || v->shards_done > v->world_size)
 		return "shards done not within world size";
+	if (v->gone > 1 || (v->gone && v->state == CKPT_STATE_COMMITTED))
+		return "GONE is 0, or 1 for a version not committed now";
 	return v->tiers & ~0xfu ? "unknown tier bits" : NULL;
 }
 
@@ -446,6 +448,7 @@ static const ckptd__field f_version_info[] = {
 	F_U32(ckptd_version_info, shards_done, CKPTD_TAG_SHARDS_DONE, REQ),
 	F_U64(ckptd_version_info, bytes, CKPTD_TAG_BYTES, REQ),
 	F_U32(ckptd_version_info, tiers, CKPTD_TAG_TIERS, REQ),
+	F_U32(ckptd_version_info, gone, CKPTD_TAG_GONE, OPT),
 };
 static const ckptd__schema s_version_info = SCHEMA(ckptd_version_info, f_version_info, check_version_info);
 static const ckptd__field f_versions[] = {

@@ -231,6 +231,7 @@ static inline void t_sample(ckptd_msg *m, t_store *st, uint16_t type, int varian
 			                                 .world_size = 6, .shards_done = (uint32_t)(i % 7),
 			                                 .bytes = (uint64_t)i << 33, .tiers = (uint32_t)(i * 3) & 0xf };
 		st->v[4].shards_done = 6;
+		st->v[0].gone = st->v[0].state != CKPT_STATE_COMMITTED;
 		break;
 	case CKPTD_MSG_DELETE_VERSION:
 		snprintf(m->u.delete_version.job, sizeof(m->u.delete_version.job), "%s", job);

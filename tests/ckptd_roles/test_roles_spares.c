@@ -33,7 +33,8 @@
  * every DRAM: its spare's SPARE_DONE names rank 0 and why (loud, in both
  * logs and in the recovery); the other lost rank, whose partner survived, is
  * pulled by its spare; once the lost nodes' copies are dropped, version 2
- * (rank 0 has no copy) is committed at no tier any more. */
+ * (rank 0 has no copy) is committed at no tier any more, and rank 0
+ * relaunched is refused (-CKPT_EUNREACHABLE), not started from scratch. */
 #include "cluster_test.h"
 
 #define JOB "spj"
@@ -531,6 +532,11 @@ static int double_test(void)
 		usleep(100000);
 	CT_CHECK(&E, !list_v(2).tiers, "version 2 still committed (tiers 0x%x) with rank 0's every copy lost",
 	         list_v(2).tiers);
+	/* Relaunched now, rank 0 must not start from scratch: the job's newest
+	 * committed version is lost, not absent (-CKPT_EUNREACHABLE). */
+	launch(0, s0, 2, "local_mem,peer_mem,local_disk", 0, 0, 1);
+	CT_CHECK(&E, ct_finish(&E, &proc[0]), "rank 0, relaunched with every copy of version 2 lost, did not "
+	         "refuse to start from scratch (rank log: 'restore gave')");
 	for (int r = 0; r < WORLD; r++)
 		if (r != 0 && r != other)
 			ct_kill(&proc[r]);
