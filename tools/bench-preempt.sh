@@ -197,12 +197,15 @@ for ((i = 1; i <= iters; i++)); do
 	# when its rank registers; a save before that waits up to --segment-wait.
 	# Four agents doing it at once on this machine take seconds: the regular
 	# checkpoint waits until every pool is ready.
+	# A pool the agent made ahead (--pools-ahead) is taken ready, or becomes
+	# ready once taken: either line says so.
+	ready="job=$job\]: (DRAM pool ready|this job takes a [0-9]+-byte DRAM pool made ahead \(ready\))"
 	for k in 1 2 3 4; do
 		for _ in $(seq 600); do
-			grep -q "job=$job\]: DRAM pool ready" "$work/n$k.log" && break
+			grep -qE "$ready" "$work/n$k.log" && break
 			sleep 0.1
 		done
-		grep -q "job=$job\]: DRAM pool ready" "$work/n$k.log" || die "$job: n$k's DRAM pool is not ready after 60 s"
+		grep -qE "$ready" "$work/n$k.log" || die "$job: n$k's DRAM pool is not ready after 60 s"
 	done
 	touch "$work/$job.go"
 	for r in 0 1 2 3; do
