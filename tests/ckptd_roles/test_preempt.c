@@ -126,20 +126,12 @@ static void rank_env(const char *tag, int rank, int node)
 	rp_child_setup(driver, &r);
 	if (shared)
 		setenv("CKPT_SHARED_DIR", shared_dir, 1);
-	setenv("CKPT_CHUNK_BYTES", "64K", 1);
-	setenv("CKPT_STAGING_BYTES", "4M", 1);
-	setenv("CKPT_WORKERS", "1", 1);
-	setenv("CKPT_INTERVAL", "20", 1);
-	setenv("CKPT_PEER_TIMEOUT_MS", "5000", 1);
-	setenv("CKPT_PREEMPT_EXIT_MARGIN_MS", "500", 1);
+	tl_env();
 	if (!strcmp(scen, "during") && rank == 0)
 		setenv("CKPT_FAULT", "peer.mid_write=delay:1500", 1);
 }
 
-typedef struct proc {
-	pid_t pid;
-	int rep;
-} proc;
+typedef tl_proc proc;
 
 static proc spawn(const char *tag, int rank, int node, uint64_t restore_want)
 {

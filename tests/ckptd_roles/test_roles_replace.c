@@ -54,18 +54,10 @@ static void rank_env(const char *tag, int rank, int node)
 	rp_rank r = { env.dir, tag, JOB, rank, WORLD, 0, ckroot[node], agent[node].unixa,
 	              "local_mem,peer_mem,local_disk", env.tokpath, 150 };
 	rp_child_setup(driver, &r);
-	setenv("CKPT_CHUNK_BYTES", "64K", 1);
-	setenv("CKPT_STAGING_BYTES", "4M", 1);
-	setenv("CKPT_WORKERS", "1", 1);
-	setenv("CKPT_INTERVAL", "20", 1);
-	setenv("CKPT_PEER_TIMEOUT_MS", "5000", 1);
-	setenv("CKPT_PREEMPT_EXIT_MARGIN_MS", "500", 1);
+	tl_env();
 }
 
-typedef struct proc {
-	pid_t pid;
-	int rep;
-} proc;
+typedef tl_proc proc;
 
 static proc spawn(const char *tag, int rank, int node, uint64_t restore_want)
 {

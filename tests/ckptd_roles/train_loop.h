@@ -16,6 +16,25 @@
 
 typedef void (*tl_fill_fn)(uint8_t *b, int rank, uint64_t step);
 
+/* A rank process and its report pipe. */
+typedef struct tl_proc {
+	pid_t pid;
+	int rep;
+} tl_proc;
+
+/* The library's settings these tests run with: small chunks and staging,
+ * one worker, an interval save every 20 steps, partner writes given 5 s,
+ * leaving 0.5 s before an emergency's deadline. */
+static inline void tl_env(void)
+{
+	setenv("CKPT_CHUNK_BYTES", "64K", 1);
+	setenv("CKPT_STAGING_BYTES", "4M", 1);
+	setenv("CKPT_WORKERS", "1", 1);
+	setenv("CKPT_INTERVAL", "20", 1);
+	setenv("CKPT_PEER_TIMEOUT_MS", "5000", 1);
+	setenv("CKPT_PREEMPT_EXIT_MARGIN_MS", "500", 1);
+}
+
 static inline void tl_train(int rank, int rep, size_t bytes, int step_ms, uint64_t interval, uint64_t ready_step,
                             tl_fill_fn fill)
 {
