@@ -105,7 +105,7 @@ fi
 if [ "$spare_rounds" -gt 0 ]; then
 	[ -x "$bin/ckpt-fabric-bench" ] || die "no $bin/ckpt-fabric-bench: build the project first (cmake --build build)"
 	py=$(command -v python3) || die "python3 is needed to read ckpt's JSON"
-	base=$(mktemp -d "${TMPDIR:-/tmp}/bench-recovery.XXXXXX")
+	base=$(mktemp -d "${TMPDIR:-/tmp}/bench-recovery.XXXXXX") # XXXXXX: mktemp's template
 	work=$base
 	# shellcheck source=tools/bench/cluster.sh
 	. "$here/bench/cluster.sh"

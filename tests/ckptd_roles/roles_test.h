@@ -306,4 +306,31 @@ static inline void rt_wait_agents(const rt_env *e, const char *coord_tcp, uint32
 	T_FAIL("only %u of %u agents up after %d ms", up, want, timeout_ms);
 }
 
+/* The job's kept decisions and what followed them (EVENTS, without
+ * FOLLOW) through c, each EVENT to fn in order; c is closed after.
+ * Returns how many came. */
+typedef void (*rt_event_fn)(void *arg, const ckptd_event *e);
+static inline int rt_events(ckptd_client *c, const char *job, rt_event_fn fn, void *arg)
+{
+	ckptd_msg m = { .type = CKPTD_MSG_EVENTS };
+	snprintf(m.u.events.job, sizeof(m.u.events.job), "%s", job);
+	T_ASSERT(ckptd_client_send(c, &m) == 0);
+	int n = 0;
+	for (;;) {
+		ckptd_msg e;
+		if (ckptd_client_recv(c, &e) < 0)
+			break;
+		int more = e.type == CKPTD_MSG_EVENT;
+		if (more) {
+			fn(arg, &e.u.event);
+			n++;
+		}
+		ckptd_msg_free(&e);
+		if (!more)
+			break;
+	}
+	ckptd_client_close(c);
+	return n;
+}
+
 #endif

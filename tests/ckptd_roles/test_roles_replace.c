@@ -132,36 +132,33 @@ typedef struct ev {
 	char ranks[64];
 } ev;
 
+typedef struct ev_acc {
+	ev *out;
+	int n, cap;
+} ev_acc;
+
+static void ev_take(void *arg, const ckptd_event *e)
+{
+	ev_acc *a = arg;
+	if (a->n == a->cap)
+		return;
+	ev *x = &a->out[a->n++];
+	x->kind = e->kind;
+	x->epoch = e->epoch;
+	snprintf(x->node, sizeof(x->node), "%s", e->node);
+	snprintf(x->text, sizeof(x->text), "%s", e->text);
+	x->ranks[0] = '\0';
+	for (uint32_t k = 0; k < e->count; k++) {
+		size_t l = strlen(x->ranks);
+		snprintf(x->ranks + l, sizeof(x->ranks) - l, "%s%u", k ? "," : "", e->entries[k].rank);
+	}
+}
+
 static int events(ev *out, int cap)
 {
-	ckptd_client *c = coord_cli();
-	ckptd_msg m = { .type = CKPTD_MSG_EVENTS };
-	snprintf(m.u.events.job, sizeof(m.u.events.job), "%s", JOB);
-	T_ASSERT(ckptd_client_send(c, &m) == 0);
-	int n = 0;
-	for (;;) {
-		ckptd_msg e;
-		if (ckptd_client_recv(c, &e) < 0)
-			break;
-		int more = e.type == CKPTD_MSG_EVENT;
-		if (more && n < cap) {
-			out[n].kind = e.u.event.kind;
-			out[n].epoch = e.u.event.epoch;
-			snprintf(out[n].node, sizeof(out[n].node), "%s", e.u.event.node);
-			snprintf(out[n].text, sizeof(out[n].text), "%s", e.u.event.text);
-			out[n].ranks[0] = '\0';
-			for (uint32_t k = 0; k < e.u.event.count; k++) {
-				size_t l = strlen(out[n].ranks);
-				snprintf(out[n].ranks + l, sizeof(out[n].ranks) - l, "%s%u", k ? "," : "", e.u.event.entries[k].rank);
-			}
-			n++;
-		}
-		ckptd_msg_free(&e);
-		if (!more)
-			break;
-	}
-	ckptd_client_close(c);
-	return n;
+	ev_acc a = { out, 0, cap };
+	rt_events(coord_cli(), JOB, ev_take, &a);
+	return a.n;
 }
 
 static void start_daemons(void)

@@ -159,28 +159,27 @@ static const ckptd_recovery *find_rec(const ckptd_recovery *v, uint32_t n, uint3
 }
 
 /* The kinds of the job's events of epoch ep, and their nodes, in order. */
+typedef struct ev_acc {
+	uint64_t ep;
+	uint32_t *kinds;
+	char (*nodes)[CKPTD_NAME_MAX + 1];
+	int n, cap;
+} ev_acc;
+
+static void ev_take(void *arg, const ckptd_event *e)
+{
+	ev_acc *a = arg;
+	if (e->epoch == a->ep && a->n < a->cap) {
+		a->kinds[a->n] = e->kind;
+		snprintf(a->nodes[a->n++], CKPTD_NAME_MAX + 1, "%s", e->node);
+	}
+}
+
 static int events_of(uint64_t ep, uint32_t *kinds, char nodes[][CKPTD_NAME_MAX + 1], int cap)
 {
-	ckptd_client *c = cli_session();
-	ckptd_msg m = { .type = CKPTD_MSG_EVENTS };
-	snprintf(m.u.events.job, sizeof(m.u.events.job), "%s", JOB);
-	T_ASSERT(ckptd_client_send(c, &m) == 0);
-	int n = 0;
-	for (;;) {
-		ckptd_msg e;
-		if (ckptd_client_recv(c, &e) < 0)
-			break;
-		int more = e.type == CKPTD_MSG_EVENT;
-		if (more && e.u.event.epoch == ep && n < cap) {
-			kinds[n] = e.u.event.kind;
-			snprintf(nodes[n++], CKPTD_NAME_MAX + 1, "%s", e.u.event.node);
-		}
-		ckptd_msg_free(&e);
-		if (!more)
-			break;
-	}
-	ckptd_client_close(c);
-	return n;
+	ev_acc a = { ep, kinds, nodes, 0, cap };
+	rt_events(cli_session(), JOB, ev_take, &a);
+	return a.n;
 }
 
 /* `ckpt recoveries --json`: in every recovery with a total, the phases'
