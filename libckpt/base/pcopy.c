@@ -133,18 +133,29 @@ void ckpt__pcopy_each(ckpt_pcopy *pc, size_t len, size_t part, ckpt_pcopy_fn fn,
 typedef struct {
 	uint8_t *dst;
 	const uint8_t *src;
+	ckpt_copy_fn copy;
 } copy_job;
 
 static void copy_part(void *arg, size_t off, size_t n)
 {
 	const copy_job *j = arg;
-	memcpy(j->dst + off, j->src + off, n);
+	j->copy(j->dst + off, j->src + off, n);
+}
+
+static void plain_copy(void *dst, const void *src, size_t len)
+{
+	memcpy(dst, src, len);
+}
+
+void ckpt__pcopy_with(ckpt_pcopy *pc, void *dst, const void *src, size_t len, ckpt_copy_fn copy)
+{
+	copy_job j = { dst, src, copy ? copy : plain_copy };
+	ckpt__pcopy_each(pc, len, PART_BYTES, copy_part, &j);
 }
 
 void ckpt__pcopy(ckpt_pcopy *pc, void *dst, const void *src, size_t len)
 {
-	copy_job j = { dst, src };
-	ckpt__pcopy_each(pc, len, PART_BYTES, copy_part, &j);
+	ckpt__pcopy_with(pc, dst, src, len, NULL);
 }
 
 unsigned long long ckpt__pcopy_helped(ckpt_pcopy *pc)

@@ -21,6 +21,11 @@ int ckpt__pcopy_start(ckpt_pcopy **out, unsigned threads);
  * them are copied. Calls from several threads take turns. */
 void ckpt__pcopy(ckpt_pcopy *pc, void *dst, const void *src, size_t len);
 
+/* The same with another copy than memcpy for each part (a streaming one);
+ * NULL: memcpy. */
+typedef void (*ckpt_copy_fn)(void *dst, const void *src, size_t len);
+void ckpt__pcopy_with(ckpt_pcopy *pc, void *dst, const void *src, size_t len, ckpt_copy_fn copy);
+
 /* The gang's parallel loop, of which the copy is one use: fn(arg, off, n)
  * over [0, len) cut into parts of part bytes (0: 1 MiB) at multiples of
  * part, the caller and the gang's threads taking parts in turn; returns

@@ -421,20 +421,6 @@ static int file_check(ckpt_ctx *ctx, ckpt_save_op *op, ckpt_region *rg, int when
 	return -CKPT_ECHANGED;
 }
 
-/* A host chunk's copy into its slot, on the copy gang: streaming stores
- * (the slot is read next by the checksum threads and the disk, not from
- * this core's cache), which a plain memcpy of a snapshot much larger than
- * the caches pays for by reading every destination line first. */
-typedef struct snap_copy {
-	uint8_t *dst;
-	const uint8_t *src;
-} snap_copy;
-
-static void snap_copy_part(void *arg, size_t off, size_t n)
-{
-	const snap_copy *j = arg;
-	ckpt_kern_copy_stream(j->dst + off, j->src + off, n);
-}
 
 /* Copies one chunk (bytes [off, off+len) of region rg) into its segment
  * place or a staging slot, and queues it for the workers. A file region's
@@ -482,8 +468,10 @@ static void snapshot_chunk(ckpt_ctx *ctx, ckpt_save_op *op, uint8_t *seg, const 
 			*bad = 1;
 		}
 	} else {
-		snap_copy job = { dst, (const uint8_t *)rg->ptr + off };
-		ckpt__pcopy_each(ctx->pcopy, len, 0, snap_copy_part, &job);
+		/* Streaming stores: the slot is read next by the checksum threads
+		 * and the disk, not from this core's cache, and plain stores into a
+		 * snapshot far larger than the caches first read every line. */
+		ckpt__pcopy_with(ctx->pcopy, dst, (const uint8_t *)rg->ptr + off, len, ckpt_kern_copy_stream);
 	}
 	t->op = op;
 	t->index = (uint32_t)ci;
